@@ -1,0 +1,399 @@
+//! The coordinator's state machine, sans I/O: entries per transactional.id,
+//! transitions in flight, and the two-phase update rule of spec §0.5.
+//!
+//! Every decision comes from the loaded policy (already checked by the
+//! policy runtime). The machine never applies a decision itself: it returns a
+//! [`PlannedWrite`]; the caller makes the state record durable and hands the
+//! outcome back to [`TxnMachine::finish`], which applies it and produces the
+//! reply. So nothing is ever answered before it is durable, and the same
+//! machine runs under the broker, the conformance runner and unit tests.
+//! It may touch: its own map, the policy. Nothing else.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use tracing::warn;
+
+use super::record::StateRecord;
+use crate::policy::{
+    AddPartitionsRequest, Claim, Decision, DecisionKind, EndTxnRequest, Entry, InitRequest, Limits, Policy, Reply,
+    TopicPartition, TxnState,
+};
+
+/// Kafka error codes the host itself answers with.
+pub mod code {
+    pub const NONE: i16 = 0;
+    pub const UNKNOWN_SERVER_ERROR: i16 = -1;
+    pub const COORDINATOR_NOT_AVAILABLE: i16 = 15;
+    pub const NOT_COORDINATOR: i16 = 16;
+    pub const INVALID_REQUEST: i16 = 42;
+    pub const CONCURRENT_TRANSACTIONS: i16 = 51;
+}
+
+/// Coordinator limits (transaction.max.timeout.ms and the exhaustion point).
+pub const DEFAULT_LIMITS: Limits = Limits { max_timeout_ms: 900_000, exhausted_epoch: i16::MAX - 1 };
+
+/// An InitProducerId as it arrives (claim fields raw, -1 = unset).
+#[derive(Debug, Clone)]
+pub struct InitProducerId {
+    pub transactional_id: Option<String>,
+    pub timeout_ms: i32,
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub version: i16,
+}
+
+/// Why a durable append failed (spec §0.5 step 4).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AppendError {
+    /// Not enough replicas / timed out: retriable, maps to COORDINATOR_NOT_AVAILABLE.
+    NotEnoughReplicas,
+    /// The coordinator lost ownership (or its epoch changed): NOT_COORDINATOR, nothing applied.
+    NotCoordinator,
+    /// The disk refused the write: NOT_COORDINATOR, as Kafka maps KAFKA_STORAGE_ERROR.
+    Storage(String),
+}
+
+/// Markers the host must write before the transaction can complete.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MarkerJob {
+    pub transactional_id: String,
+    pub commit: bool,
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub partitions: Vec<TopicPartition>,
+}
+
+/// A write the caller must make durable, then pass to [`TxnMachine::finish`].
+#[derive(Debug, Clone)]
+pub struct PlannedWrite {
+    /// The record to append to the state log.
+    pub record: StateRecord,
+    /// What the policy decided (for logs and the caller's side effects).
+    pub kind: DecisionKind,
+    entry: Entry,
+    on_failure: Option<Entry>,
+    reply: Reply,
+    candidate_used: bool,
+}
+
+impl PlannedWrite {
+    /// The entry that becomes current once the record is durable.
+    pub fn entry(&self) -> &Entry {
+        &self.entry
+    }
+}
+
+/// The answer to a request, once nothing remains to be made durable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answer {
+    pub reply: Reply,
+    /// Per-partition codes (VerifyOnly); empty = `reply.error_code` for all.
+    pub partition_errors: Vec<i16>,
+    /// Whether the candidate producer id was consumed.
+    pub candidate_used: bool,
+    /// The decision, if the policy made one.
+    pub kind: Option<DecisionKind>,
+    /// Markers to write now (after a Prepare* became durable).
+    pub markers: Option<MarkerJob>,
+    /// (pid, epoch) to fence on every partition this broker leads: set after
+    /// any durable epoch raise to > 0.
+    pub fence: Option<(i64, i16)>,
+}
+
+impl Answer {
+    fn reply(reply: Reply) -> Self {
+        Answer { reply, partition_errors: Vec::new(), candidate_used: false, kind: None, markers: None, fence: None }
+    }
+    fn error(code: i16) -> Self {
+        Answer::reply(Reply { error_code: code, producer_id: -1, producer_epoch: -1 })
+    }
+}
+
+/// What a request leads to.
+#[derive(Debug, Clone)]
+pub enum Step {
+    /// Answer now; nothing to persist.
+    Done(Answer),
+    /// Persist this, then call `finish`.
+    Write(PlannedWrite),
+}
+
+/// A transition in flight (Kafka's pendingState).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Pending {
+    /// A state-record append is in flight.
+    Append,
+    /// Prepare* is durable; markers are being written.
+    Markers(MarkerJob),
+    /// Set by tests and the conformance runner to model an in-flight transition.
+    External,
+}
+
+#[derive(Debug, Clone)]
+struct Slot {
+    entry: Entry,
+    pending: Option<Pending>,
+}
+
+/// The coordinator's entries and the policy that decides over them.
+#[derive(Debug)]
+pub struct TxnMachine {
+    policy: Arc<Policy>,
+    limits: Limits,
+    slots: BTreeMap<String, Slot>,
+}
+
+impl TxnMachine {
+    /// An empty machine deciding with `policy`.
+    pub fn new(policy: Arc<Policy>, limits: Limits) -> Self {
+        TxnMachine { policy, limits, slots: BTreeMap::new() }
+    }
+
+    /// The policy in use.
+    pub fn policy(&self) -> &Arc<Policy> {
+        &self.policy
+    }
+
+    /// The current entry of `txn_id`.
+    pub fn entry(&self, txn_id: &str) -> Option<&Entry> {
+        self.slots.get(txn_id).map(|s| &s.entry)
+    }
+
+    /// Whether a transition of `txn_id` is in flight.
+    pub fn is_pending(&self, txn_id: &str) -> bool {
+        self.slots.get(txn_id).is_some_and(|s| s.pending.is_some())
+    }
+
+    /// Every entry (for snapshots and admin APIs).
+    pub fn entries(&self) -> impl Iterator<Item = &Entry> {
+        self.slots.values().map(|s| &s.entry)
+    }
+
+    /// Installs an entry as if loaded from the log (tests, conformance, load).
+    pub fn install(&mut self, entry: Entry) {
+        self.slots.insert(entry.transactional_id.clone(), Slot { entry, pending: None });
+    }
+
+    /// Marks `txn_id` as having a transition in flight (tests and conformance).
+    pub fn set_external_pending(&mut self, txn_id: &str) {
+        if let Some(s) = self.slots.get_mut(txn_id) {
+            s.pending = Some(Pending::External);
+        }
+    }
+
+    /// Replays state records (coordinator load, spec §2.8). Entries found in
+    /// Prepare* get their completion pending and their markers returned, to
+    /// be written again.
+    pub fn load(&mut self, records: impl IntoIterator<Item = StateRecord>) -> Vec<MarkerJob> {
+        self.slots.clear();
+        for record in records {
+            match record {
+                StateRecord::Upsert { entry, .. } => self.install(entry),
+                StateRecord::Tombstone { transactional_id } => {
+                    self.slots.remove(&transactional_id);
+                }
+            }
+        }
+        let mut jobs = Vec::new();
+        for slot in self.slots.values_mut() {
+            if let Some(job) = marker_job(&slot.entry) {
+                slot.pending = Some(Pending::Markers(job.clone()));
+                jobs.push(job);
+            }
+        }
+        jobs
+    }
+
+    /// One record per entry: what a compacted state log holds.
+    pub fn snapshot(&self) -> Vec<StateRecord> {
+        let by = self.policy.identity().to_string();
+        self.slots.values().map(|s| StateRecord::upsert(&s.entry, Some(&by))).collect()
+    }
+
+    /// InitProducerId (spec §1).
+    pub fn init_producer_id(&mut self, req: &InitProducerId, now_ms: i64, candidate: i64) -> Step {
+        // F3: a half-set claim is malformed on every path.
+        let claim = match (req.producer_id, req.producer_epoch) {
+            (-1, -1) => None,
+            (-1, _) | (_, -1) => return Step::Done(Answer::error(code::INVALID_REQUEST)),
+            (producer_id, producer_epoch) => Some(Claim { producer_id, producer_epoch }),
+        };
+        if let Some(id) = &req.transactional_id {
+            if self.is_pending(id) {
+                return Step::Done(Answer::error(code::CONCURRENT_TRANSACTIONS));
+            }
+        }
+        let facts = InitRequest {
+            transactional_id: req.transactional_id.clone(),
+            claim,
+            version: req.version,
+            timeout_ms: req.timeout_ms,
+            candidate_producer_id: candidate,
+            now_ms,
+        };
+        let current = req.transactional_id.as_deref().and_then(|id| self.entry(id)).cloned();
+        let decision = self.policy.init_producer_id(current.as_ref(), &facts, self.limits);
+        let used = |d: &Decision| {
+            d.kind == DecisionKind::NewProducer || d.entry.as_ref().is_some_and(|e| e.producer_id == candidate)
+        };
+        match decision {
+            Ok(d) => {
+                let candidate_used = used(&d) && current.as_ref().is_none_or(|c| c.producer_id != candidate);
+                self.plan(req.transactional_id.as_deref(), d, candidate_used)
+            }
+            Err(e) => self.policy_failed(e),
+        }
+    }
+
+    /// AddPartitionsToTxn / AddOffsetsToTxn (spec §2.1–2.2), VerifyOnly included.
+    pub fn add_partitions(&mut self, req: &AddPartitionsRequest) -> Step {
+        if !req.verify_only && self.is_pending(&req.transactional_id) {
+            return Step::Done(Answer::error(code::CONCURRENT_TRANSACTIONS));
+        }
+        let current = self.entry(&req.transactional_id).cloned();
+        match self.policy.add_partitions(current.as_ref(), req, self.limits) {
+            Ok(d) => self.plan(Some(&req.transactional_id), d, false),
+            Err(e) => self.policy_failed(e),
+        }
+    }
+
+    /// EndTxn (spec §2.4).
+    pub fn end_txn(&mut self, req: &EndTxnRequest) -> Step {
+        if self.is_pending(&req.transactional_id) {
+            return Step::Done(Answer::error(code::CONCURRENT_TRANSACTIONS));
+        }
+        let current = self.entry(&req.transactional_id).cloned();
+        match self.policy.end_txn(current.as_ref(), req, self.limits) {
+            Ok(d) => self.plan(Some(&req.transactional_id), d, false),
+            Err(e) => self.policy_failed(e),
+        }
+    }
+
+    /// Every marker of `txn_id`'s Prepare* is written: plan the completion.
+    pub fn markers_written(&mut self, txn_id: &str, now_ms: i64) -> Step {
+        let Some(slot) = self.slots.get(txn_id) else {
+            return Step::Done(Answer::error(code::NOT_COORDINATOR));
+        };
+        if !matches!(slot.pending, Some(Pending::Markers(_))) {
+            return Step::Done(Answer::error(code::UNKNOWN_SERVER_ERROR));
+        }
+        let current = slot.entry.clone();
+        match self.policy.complete_transaction(&current, now_ms, self.limits) {
+            Ok(d) => self.plan(Some(txn_id), d, false),
+            Err(e) => self.policy_failed(e),
+        }
+    }
+
+    /// Ongoing entries with nothing in flight: the reaper asks the policy about each.
+    pub fn reap_candidates(&self) -> Vec<String> {
+        self.slots
+            .iter()
+            .filter(|(_, s)| s.pending.is_none() && s.entry.state == TxnState::Ongoing)
+            .map(|(id, _)| id.clone())
+            .collect()
+    }
+
+    /// The timeout reaper's look at one entry (spec §2.6).
+    pub fn reap(&mut self, txn_id: &str, now_ms: i64) -> Step {
+        let Some(slot) = self.slots.get(txn_id) else {
+            return Step::Done(Answer::error(code::NONE));
+        };
+        if slot.pending.is_some() || slot.entry.state != TxnState::Ongoing {
+            return Step::Done(Answer::error(code::NONE));
+        }
+        let current = slot.entry.clone();
+        match self.policy.reap(&current, now_ms, self.limits) {
+            Ok(d) => self.plan(Some(txn_id), d, false),
+            Err(e) => self.policy_failed(e),
+        }
+    }
+
+    fn policy_failed(&self, e: crate::policy::PolicyError) -> Step {
+        warn!(error = %e, "policy decision refused; answering UNKNOWN_SERVER_ERROR");
+        Step::Done(Answer::error(code::UNKNOWN_SERVER_ERROR))
+    }
+
+    fn plan(&mut self, txn_id: Option<&str>, d: Decision, candidate_used: bool) -> Step {
+        let (Some(entry), Some(txn_id)) = (d.entry, txn_id) else {
+            return Step::Done(Answer {
+                reply: d.reply,
+                partition_errors: d.partition_errors,
+                candidate_used,
+                kind: Some(d.kind),
+                markers: None,
+                fence: None,
+            });
+        };
+        if let Some(slot) = self.slots.get_mut(txn_id) {
+            slot.pending = Some(Pending::Append);
+        }
+        let by = self.policy.identity().to_string();
+        Step::Write(PlannedWrite {
+            record: StateRecord::upsert(&entry, Some(&by)),
+            kind: d.kind,
+            entry,
+            on_failure: d.on_append_failure,
+            reply: d.reply,
+            candidate_used,
+        })
+    }
+
+    /// Applies a planned write once its append finished (spec §0.5 steps 3–4).
+    pub fn finish(&mut self, write: PlannedWrite, outcome: Result<(), AppendError>) -> Answer {
+        let txn_id = write.entry.transactional_id.clone();
+        let before_epoch = self.slots.get(&txn_id).map(|s| (s.entry.producer_id, s.entry.producer_epoch));
+        match outcome {
+            Ok(()) => {
+                let markers = marker_job(&write.entry);
+                let raised = match before_epoch {
+                    Some((pid, epoch)) => write.entry.producer_id != pid || write.entry.producer_epoch > epoch,
+                    None => true,
+                };
+                let fence = (raised && write.entry.producer_epoch > 0)
+                    .then_some((write.entry.producer_id, write.entry.producer_epoch));
+                let pending = markers.clone().map(Pending::Markers);
+                self.slots.insert(txn_id, Slot { entry: write.entry, pending });
+                Answer {
+                    reply: write.reply,
+                    partition_errors: Vec::new(),
+                    candidate_used: write.candidate_used,
+                    kind: Some(write.kind),
+                    markers,
+                    fence,
+                }
+            }
+            Err(err) => {
+                let code = match err {
+                    AppendError::NotEnoughReplicas => code::COORDINATOR_NOT_AVAILABLE,
+                    AppendError::NotCoordinator | AppendError::Storage(_) => code::NOT_COORDINATOR,
+                };
+                if let Some(slot) = self.slots.get_mut(&txn_id) {
+                    slot.pending = None;
+                    if err == AppendError::NotEnoughReplicas {
+                        if let Some(keep) = write.on_failure {
+                            slot.entry = keep;
+                        }
+                    }
+                }
+                Answer { candidate_used: write.candidate_used, ..Answer::error(code) }
+            }
+        }
+    }
+}
+
+/// The markers a Prepare* entry still needs.
+fn marker_job(entry: &Entry) -> Option<MarkerJob> {
+    let commit = match entry.state {
+        TxnState::PrepareCommit => true,
+        TxnState::PrepareAbort => false,
+        _ => return None,
+    };
+    Some(MarkerJob {
+        transactional_id: entry.transactional_id.clone(),
+        commit,
+        producer_id: entry.producer_id,
+        producer_epoch: entry.producer_epoch,
+        partitions: entry.partitions.clone(),
+    })
+}

@@ -1,0 +1,319 @@
+//! The Apache Kafka 3.7 transaction-coordinator rules (spec §1–§2) as pure
+//! functions, in their own crate so other policies (strict, test policies)
+//! and native benchmarks can reuse them without inheriting WIT exports.
+//!
+//! Same inputs, same decision: no clock, no I/O, no randomness. The host
+//! supplies `now` and a candidate producer id; the decision says what to
+//! persist and what to answer. Deviations from 3.7 are listed in
+//! policies/apache37/README.md.
+
+#![no_std]
+extern crate alloc;
+
+use alloc::vec::Vec;
+use kaas_policy_sdk::{
+    AddPartitionsRequest, Claim, Decision, DecisionKind, EndTxnRequest, Entry, InitRequest, Limits,
+    NO_EPOCH, NO_PID, Reply, TopicPartition, TxnState, code,
+};
+
+/// PRODUCER_FENCED as a client of `version` understands it: InitProducerId
+/// before v4 and AddPartitions/EndTxn before v2 get INVALID_PRODUCER_EPOCH.
+pub fn fenced(version: i16, first_version_with_90: i16) -> i16 {
+    if version < first_version_with_90 { code::INVALID_PRODUCER_EPOCH } else { code::PRODUCER_FENCED }
+}
+
+/// InitProducerId's first version that understands PRODUCER_FENCED.
+pub const INIT_FENCED_SINCE: i16 = 4;
+/// AddPartitions/AddOffsets/EndTxn's first version that understands PRODUCER_FENCED.
+pub const TXN_FENCED_SINCE: i16 = 2;
+
+/// An entry for an absent transactional.id (spec 1.3): the candidate pid at
+/// epoch -1, nothing remembered.
+pub fn fresh_entry(transactional_id: &str, req: &InitRequest) -> Entry {
+    Entry {
+        transactional_id: transactional_id.into(),
+        producer_id: req.candidate_producer_id,
+        producer_epoch: NO_EPOCH,
+        last_producer_id: NO_PID,
+        last_producer_epoch: NO_EPOCH,
+        state: TxnState::Empty,
+        partitions: Vec::new(),
+        timeout_ms: req.timeout_ms,
+        start_timestamp_ms: -1,
+        last_update_timestamp_ms: req.now_ms,
+        has_failed_epoch_fence: false,
+    }
+}
+
+/// Claim validity, spec 1.4 S2: the claim names the current pid, or the
+/// previous one with an exhausted epoch (a retried rotation), or the entry
+/// was never initialised.
+pub fn claim_is_valid(entry: &Entry, claim: &Claim, limits: &Limits) -> bool {
+    entry.producer_epoch == NO_EPOCH
+        || claim.producer_id == entry.producer_id
+        || (claim.producer_id == entry.last_producer_id
+            && claim.producer_epoch >= limits.exhausted_epoch)
+}
+
+/// InitProducerId, spec 1.9.
+pub fn init_producer_id(current: Option<Entry>, req: &InitRequest, limits: &Limits) -> Decision {
+    let Some(txn_id) = req.transactional_id.as_deref() else {
+        // Idempotent path (1.2): any claim is ignored, nothing is stored.
+        return Decision {
+            kind: DecisionKind::NewProducer,
+            ..Decision::no_change(Reply::ok(req.candidate_producer_id, 0))
+        };
+    };
+    if txn_id.is_empty() {
+        return Decision::reject(code::INVALID_REQUEST);
+    }
+    if req.timeout_ms <= 0 || req.timeout_ms > limits.max_timeout_ms {
+        return Decision::reject(code::INVALID_TRANSACTION_TIMEOUT);
+    }
+    let initializing = current.is_none();
+    let entry = current.unwrap_or_else(|| fresh_entry(txn_id, req));
+
+    if let Some(claim) = &req.claim {
+        if !claim_is_valid(&entry, claim, limits) {
+            return Decision::reject(fenced(req.version, INIT_FENCED_SINCE));
+        }
+    }
+    match entry.state {
+        TxnState::PrepareCommit | TxnState::PrepareAbort => {
+            Decision::reject(code::CONCURRENT_TRANSACTIONS)
+        }
+        // Quirk Q1 reproduced: the claim's epoch is not compared here.
+        TxnState::Ongoing => fence_and_abort(entry, req.now_ms, code::CONCURRENT_TRANSACTIONS),
+        TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort => {
+            if entry.producer_epoch >= limits.exhausted_epoch {
+                match &req.claim {
+                    None => rotate(entry, req, NO_EPOCH),
+                    Some(c) if c.producer_epoch == entry.producer_epoch => {
+                        let last = entry.producer_epoch;
+                        rotate(entry, req, last)
+                    }
+                    // Apache 3.7 answers UNKNOWN_SERVER_ERROR here (quirk Q2);
+                    // we answer PRODUCER_FENCED (spec §7.3, IX-12).
+                    Some(_) => Decision::reject(fenced(req.version, INIT_FENCED_SINCE)),
+                }
+            } else {
+                bump(entry, req, initializing)
+            }
+        }
+        // Dead is never a committed state: an internal error, as in Apache.
+        TxnState::Dead => Decision::reject(code::UNKNOWN_SERVER_ERROR),
+    }
+}
+
+/// The bump function of spec 1.5 for an idle entry whose epoch is not exhausted.
+fn bump(entry: Entry, req: &InitRequest, initializing: bool) -> Decision {
+    let e = entry.producer_epoch;
+    let (epoch, last_epoch, kind) = match &req.claim {
+        _ if e == NO_EPOCH => (0, NO_EPOCH, DecisionKind::Initialize),
+        None => (e + 1, NO_EPOCH, DecisionKind::Bump),
+        Some(c) if c.producer_epoch == e => (e + 1, e, DecisionKind::Bump),
+        Some(c) if c.producer_epoch == entry.last_producer_epoch => {
+            (e, entry.last_producer_epoch, DecisionKind::RetryReturnsCurrent)
+        }
+        Some(_) => return Decision::reject(fenced(req.version, INIT_FENCED_SINCE)),
+    };
+    let kind = if initializing { DecisionKind::Initialize } else { kind };
+    // A retry returns the current identity and keeps the remembered previous
+    // pid, so a second retry of the same rotation gets the same answer.
+    let last_producer_id = if kind == DecisionKind::RetryReturnsCurrent {
+        entry.last_producer_id
+    } else {
+        entry.producer_id
+    };
+    let next = Entry {
+        producer_epoch: epoch,
+        last_producer_id,
+        last_producer_epoch: last_epoch,
+        ..idle(entry, req)
+    };
+    let reply = Reply::ok(next.producer_id, next.producer_epoch);
+    Decision::write(kind, next, reply)
+}
+
+/// Rotation (spec 1.6): the candidate pid at epoch 0, the old pid remembered.
+fn rotate(entry: Entry, req: &InitRequest, last_epoch: i16) -> Decision {
+    let old_pid = entry.producer_id;
+    let next = Entry {
+        producer_id: req.candidate_producer_id,
+        producer_epoch: 0,
+        last_producer_id: old_pid,
+        last_producer_epoch: last_epoch,
+        ..idle(entry, req)
+    };
+    let reply = Reply::ok(next.producer_id, 0);
+    Decision::write(DecisionKind::Rotate, next, reply)
+}
+
+/// The fields every successful InitProducerId resets.
+fn idle(entry: Entry, req: &InitRequest) -> Entry {
+    Entry {
+        state: TxnState::Empty,
+        partitions: Vec::new(),
+        timeout_ms: req.timeout_ms,
+        start_timestamp_ms: -1,
+        last_update_timestamp_ms: req.now_ms,
+        has_failed_epoch_fence: false,
+        ..entry
+    }
+}
+
+/// Fence an Ongoing transaction and abort it (spec 1.7): PrepareAbort at
+/// epoch + 1 (or the epoch a failed fence already reached), retry window
+/// closed. If the append fails, the raised epoch stays in memory.
+pub fn fence_and_abort(entry: Entry, now_ms: i64, reply_code: i16) -> Decision {
+    let epoch = if entry.has_failed_epoch_fence {
+        entry.producer_epoch
+    } else if entry.producer_epoch == i16::MAX {
+        // IX-13: no epoch is left to fence with. Apache: internal error.
+        return Decision::reject(code::UNKNOWN_SERVER_ERROR);
+    } else {
+        entry.producer_epoch + 1
+    };
+    let fenced_ongoing = Entry {
+        producer_epoch: epoch,
+        last_producer_epoch: NO_EPOCH,
+        has_failed_epoch_fence: true,
+        ..entry.clone()
+    };
+    let prepare = Entry {
+        state: TxnState::PrepareAbort,
+        producer_epoch: epoch,
+        last_producer_epoch: NO_EPOCH,
+        last_update_timestamp_ms: now_ms,
+        has_failed_epoch_fence: false,
+        ..entry
+    };
+    let reply = if reply_code == code::NONE {
+        Reply::ok(prepare.producer_id, epoch)
+    } else {
+        Reply::error(reply_code)
+    };
+    Decision {
+        on_append_failure: Some(fenced_ongoing),
+        ..Decision::write(DecisionKind::FenceAndAbort, prepare, reply)
+    }
+}
+
+/// AddPartitionsToTxn / AddOffsetsToTxn, spec 2.1 (rows 1, 3–9) and VerifyOnly.
+pub fn add_partitions(current: Option<Entry>, req: &AddPartitionsRequest) -> Decision {
+    if req.transactional_id.is_empty() {
+        return Decision::reject(code::INVALID_REQUEST);
+    }
+    let Some(entry) = current else {
+        return Decision::reject(code::INVALID_PRODUCER_ID_MAPPING);
+    };
+    if req.producer_id != entry.producer_id {
+        return Decision::reject(code::INVALID_PRODUCER_ID_MAPPING);
+    }
+    if req.producer_epoch != entry.producer_epoch {
+        return Decision::reject(fenced(req.version, TXN_FENCED_SINCE));
+    }
+    if entry.state.is_preparing() {
+        return Decision::reject(code::CONCURRENT_TRANSACTIONS);
+    }
+    if req.verify_only {
+        let partition_errors = req
+            .partitions
+            .iter()
+            .map(|p| {
+                let included = entry.state == TxnState::Ongoing && entry.partitions.contains(p);
+                if included { code::NONE } else { code::INVALID_TXN_STATE }
+            })
+            .collect();
+        return Decision { partition_errors, ..Decision::no_change(Reply::ok(NO_PID, NO_EPOCH)) };
+    }
+    if entry.state == TxnState::Dead {
+        return Decision::reject(code::UNKNOWN_SERVER_ERROR);
+    }
+    let already = entry.state == TxnState::Ongoing
+        && req.partitions.iter().all(|p| entry.partitions.contains(p));
+    if already {
+        return Decision::no_change(Reply::ok(entry.producer_id, entry.producer_epoch));
+    }
+    let start = if entry.state == TxnState::Ongoing { entry.start_timestamp_ms } else { req.now_ms };
+    let mut partitions: Vec<TopicPartition> =
+        if entry.state == TxnState::Ongoing { entry.partitions.clone() } else { Vec::new() };
+    for p in &req.partitions {
+        if !partitions.contains(p) {
+            partitions.push(p.clone());
+        }
+    }
+    let next = Entry {
+        state: TxnState::Ongoing,
+        partitions,
+        start_timestamp_ms: start,
+        last_update_timestamp_ms: req.now_ms,
+        ..entry
+    };
+    let reply = Reply::ok(next.producer_id, next.producer_epoch);
+    Decision::write(DecisionKind::AddPartitions, next, reply)
+}
+
+/// EndTxn from a client, spec 2.4.
+pub fn end_txn(current: Option<Entry>, req: &EndTxnRequest) -> Decision {
+    if req.transactional_id.is_empty() {
+        return Decision::reject(code::INVALID_REQUEST);
+    }
+    let Some(entry) = current else {
+        return Decision::reject(code::INVALID_PRODUCER_ID_MAPPING);
+    };
+    if req.producer_id != entry.producer_id {
+        return Decision::reject(code::INVALID_PRODUCER_ID_MAPPING);
+    }
+    if req.producer_epoch != entry.producer_epoch {
+        return Decision::reject(fenced(req.version, TXN_FENCED_SINCE));
+    }
+    let ok = Reply::ok(entry.producer_id, entry.producer_epoch);
+    match (entry.state, req.commit) {
+        (TxnState::Ongoing, commit) => {
+            let (state, kind) = if commit {
+                (TxnState::PrepareCommit, DecisionKind::PrepareCommit)
+            } else {
+                (TxnState::PrepareAbort, DecisionKind::PrepareAbort)
+            };
+            let next = Entry { state, last_update_timestamp_ms: req.now_ms, ..entry };
+            Decision::write(kind, next, ok)
+        }
+        (TxnState::CompleteCommit, true) | (TxnState::CompleteAbort, false) => Decision::no_change(ok),
+        (TxnState::PrepareCommit, true) | (TxnState::PrepareAbort, false) => {
+            Decision::reject(code::CONCURRENT_TRANSACTIONS)
+        }
+        (TxnState::Dead, _) => Decision::reject(code::UNKNOWN_SERVER_ERROR),
+        _ => Decision::reject(code::INVALID_TXN_STATE),
+    }
+}
+
+/// Markers are written: PrepareX becomes CompleteX with no partitions (2.5).
+pub fn complete_transaction(entry: Entry, now_ms: i64) -> Decision {
+    let state = match entry.state {
+        TxnState::PrepareCommit => TxnState::CompleteCommit,
+        TxnState::PrepareAbort => TxnState::CompleteAbort,
+        _ => return Decision::reject(code::INVALID_TXN_STATE),
+    };
+    let next = Entry {
+        state,
+        partitions: Vec::new(),
+        last_update_timestamp_ms: now_ms,
+        has_failed_epoch_fence: false,
+        ..entry
+    };
+    let reply = Reply::ok(next.producer_id, next.producer_epoch);
+    Decision::write(DecisionKind::Complete, next, reply)
+}
+
+/// The timeout reaper (2.6): an Ongoing transaction past its timeout is
+/// fenced and aborted exactly like a rejoin does it.
+pub fn reap(entry: Entry, now_ms: i64) -> Decision {
+    let overdue = entry.state == TxnState::Ongoing
+        && entry.start_timestamp_ms.saturating_add(i64::from(entry.timeout_ms)) < now_ms;
+    if overdue {
+        fence_and_abort(entry, now_ms, code::NONE)
+    } else {
+        Decision::no_change(Reply::ok(entry.producer_id, entry.producer_epoch))
+    }
+}

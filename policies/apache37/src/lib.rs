@@ -1,0 +1,64 @@
+//! `apache37`: the reference kaas transaction-coordinator policy.
+//!
+//! It reproduces Apache Kafka 3.7's coordinator decisions (KIP-98, KIP-360
+//! epoch bump and rotation) without the failover bug KAFKA-20357: every field
+//! the retry rules need is in the entry the host persists, so a retry gets the
+//! same answer before and after a restart. The rules live in [`rules`] as
+//! plain Rust; this file is only the WIT export glue.
+
+
+
+
+pub use kaas_apache37_rules as rules;
+
+use std::{string::String, vec};
+use kaas_policy_sdk::{
+    AddPartitionsRequest, Decision, EndTxnRequest, Entry, InitRequest, Limits, Policy, PolicyInfo,
+};
+
+/// The policy's name as `describe()` reports it.
+pub const NAME: &str = "apache37";
+
+/// The exported policy.
+#[derive(Debug)]
+pub struct Apache37;
+
+impl Policy for Apache37 {
+    fn describe() -> PolicyInfo {
+        PolicyInfo {
+            name: NAME.into(),
+            version: String::from(env!("CARGO_PKG_VERSION")),
+            features: vec![
+                "kip-98".into(),
+                "kip-360".into(),
+                "kip-890-verify".into(),
+                "no-kafka-20357".into(),
+                "q1-reproduced".into(),
+                "q2-producer-fenced".into(),
+            ],
+        }
+    }
+
+    fn init_producer_id(current: Option<Entry>, req: InitRequest, limits: Limits) -> Decision {
+        rules::init_producer_id(current, &req, &limits)
+    }
+
+    fn add_partitions(current: Option<Entry>, req: AddPartitionsRequest, _limits: Limits) -> Decision {
+        rules::add_partitions(current, &req)
+    }
+
+    fn end_txn(current: Option<Entry>, req: EndTxnRequest, _limits: Limits) -> Decision {
+        rules::end_txn(current, &req)
+    }
+
+    fn complete_transaction(current: Entry, now_ms: i64, _limits: Limits) -> Decision {
+        rules::complete_transaction(current, now_ms)
+    }
+
+    fn reap(current: Entry, now_ms: i64, _limits: Limits) -> Decision {
+        rules::reap(current, now_ms)
+    }
+}
+
+#[cfg(target_arch = "wasm32")]
+kaas_policy_sdk::export_policy!(Apache37);

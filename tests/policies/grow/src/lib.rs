@@ -1,0 +1,42 @@
+//! Test policy `grow`: InitProducerId allocates memory without bound; the host's memory limit must stop it.
+//! Everything except InitProducerId is apache37's rules.
+
+use kaas_apache37_rules as rules;
+use kaas_policy_sdk::{
+    AddPartitionsRequest, Decision, EndTxnRequest, Entry, InitRequest, Limits, Policy, PolicyInfo,
+};
+
+struct Hostile;
+
+impl Policy for Hostile {
+    fn describe() -> PolicyInfo {
+        PolicyInfo { name: "hostile-grow".into(), version: "0.0.1".into(), features: vec!["test-only".into()] }
+    }
+
+    fn init_producer_id(current: Option<Entry>, req: InitRequest, limits: Limits) -> Decision {
+        let _ = (&current, &req, &limits);
+        let mut hoard: Vec<Vec<u8>> = Vec::new();
+        loop {
+            hoard.push(vec![1u8; 1 << 20]);
+            std::hint::black_box(&hoard);
+        }
+    }
+
+    fn add_partitions(current: Option<Entry>, req: AddPartitionsRequest, _limits: Limits) -> Decision {
+        rules::add_partitions(current, &req)
+    }
+
+    fn end_txn(current: Option<Entry>, req: EndTxnRequest, _limits: Limits) -> Decision {
+        rules::end_txn(current, &req)
+    }
+
+    fn complete_transaction(current: Entry, now_ms: i64, _limits: Limits) -> Decision {
+        rules::complete_transaction(current, now_ms)
+    }
+
+    fn reap(current: Entry, now_ms: i64, _limits: Limits) -> Decision {
+        rules::reap(current, now_ms)
+    }
+}
+
+kaas_policy_sdk::export_policy!(Hostile);

@@ -1,0 +1,44 @@
+//! Test policy `noop`: the floor for benchmarks: InitProducerId does no work and hands the entry it was given straight back (same argument and result traffic as a real decision).
+//! Everything except InitProducerId is apache37's rules.
+
+use kaas_apache37_rules as rules;
+use kaas_policy_sdk::{
+    AddPartitionsRequest, Decision, EndTxnRequest, Entry, InitRequest, Limits, Policy, PolicyInfo,
+};
+
+struct Hostile;
+
+impl Policy for Hostile {
+    fn describe() -> PolicyInfo {
+        PolicyInfo { name: "noop".into(), version: "0.0.1".into(), features: vec!["test-only".into()] }
+    }
+
+    fn init_producer_id(current: Option<Entry>, req: InitRequest, limits: Limits) -> Decision {
+        let _ = limits;
+        Decision {
+            kind: kaas_policy_sdk::DecisionKind::NoChange,
+            reply: kaas_policy_sdk::Reply::ok(req.candidate_producer_id, 0),
+            entry: current,
+            on_append_failure: None,
+            partition_errors: Vec::new(),
+        }
+    }
+
+    fn add_partitions(current: Option<Entry>, req: AddPartitionsRequest, _limits: Limits) -> Decision {
+        rules::add_partitions(current, &req)
+    }
+
+    fn end_txn(current: Option<Entry>, req: EndTxnRequest, _limits: Limits) -> Decision {
+        rules::end_txn(current, &req)
+    }
+
+    fn complete_transaction(current: Entry, now_ms: i64, _limits: Limits) -> Decision {
+        rules::complete_transaction(current, now_ms)
+    }
+
+    fn reap(current: Entry, now_ms: i64, _limits: Limits) -> Decision {
+        rules::reap(current, now_ms)
+    }
+}
+
+kaas_policy_sdk::export_policy!(Hostile);

@@ -1,0 +1,40 @@
+//! Test policy `trap`: InitProducerId panics, which traps the instance; the host must answer an error and replace the instance.
+//! Everything except InitProducerId is apache37's rules.
+
+use kaas_apache37_rules as rules;
+use kaas_policy_sdk::{
+    AddPartitionsRequest, Decision, EndTxnRequest, Entry, InitRequest, Limits, Policy, PolicyInfo,
+};
+
+struct Hostile;
+
+impl Policy for Hostile {
+    fn describe() -> PolicyInfo {
+        PolicyInfo { name: "hostile-trap".into(), version: "0.0.1".into(), features: vec!["test-only".into()] }
+    }
+
+    fn init_producer_id(current: Option<Entry>, req: InitRequest, limits: Limits) -> Decision {
+        if req.transactional_id.as_deref() == Some("no-trap") {
+            return rules::init_producer_id(current, &req, &limits);
+        }
+        panic!("hostile-trap policy: deliberate panic for {:?}", req.transactional_id)
+    }
+
+    fn add_partitions(current: Option<Entry>, req: AddPartitionsRequest, _limits: Limits) -> Decision {
+        rules::add_partitions(current, &req)
+    }
+
+    fn end_txn(current: Option<Entry>, req: EndTxnRequest, _limits: Limits) -> Decision {
+        rules::end_txn(current, &req)
+    }
+
+    fn complete_transaction(current: Entry, now_ms: i64, _limits: Limits) -> Decision {
+        rules::complete_transaction(current, now_ms)
+    }
+
+    fn reap(current: Entry, now_ms: i64, _limits: Limits) -> Decision {
+        rules::reap(current, now_ms)
+    }
+}
+
+kaas_policy_sdk::export_policy!(Hostile);
