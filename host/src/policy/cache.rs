@@ -59,12 +59,18 @@ impl ArtifactCache {
     }
 
     fn path_for(&self, engine: &Engine, wasm_sha256: &str) -> PathBuf {
-        self.dir.join(format!("{}-{}.cwasm", engine_key(engine), wasm_sha256))
+        self.dir
+            .join(format!("{}-{}.cwasm", engine_key(engine), wasm_sha256))
     }
 
     /// Loads the component from the cache, or compiles it and stores the
     /// artifact. Returns the component and whether it came from the cache.
-    pub fn load(&self, engine: &Engine, wasm: &[u8], wasm_sha256: &str) -> anyhow::Result<(Component, bool)> {
+    pub fn load(
+        &self,
+        engine: &Engine,
+        wasm: &[u8],
+        wasm_sha256: &str,
+    ) -> anyhow::Result<(Component, bool)> {
         let path = self.path_for(engine, wasm_sha256);
         if path.is_file() {
             if let Some(component) = deserialize(engine, &path) {

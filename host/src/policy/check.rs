@@ -13,7 +13,9 @@
 
 use std::fmt;
 
-use super::bindings::{AddPartitionsRequest, Decision, DecisionKind, EndTxnRequest, Entry, InitRequest, TxnState};
+use super::bindings::{
+    AddPartitionsRequest, Decision, DecisionKind, EndTxnRequest, Entry, InitRequest, TxnState,
+};
 
 /// Which API a decision answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,8 +59,17 @@ const PRODUCER_FENCED: i16 = 90;
 pub const MAX_CLIENT_EPOCH: i16 = i16::MAX - 1;
 
 /// Checks an InitProducerId decision.
-pub fn init_producer_id(before: Option<&Entry>, req: &InitRequest, d: &Decision) -> Result<(), Violation> {
-    let mut allowed = vec![NONE, UNKNOWN_SERVER_ERROR, INVALID_REQUEST, INVALID_PRODUCER_EPOCH];
+pub fn init_producer_id(
+    before: Option<&Entry>,
+    req: &InitRequest,
+    d: &Decision,
+) -> Result<(), Violation> {
+    let mut allowed = vec![
+        NONE,
+        UNKNOWN_SERVER_ERROR,
+        INVALID_REQUEST,
+        INVALID_PRODUCER_EPOCH,
+    ];
     allowed.extend([INVALID_TRANSACTION_TIMEOUT, CONCURRENT_TRANSACTIONS]);
     if req.version >= 4 {
         allowed.push(PRODUCER_FENCED);
@@ -68,33 +79,62 @@ pub fn init_producer_id(before: Option<&Entry>, req: &InitRequest, d: &Decision)
     fallback(before, d)?;
     match &req.transactional_id {
         None => {
-            ensure!(d.entry.is_none(), "the idempotent path must not store an entry");
+            ensure!(
+                d.entry.is_none(),
+                "the idempotent path must not store an entry"
+            );
             if d.reply.error_code == NONE {
-                ensure!(d.kind == DecisionKind::NewProducer, "an idempotent success must be new-producer, not {:?}", d.kind);
+                ensure!(
+                    d.kind == DecisionKind::NewProducer,
+                    "an idempotent success must be new-producer, not {:?}",
+                    d.kind
+                );
                 ensure!(
                     d.reply.producer_id == req.candidate_producer_id && d.reply.producer_epoch == 0,
                     "an idempotent producer must get the candidate id {} at epoch 0, not ({}, {})",
-                    req.candidate_producer_id, d.reply.producer_id, d.reply.producer_epoch
+                    req.candidate_producer_id,
+                    d.reply.producer_id,
+                    d.reply.producer_epoch
                 );
             }
         }
         Some(txn_id) => {
             if let Some(next) = &d.entry {
-                ensure!(&next.transactional_id == txn_id, "entry for {:?} written under {:?}", next.transactional_id, txn_id);
+                ensure!(
+                    &next.transactional_id == txn_id,
+                    "entry for {:?} written under {:?}",
+                    next.transactional_id,
+                    txn_id
+                );
                 transition(before, next, Some(req.candidate_producer_id), d.kind)?;
                 if d.kind != DecisionKind::FenceAndAbort {
-                    ensure!(next.state == TxnState::Empty, "a successful InitProducerId leaves the entry Empty, not {:?}", next.state);
                     ensure!(
-                        d.reply.producer_id == next.producer_id && d.reply.producer_epoch == next.producer_epoch,
+                        next.state == TxnState::Empty,
+                        "a successful InitProducerId leaves the entry Empty, not {:?}",
+                        next.state
+                    );
+                    ensure!(
+                        d.reply.producer_id == next.producer_id
+                            && d.reply.producer_epoch == next.producer_epoch,
                         "reply ({}, {}) differs from the persisted identity ({}, {})",
-                        d.reply.producer_id, d.reply.producer_epoch, next.producer_id, next.producer_epoch
+                        d.reply.producer_id,
+                        d.reply.producer_epoch,
+                        next.producer_id,
+                        next.producer_epoch
                     );
                 }
             } else if d.reply.error_code == NONE {
-                ensure!(false, "a successful transactional InitProducerId must persist the entry");
+                ensure!(
+                    false,
+                    "a successful transactional InitProducerId must persist the entry"
+                );
             }
             if d.reply.error_code == NONE {
-                ensure!(d.reply.producer_epoch <= MAX_CLIENT_EPOCH, "epoch {} is reserved for fencing", d.reply.producer_epoch);
+                ensure!(
+                    d.reply.producer_epoch <= MAX_CLIENT_EPOCH,
+                    "epoch {} is reserved for fencing",
+                    d.reply.producer_epoch
+                );
             }
         }
     }
@@ -102,8 +142,18 @@ pub fn init_producer_id(before: Option<&Entry>, req: &InitRequest, d: &Decision)
 }
 
 /// Checks an AddPartitions / AddOffsets decision.
-pub fn add_partitions(before: Option<&Entry>, req: &AddPartitionsRequest, d: &Decision) -> Result<(), Violation> {
-    let mut allowed = vec![NONE, UNKNOWN_SERVER_ERROR, INVALID_REQUEST, INVALID_PRODUCER_EPOCH, INVALID_TXN_STATE];
+pub fn add_partitions(
+    before: Option<&Entry>,
+    req: &AddPartitionsRequest,
+    d: &Decision,
+) -> Result<(), Violation> {
+    let mut allowed = vec![
+        NONE,
+        UNKNOWN_SERVER_ERROR,
+        INVALID_REQUEST,
+        INVALID_PRODUCER_EPOCH,
+        INVALID_TXN_STATE,
+    ];
     allowed.extend([INVALID_PRODUCER_ID_MAPPING, CONCURRENT_TRANSACTIONS]);
     if req.version >= 2 {
         allowed.push(PRODUCER_FENCED);
@@ -112,7 +162,10 @@ pub fn add_partitions(before: Option<&Entry>, req: &AddPartitionsRequest, d: &De
     shape(d)?;
     fallback(before, d)?;
     if !d.partition_errors.is_empty() {
-        ensure!(req.verify_only, "per-partition errors are only for VerifyOnly requests");
+        ensure!(
+            req.verify_only,
+            "per-partition errors are only for VerifyOnly requests"
+        );
         ensure!(
             d.partition_errors.len() == req.partitions.len(),
             "{} partition errors for {} partitions",
@@ -120,24 +173,42 @@ pub fn add_partitions(before: Option<&Entry>, req: &AddPartitionsRequest, d: &De
             req.partitions.len()
         );
         for code in &d.partition_errors {
-            ensure!([NONE, INVALID_TXN_STATE].contains(code), "partition error {code} is not allowed for VerifyOnly");
+            ensure!(
+                [NONE, INVALID_TXN_STATE].contains(code),
+                "partition error {code} is not allowed for VerifyOnly"
+            );
         }
     }
     if let Some(next) = &d.entry {
         ensure!(!req.verify_only, "a VerifyOnly check must not write");
-        ensure!(next.transactional_id == req.transactional_id, "entry written under another transactional.id");
+        ensure!(
+            next.transactional_id == req.transactional_id,
+            "entry written under another transactional.id"
+        );
         let Some(old) = before else {
             return Err(Violation("AddPartitions created an entry".into()));
         };
         ensure!(
             req.producer_id == old.producer_id && req.producer_epoch == old.producer_epoch,
             "AddPartitions accepted ({}, {}) for an entry at ({}, {})",
-            req.producer_id, req.producer_epoch, old.producer_id, old.producer_epoch
+            req.producer_id,
+            req.producer_epoch,
+            old.producer_id,
+            old.producer_epoch
         );
         transition(before, next, None, d.kind)?;
-        ensure!(next.state == TxnState::Ongoing, "AddPartitions must lead to Ongoing, not {:?}", next.state);
+        ensure!(
+            next.state == TxnState::Ongoing,
+            "AddPartitions must lead to Ongoing, not {:?}",
+            next.state
+        );
         for p in &req.partitions {
-            ensure!(next.partitions.contains(p), "requested partition {}-{} missing from the transaction", p.topic, p.partition);
+            ensure!(
+                next.partitions.contains(p),
+                "requested partition {}-{} missing from the transaction",
+                p.topic,
+                p.partition
+            );
         }
     }
     Ok(())
@@ -145,7 +216,13 @@ pub fn add_partitions(before: Option<&Entry>, req: &AddPartitionsRequest, d: &De
 
 /// Checks an EndTxn decision.
 pub fn end_txn(before: Option<&Entry>, req: &EndTxnRequest, d: &Decision) -> Result<(), Violation> {
-    let mut allowed = vec![NONE, UNKNOWN_SERVER_ERROR, INVALID_REQUEST, INVALID_PRODUCER_EPOCH, INVALID_TXN_STATE];
+    let mut allowed = vec![
+        NONE,
+        UNKNOWN_SERVER_ERROR,
+        INVALID_REQUEST,
+        INVALID_PRODUCER_EPOCH,
+        INVALID_TXN_STATE,
+    ];
     allowed.extend([INVALID_PRODUCER_ID_MAPPING, CONCURRENT_TRANSACTIONS]);
     if req.version >= 2 {
         allowed.push(PRODUCER_FENCED);
@@ -160,10 +237,23 @@ pub fn end_txn(before: Option<&Entry>, req: &EndTxnRequest, d: &Decision) -> Res
         ensure!(
             req.producer_id == old.producer_id && req.producer_epoch == old.producer_epoch,
             "EndTxn accepted ({}, {}) for an entry at ({}, {})",
-            req.producer_id, req.producer_epoch, old.producer_id, old.producer_epoch
+            req.producer_id,
+            req.producer_epoch,
+            old.producer_id,
+            old.producer_epoch
         );
-        let want = if req.commit { TxnState::PrepareCommit } else { TxnState::PrepareAbort };
-        ensure!(next.state == want, "EndTxn(commit={}) must lead to {:?}, not {:?}", req.commit, want, next.state);
+        let want = if req.commit {
+            TxnState::PrepareCommit
+        } else {
+            TxnState::PrepareAbort
+        };
+        ensure!(
+            next.state == want,
+            "EndTxn(commit={}) must lead to {:?}, not {:?}",
+            req.commit,
+            want,
+            next.state
+        );
         transition(before, next, None, d.kind)?;
     }
     Ok(())
@@ -171,7 +261,12 @@ pub fn end_txn(before: Option<&Entry>, req: &EndTxnRequest, d: &Decision) -> Res
 
 /// Checks the completion decision after markers.
 pub fn complete_transaction(before: &Entry, d: &Decision) -> Result<(), Violation> {
-    reply_code(Api::Complete, d, &[NONE, UNKNOWN_SERVER_ERROR, INVALID_TXN_STATE], 0)?;
+    reply_code(
+        Api::Complete,
+        d,
+        &[NONE, UNKNOWN_SERVER_ERROR, INVALID_TXN_STATE],
+        0,
+    )?;
     shape(d)?;
     fallback(Some(before), d)?;
     if let Some(next) = &d.entry {
@@ -180,7 +275,13 @@ pub fn complete_transaction(before: &Entry, d: &Decision) -> Result<(), Violatio
             TxnState::PrepareAbort => TxnState::CompleteAbort,
             other => return Err(Violation(format!("completion of an entry in {other:?}"))),
         };
-        ensure!(next.state == want, "completion of {:?} must be {:?}, not {:?}", before.state, want, next.state);
+        ensure!(
+            next.state == want,
+            "completion of {:?} must be {:?}, not {:?}",
+            before.state,
+            want,
+            next.state
+        );
         transition(Some(before), next, None, d.kind)?;
     }
     Ok(())
@@ -192,7 +293,11 @@ pub fn reap(before: &Entry, d: &Decision) -> Result<(), Violation> {
     shape(d)?;
     fallback(Some(before), d)?;
     if let Some(next) = &d.entry {
-        ensure!(d.kind == DecisionKind::FenceAndAbort, "the reaper may only fence and abort, not {:?}", d.kind);
+        ensure!(
+            d.kind == DecisionKind::FenceAndAbort,
+            "the reaper may only fence and abort, not {:?}",
+            d.kind
+        );
         transition(Some(before), next, None, d.kind)?;
     }
     Ok(())
@@ -200,7 +305,10 @@ pub fn reap(before: &Entry, d: &Decision) -> Result<(), Violation> {
 
 fn reply_code(api: Api, d: &Decision, allowed: &[i16], version: i16) -> Result<(), Violation> {
     let code = d.reply.error_code;
-    ensure!(allowed.contains(&code), "error code {code} is not one {api:?} v{version} may answer (allowed: {allowed:?})");
+    ensure!(
+        allowed.contains(&code),
+        "error code {code} is not one {api:?} v{version} may answer (allowed: {allowed:?})"
+    );
     Ok(())
 }
 
@@ -211,7 +319,8 @@ fn shape(d: &Decision) -> Result<(), Violation> {
         ensure!(
             d.reply.producer_id == -1 && d.reply.producer_epoch == -1,
             "an error reply must carry pid -1 and epoch -1, not ({}, {})",
-            d.reply.producer_id, d.reply.producer_epoch
+            d.reply.producer_id,
+            d.reply.producer_epoch
         );
         ensure!(
             d.entry.is_none() || d.kind == DecisionKind::FenceAndAbort,
@@ -222,15 +331,29 @@ fn shape(d: &Decision) -> Result<(), Violation> {
     match d.kind {
         DecisionKind::Reject => {
             ensure!(error, "a reject must carry an error code");
-            ensure!(d.entry.is_none() && d.on_append_failure.is_none(), "a reject must not write");
+            ensure!(
+                d.entry.is_none() && d.on_append_failure.is_none(),
+                "a reject must not write"
+            );
         }
         DecisionKind::NoChange | DecisionKind::NewProducer => {
-            ensure!(d.entry.is_none() && d.on_append_failure.is_none(), "{:?} must not write", d.kind);
+            ensure!(
+                d.entry.is_none() && d.on_append_failure.is_none(),
+                "{:?} must not write",
+                d.kind
+            );
         }
-        _ => ensure!(d.entry.is_some(), "{:?} must carry the entry to persist", d.kind),
+        _ => ensure!(
+            d.entry.is_some(),
+            "{:?} must carry the entry to persist",
+            d.kind
+        ),
     }
     if d.on_append_failure.is_some() {
-        ensure!(d.entry.is_some(), "on-append-failure without an entry to append");
+        ensure!(
+            d.entry.is_some(),
+            "on-append-failure without an entry to append"
+        );
     }
     Ok(())
 }
@@ -238,17 +361,31 @@ fn shape(d: &Decision) -> Result<(), Violation> {
 /// The in-memory fallback of a failed append may only keep the old entry
 /// with its epoch raised by at most one (the failed fence of KAFKA-9666).
 fn fallback(before: Option<&Entry>, d: &Decision) -> Result<(), Violation> {
-    let Some(keep) = &d.on_append_failure else { return Ok(()) };
+    let Some(keep) = &d.on_append_failure else {
+        return Ok(());
+    };
     let Some(old) = before else {
-        return Err(Violation("on-append-failure for an entry that does not exist".into()));
+        return Err(Violation(
+            "on-append-failure for an entry that does not exist".into(),
+        ));
     };
     ensure!(
-        keep.transactional_id == old.transactional_id && keep.producer_id == old.producer_id && keep.state == old.state,
+        keep.transactional_id == old.transactional_id
+            && keep.producer_id == old.producer_id
+            && keep.state == old.state,
         "on-append-failure may only change the epoch of the current entry"
     );
     let step = i32::from(keep.producer_epoch) - i32::from(old.producer_epoch);
-    ensure!((0..=1).contains(&step), "on-append-failure moves the epoch {} -> {}", old.producer_epoch, keep.producer_epoch);
-    ensure!(keep.partitions == old.partitions, "on-append-failure may not change the partitions");
+    ensure!(
+        (0..=1).contains(&step),
+        "on-append-failure moves the epoch {} -> {}",
+        old.producer_epoch,
+        keep.producer_epoch
+    );
+    ensure!(
+        keep.partitions == old.partitions,
+        "on-append-failure may not change the partitions"
+    );
     Ok(())
 }
 
@@ -267,15 +404,43 @@ pub fn legal_transition(from: TxnState, to: TxnState) -> bool {
 }
 
 /// Identity, epoch, state-table and per-state sanity rules for one write.
-fn transition(before: Option<&Entry>, next: &Entry, candidate: Option<i64>, kind: DecisionKind) -> Result<(), Violation> {
-    ensure!(next.producer_epoch >= 0, "persisted epoch {} is below 0", next.producer_epoch);
-    ensure!(next.timeout_ms > 0, "persisted timeout {} is not positive", next.timeout_ms);
-    ensure!(!next.has_failed_epoch_fence, "has-failed-epoch-fence is in-memory only and cannot be persisted");
+fn transition(
+    before: Option<&Entry>,
+    next: &Entry,
+    candidate: Option<i64>,
+    kind: DecisionKind,
+) -> Result<(), Violation> {
+    ensure!(
+        next.producer_epoch >= 0,
+        "persisted epoch {} is below 0",
+        next.producer_epoch
+    );
+    ensure!(
+        next.timeout_ms > 0,
+        "persisted timeout {} is not positive",
+        next.timeout_ms
+    );
+    ensure!(
+        !next.has_failed_epoch_fence,
+        "has-failed-epoch-fence is in-memory only and cannot be persisted"
+    );
     match before {
         None => {
-            ensure!(Some(next.producer_id) == candidate, "a new entry's pid {} is not the candidate {candidate:?}", next.producer_id);
-            ensure!(next.producer_epoch == 0, "a new entry starts at epoch 0, not {}", next.producer_epoch);
-            ensure!(next.state == TxnState::Empty, "a new entry starts Empty, not {:?}", next.state);
+            ensure!(
+                Some(next.producer_id) == candidate,
+                "a new entry's pid {} is not the candidate {candidate:?}",
+                next.producer_id
+            );
+            ensure!(
+                next.producer_epoch == 0,
+                "a new entry starts at epoch 0, not {}",
+                next.producer_epoch
+            );
+            ensure!(
+                next.state == TxnState::Empty,
+                "a new entry starts Empty, not {:?}",
+                next.state
+            );
         }
         Some(old) => {
             ensure!(
@@ -284,11 +449,28 @@ fn transition(before: Option<&Entry>, next: &Entry, candidate: Option<i64>, kind
                 old.transactional_id,
                 next.transactional_id
             );
-            ensure!(legal_transition(old.state, next.state), "illegal transition {:?} -> {:?}", old.state, next.state);
+            ensure!(
+                legal_transition(old.state, next.state),
+                "illegal transition {:?} -> {:?}",
+                old.state,
+                next.state
+            );
             if next.producer_id == old.producer_id {
                 let step = i32::from(next.producer_epoch) - i32::from(old.producer_epoch);
-                ensure!(step >= 0, "epoch of pid {} went down: {} -> {}", old.producer_id, old.producer_epoch, next.producer_epoch);
-                ensure!(step <= 1, "epoch of pid {} jumped {} -> {}", old.producer_id, old.producer_epoch, next.producer_epoch);
+                ensure!(
+                    step >= 0,
+                    "epoch of pid {} went down: {} -> {}",
+                    old.producer_id,
+                    old.producer_epoch,
+                    next.producer_epoch
+                );
+                ensure!(
+                    step <= 1,
+                    "epoch of pid {} jumped {} -> {}",
+                    old.producer_id,
+                    old.producer_epoch,
+                    next.producer_epoch
+                );
             } else {
                 ensure!(
                     Some(next.producer_id) == candidate,
@@ -296,19 +478,33 @@ fn transition(before: Option<&Entry>, next: &Entry, candidate: Option<i64>, kind
                     next.producer_id,
                     old.producer_id
                 );
-                ensure!(next.producer_epoch == 0, "a new pid starts at epoch 0, not {}", next.producer_epoch);
+                ensure!(
+                    next.producer_epoch == 0,
+                    "a new pid starts at epoch 0, not {}",
+                    next.producer_epoch
+                );
                 ensure!(
                     matches!(kind, DecisionKind::Rotate | DecisionKind::Initialize),
                     "only a rotation may change the pid (kind {kind:?})"
                 );
-                ensure!(next.last_producer_id == old.producer_id, "a rotation must remember the old pid {}", old.producer_id);
+                ensure!(
+                    next.last_producer_id == old.producer_id,
+                    "a rotation must remember the old pid {}",
+                    old.producer_id
+                );
             }
             per_state(old, next)?;
         }
     }
     if next.state == TxnState::Empty {
-        ensure!(next.partitions.is_empty(), "an Empty entry holds no partitions");
-        ensure!(next.start_timestamp_ms == -1, "an Empty entry has no start timestamp");
+        ensure!(
+            next.partitions.is_empty(),
+            "an Empty entry holds no partitions"
+        );
+        ensure!(
+            next.start_timestamp_ms == -1,
+            "an Empty entry has no start timestamp"
+        );
     }
     Ok(())
 }
@@ -321,15 +517,30 @@ fn per_state(old: &Entry, next: &Entry) -> Result<(), Violation> {
                 next.producer_id == old.producer_id && next.producer_epoch == old.producer_epoch,
                 "Ongoing must keep pid and epoch"
             );
-            ensure!(next.timeout_ms == old.timeout_ms, "Ongoing must keep the timeout");
-            ensure!(!next.partitions.is_empty(), "an Ongoing transaction holds at least one partition");
+            ensure!(
+                next.timeout_ms == old.timeout_ms,
+                "Ongoing must keep the timeout"
+            );
+            ensure!(
+                !next.partitions.is_empty(),
+                "an Ongoing transaction holds at least one partition"
+            );
             if old.state == TxnState::Ongoing {
-                ensure!(old.partitions.iter().all(|p| next.partitions.contains(p)), "Ongoing partitions may only grow");
-                ensure!(next.start_timestamp_ms == old.start_timestamp_ms, "Ongoing must keep its start timestamp");
+                ensure!(
+                    old.partitions.iter().all(|p| next.partitions.contains(p)),
+                    "Ongoing partitions may only grow"
+                );
+                ensure!(
+                    next.start_timestamp_ms == old.start_timestamp_ms,
+                    "Ongoing must keep its start timestamp"
+                );
             }
         }
         TxnState::PrepareCommit | TxnState::PrepareAbort => {
-            ensure!(next.producer_id == old.producer_id, "Prepare must keep the pid");
+            ensure!(
+                next.producer_id == old.producer_id,
+                "Prepare must keep the pid"
+            );
             ensure!(
                 next.partitions == old.partitions
                     && next.timeout_ms == old.timeout_ms
@@ -337,7 +548,10 @@ fn per_state(old: &Entry, next: &Entry) -> Result<(), Violation> {
                 "Prepare must keep partitions, timeout and start timestamp"
             );
             if next.producer_epoch != old.producer_epoch && !old.has_failed_epoch_fence {
-                ensure!(next.state == TxnState::PrepareAbort, "only a fence (PrepareAbort) may raise the epoch");
+                ensure!(
+                    next.state == TxnState::PrepareAbort,
+                    "only a fence (PrepareAbort) may raise the epoch"
+                );
             }
         }
         TxnState::CompleteCommit | TxnState::CompleteAbort => {
@@ -347,7 +561,10 @@ fn per_state(old: &Entry, next: &Entry) -> Result<(), Violation> {
                     && next.timeout_ms == old.timeout_ms,
                 "Complete must keep pid, epoch and timeout"
             );
-            ensure!(next.start_timestamp_ms != -1, "Complete needs the transaction's start timestamp");
+            ensure!(
+                next.start_timestamp_ms != -1,
+                "Complete needs the transaction's start timestamp"
+            );
             ensure!(next.partitions.is_empty(), "Complete clears the partitions");
         }
         TxnState::Empty | TxnState::Dead => {}

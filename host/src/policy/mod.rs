@@ -29,10 +29,6 @@ use bindings::{TxnPolicy, TxnPolicyPre};
 pub use cache::ArtifactCache;
 pub use check::{Api, Violation};
 
-/// The apache37 policy, embedded so a broker needs no file to start.
-/// Built by `build.rs` from policies/apache37 when available.
-pub const EMBEDDED_APACHE37: Option<&[u8]> = None;
-
 /// Resource bounds for every call into a policy.
 #[derive(Debug, Clone)]
 pub struct SandboxLimits {
@@ -65,10 +61,18 @@ const EPOCH_TICK: Duration = Duration::from_millis(5);
 pub enum PolicyError {
     /// The component trapped: a panic, running out of fuel or time, memory.
     #[error("policy {policy} trapped in {func}: {cause}")]
-    Trap { policy: String, func: &'static str, cause: String },
+    Trap {
+        policy: String,
+        func: &'static str,
+        cause: String,
+    },
     /// The decision broke one of the host's invariants.
     #[error("policy {policy} returned an illegal decision from {func}: {violation}")]
-    Illegal { policy: String, func: &'static str, violation: Violation },
+    Illegal {
+        policy: String,
+        func: &'static str,
+        violation: Violation,
+    },
 }
 
 /// Who a loaded policy is.
@@ -88,7 +92,13 @@ pub struct PolicyIdentity {
 
 impl fmt::Display for PolicyIdentity {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}@{} (sha256 {})", self.name, self.version, &self.sha256[..12.min(self.sha256.len())])
+        write!(
+            f,
+            "{}@{} (sha256 {})",
+            self.name,
+            self.version,
+            &self.sha256[..12.min(self.sha256.len())]
+        )
     }
 }
 
@@ -111,7 +121,10 @@ pub struct PolicyRuntime {
 
 impl fmt::Debug for PolicyRuntime {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("PolicyRuntime").field("limits", &self.limits).field("cache", &self.cache).finish()
+        f.debug_struct("PolicyRuntime")
+            .field("limits", &self.limits)
+            .field("cache", &self.cache)
+            .finish()
     }
 }
 
@@ -136,7 +149,8 @@ impl PolicyRuntime {
             .max_wasm_stack(limits.max_wasm_stack)
             .concurrency_support(false)
             .wasm_backtrace_max_frames(None);
-        let engine = Engine::new(&config).map_err(|e| anyhow::anyhow!("configuring wasmtime: {e:#}"))?;
+        let engine =
+            Engine::new(&config).map_err(|e| anyhow::anyhow!("configuring wasmtime: {e:#}"))?;
         let weak = engine.weak();
         std::thread::Builder::new()
             .name("kaas-policy-epoch".into())
@@ -147,7 +161,11 @@ impl PolicyRuntime {
                     std::thread::sleep(EPOCH_TICK);
                 }
             })?;
-        Ok(PolicyRuntime { engine, limits, cache })
+        Ok(PolicyRuntime {
+            engine,
+            limits,
+            cache,
+        })
     }
 
     /// The engine (for benchmarks that need to compare against it).
@@ -157,8 +175,10 @@ impl PolicyRuntime {
 
     /// Loads a policy component from a file.
     pub fn load_file(&self, path: &Path) -> anyhow::Result<Policy> {
-        let bytes = std::fs::read(path).map_err(|e| anyhow::anyhow!("reading policy {}: {e}", path.display()))?;
-        self.load_bytes(&bytes).map_err(|e| anyhow::anyhow!("policy {}: {e:#}", path.display()))
+        let bytes = std::fs::read(path)
+            .map_err(|e| anyhow::anyhow!("reading policy {}: {e}", path.display()))?;
+        self.load_bytes(&bytes)
+            .map_err(|e| anyhow::anyhow!("policy {}: {e:#}", path.display()))
     }
 
     /// Loads a policy component from bytes.
@@ -174,7 +194,8 @@ impl PolicyRuntime {
         let (component, from_cache) = match &self.cache {
             Some(cache) => cache.load(&self.engine, wasm, &sha256)?,
             None => (
-                Component::new(&self.engine, wasm).map_err(|e| anyhow::anyhow!("compiling the policy: {e:#}"))?,
+                Component::new(&self.engine, wasm)
+                    .map_err(|e| anyhow::anyhow!("compiling the policy: {e:#}"))?,
                 false,
             ),
         };
@@ -189,7 +210,8 @@ impl PolicyRuntime {
         let pre = linker
             .instantiate_pre(&component)
             .map_err(|e| anyhow::anyhow!("preparing the policy: {e:#}"))?;
-        let pre = TxnPolicyPre::new(pre).map_err(|e| anyhow::anyhow!("the policy's exports: {e:#}"))?;
+        let pre =
+            TxnPolicyPre::new(pre).map_err(|e| anyhow::anyhow!("the policy's exports: {e:#}"))?;
 
         let started = std::time::Instant::now();
         let mut live = Live::new(&self.engine, &pre, &self.limits)?;
@@ -214,7 +236,14 @@ impl PolicyRuntime {
             limits: self.limits.clone(),
             live: Mutex::new(Some(live)),
         };
-        Ok((policy, LoadStats { from_cache, load, instantiate }))
+        Ok((
+            policy,
+            LoadStats {
+                from_cache,
+                load,
+                instantiate,
+            },
+        ))
     }
 }
 
@@ -240,7 +269,9 @@ fn check_wit_version(engine: &Engine, component: &Component) -> anyhow::Result<S
             return Ok(version.to_string());
         }
     }
-    anyhow::bail!("not a kaas transaction policy: it does not export {WIT_EXPORT} (its exports: {names:?})")
+    anyhow::bail!(
+        "not a kaas transaction policy: it does not export {WIT_EXPORT} (its exports: {names:?})"
+    )
 }
 
 /// One live instance and its store.
@@ -252,7 +283,11 @@ struct Live {
 }
 
 impl Live {
-    fn new(engine: &Engine, pre: &TxnPolicyPre<HostState>, limits: &SandboxLimits) -> anyhow::Result<Self> {
+    fn new(
+        engine: &Engine,
+        pre: &TxnPolicyPre<HostState>,
+        limits: &SandboxLimits,
+    ) -> anyhow::Result<Self> {
         let state = HostState {
             limits: StoreLimitsBuilder::new()
                 .memory_size(limits.memory_bytes)
@@ -264,9 +299,13 @@ impl Live {
         };
         let mut store = Store::new(engine, state);
         store.limiter(|s| &mut s.limits);
-        store.set_fuel(limits.fuel_per_call).map_err(|e| anyhow::anyhow!("{e:#}"))?;
+        store
+            .set_fuel(limits.fuel_per_call)
+            .map_err(|e| anyhow::anyhow!("{e:#}"))?;
         store.set_epoch_deadline(deadline_ticks(limits.deadline));
-        let bindings = pre.instantiate(&mut store).map_err(|e| anyhow::anyhow!("instantiating the policy: {e:#}"))?;
+        let bindings = pre
+            .instantiate(&mut store)
+            .map_err(|e| anyhow::anyhow!("instantiating the policy: {e:#}"))?;
         Ok(Live { store, bindings })
     }
 
@@ -274,7 +313,8 @@ impl Live {
     fn arm(&mut self, limits: &SandboxLimits) {
         // Setting fuel cannot fail on an engine with fuel enabled.
         let _ = self.store.set_fuel(limits.fuel_per_call);
-        self.store.set_epoch_deadline(deadline_ticks(limits.deadline));
+        self.store
+            .set_epoch_deadline(deadline_ticks(limits.deadline));
     }
 }
 
@@ -299,7 +339,9 @@ pub struct Policy {
 
 impl fmt::Debug for Policy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Policy").field("identity", &self.identity).finish_non_exhaustive()
+        f.debug_struct("Policy")
+            .field("identity", &self.identity)
+            .finish_non_exhaustive()
     }
 }
 
@@ -316,10 +358,20 @@ impl Policy {
         func: &'static str,
         f: impl FnOnce(&TxnPolicy, &mut Store<HostState>) -> wasmtime::Result<R>,
     ) -> Result<R, PolicyError> {
-        let trap = |cause: String| PolicyError::Trap { policy: self.identity.to_string(), func, cause };
-        let mut guard = self.live.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let trap = |cause: String| PolicyError::Trap {
+            policy: self.identity.to_string(),
+            func,
+            cause,
+        };
+        let mut guard = self
+            .live
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         if guard.is_none() {
-            *guard = Some(Live::new(&self.engine, &self.pre, &self.limits).map_err(|e| trap(format!("{e:#}")))?);
+            *guard = Some(
+                Live::new(&self.engine, &self.pre, &self.limits)
+                    .map_err(|e| trap(format!("{e:#}")))?,
+            );
         }
         let Some(live) = guard.as_mut() else {
             return Err(trap("no instance".into()));
@@ -342,9 +394,13 @@ impl Policy {
         limits: Limits,
     ) -> Result<Decision, PolicyError> {
         let d = self.call("init-producer-id", |b, s| {
-            b.kaas_txn_policy_policy().call_init_producer_id(s, current, req, limits)
+            b.kaas_txn_policy_policy()
+                .call_init_producer_id(s, current, req, limits)
         })?;
-        self.checked("init-producer-id", check::init_producer_id(current, req, &d).map(|()| d))
+        self.checked(
+            "init-producer-id",
+            check::init_producer_id(current, req, &d).map(|()| d),
+        )
     }
 
     /// AddPartitionsToTxn / AddOffsetsToTxn, checked.
@@ -355,38 +411,77 @@ impl Policy {
         limits: Limits,
     ) -> Result<Decision, PolicyError> {
         let d = self.call("add-partitions", |b, s| {
-            b.kaas_txn_policy_policy().call_add_partitions(s, current, req, limits)
+            b.kaas_txn_policy_policy()
+                .call_add_partitions(s, current, req, limits)
         })?;
-        self.checked("add-partitions", check::add_partitions(current, req, &d).map(|()| d))
+        self.checked(
+            "add-partitions",
+            check::add_partitions(current, req, &d).map(|()| d),
+        )
     }
 
     /// EndTxn, checked.
-    pub fn end_txn(&self, current: Option<&Entry>, req: &EndTxnRequest, limits: Limits) -> Result<Decision, PolicyError> {
-        let d = self.call("end-txn", |b, s| b.kaas_txn_policy_policy().call_end_txn(s, current, req, limits))?;
+    pub fn end_txn(
+        &self,
+        current: Option<&Entry>,
+        req: &EndTxnRequest,
+        limits: Limits,
+    ) -> Result<Decision, PolicyError> {
+        let d = self.call("end-txn", |b, s| {
+            b.kaas_txn_policy_policy()
+                .call_end_txn(s, current, req, limits)
+        })?;
         self.checked("end-txn", check::end_txn(current, req, &d).map(|()| d))
     }
 
     /// Completion after markers, checked.
-    pub fn complete_transaction(&self, current: &Entry, now_ms: i64, limits: Limits) -> Result<Decision, PolicyError> {
+    pub fn complete_transaction(
+        &self,
+        current: &Entry,
+        now_ms: i64,
+        limits: Limits,
+    ) -> Result<Decision, PolicyError> {
         let d = self.call("complete-transaction", |b, s| {
-            b.kaas_txn_policy_policy().call_complete_transaction(s, current, now_ms, limits)
+            b.kaas_txn_policy_policy()
+                .call_complete_transaction(s, current, now_ms, limits)
         })?;
-        self.checked("complete-transaction", check::complete_transaction(current, &d).map(|()| d))
+        self.checked(
+            "complete-transaction",
+            check::complete_transaction(current, &d).map(|()| d),
+        )
     }
 
     /// The timeout reaper's decision, checked.
-    pub fn reap(&self, current: &Entry, now_ms: i64, limits: Limits) -> Result<Decision, PolicyError> {
-        let d = self.call("reap", |b, s| b.kaas_txn_policy_policy().call_reap(s, current, now_ms, limits))?;
+    pub fn reap(
+        &self,
+        current: &Entry,
+        now_ms: i64,
+        limits: Limits,
+    ) -> Result<Decision, PolicyError> {
+        let d = self.call("reap", |b, s| {
+            b.kaas_txn_policy_policy()
+                .call_reap(s, current, now_ms, limits)
+        })?;
         self.checked("reap", check::reap(current, &d).map(|()| d))
     }
 
     /// `describe()` again (the benchmark's lightest call).
     pub fn describe(&self) -> Result<PolicyInfo, PolicyError> {
-        self.call("describe", |b, s| b.kaas_txn_policy_policy().call_describe(s))
+        self.call("describe", |b, s| {
+            b.kaas_txn_policy_policy().call_describe(s)
+        })
     }
 
-    fn checked(&self, func: &'static str, r: Result<Decision, Violation>) -> Result<Decision, PolicyError> {
-        r.map_err(|violation| PolicyError::Illegal { policy: self.identity.to_string(), func, violation })
+    fn checked(
+        &self,
+        func: &'static str,
+        r: Result<Decision, Violation>,
+    ) -> Result<Decision, PolicyError> {
+        r.map_err(|violation| PolicyError::Illegal {
+            policy: self.identity.to_string(),
+            func,
+            violation,
+        })
     }
 
     /// Instantiates a fresh instance (for the benchmark's instantiation time).
@@ -404,7 +499,9 @@ impl Policy {
 fn describe_trap(e: &wasmtime::Error) -> String {
     if let Some(trap) = e.downcast_ref::<wasmtime::Trap>() {
         let what = match trap {
-            wasmtime::Trap::OutOfFuel => "ran out of fuel (too much work for one decision)".to_string(),
+            wasmtime::Trap::OutOfFuel => {
+                "ran out of fuel (too much work for one decision)".to_string()
+            }
             wasmtime::Trap::Interrupt => "exceeded its wall-clock deadline".to_string(),
             wasmtime::Trap::StackOverflow => "overflowed its wasm stack".to_string(),
             wasmtime::Trap::AllocationTooLarge => "exceeded its memory limit".to_string(),
@@ -413,7 +510,9 @@ fn describe_trap(e: &wasmtime::Error) -> String {
         return what;
     }
     let text = format!("{e:#}");
-    if text.contains("memory") && text.contains("limit") || text.contains("forcing trap when growing memory") {
+    if text.contains("memory") && text.contains("limit")
+        || text.contains("forcing trap when growing memory")
+    {
         return format!("exceeded its memory limit ({text})");
     }
     text

@@ -16,8 +16,8 @@ use tracing::warn;
 
 use super::record::StateRecord;
 use crate::policy::{
-    AddPartitionsRequest, Claim, Decision, DecisionKind, EndTxnRequest, Entry, InitRequest, Limits, Policy, Reply,
-    TopicPartition, TxnState,
+    AddPartitionsRequest, Claim, Decision, DecisionKind, EndTxnRequest, Entry, InitRequest, Limits,
+    Policy, Reply, TopicPartition, TxnState,
 };
 
 /// Kafka error codes the host itself answers with.
@@ -31,7 +31,10 @@ pub mod code {
 }
 
 /// Coordinator limits (transaction.max.timeout.ms and the exhaustion point).
-pub const DEFAULT_LIMITS: Limits = Limits { max_timeout_ms: 900_000, exhausted_epoch: i16::MAX - 1 };
+pub const DEFAULT_LIMITS: Limits = Limits {
+    max_timeout_ms: 900_000,
+    exhausted_epoch: i16::MAX - 1,
+};
 
 /// An InitProducerId as it arrives (claim fields raw, -1 = unset).
 #[derive(Debug, Clone)]
@@ -103,10 +106,21 @@ pub struct Answer {
 
 impl Answer {
     fn reply(reply: Reply) -> Self {
-        Answer { reply, partition_errors: Vec::new(), candidate_used: false, kind: None, markers: None, fence: None }
+        Answer {
+            reply,
+            partition_errors: Vec::new(),
+            candidate_used: false,
+            kind: None,
+            markers: None,
+            fence: None,
+        }
     }
     fn error(code: i16) -> Self {
-        Answer::reply(Reply { error_code: code, producer_id: -1, producer_epoch: -1 })
+        Answer::reply(Reply {
+            error_code: code,
+            producer_id: -1,
+            producer_epoch: -1,
+        })
     }
 }
 
@@ -147,7 +161,11 @@ pub struct TxnMachine {
 impl TxnMachine {
     /// An empty machine deciding with `policy`.
     pub fn new(policy: Arc<Policy>, limits: Limits) -> Self {
-        TxnMachine { policy, limits, slots: BTreeMap::new() }
+        TxnMachine {
+            policy,
+            limits,
+            slots: BTreeMap::new(),
+        }
     }
 
     /// The policy in use.
@@ -172,7 +190,13 @@ impl TxnMachine {
 
     /// Installs an entry as if loaded from the log (tests, conformance, load).
     pub fn install(&mut self, entry: Entry) {
-        self.slots.insert(entry.transactional_id.clone(), Slot { entry, pending: None });
+        self.slots.insert(
+            entry.transactional_id.clone(),
+            Slot {
+                entry,
+                pending: None,
+            },
+        );
     }
 
     /// Marks `txn_id` as having a transition in flight (tests and conformance).
@@ -208,7 +232,10 @@ impl TxnMachine {
     /// One record per entry: what a compacted state log holds.
     pub fn snapshot(&self) -> Vec<StateRecord> {
         let by = self.policy.identity().to_string();
-        self.slots.values().map(|s| StateRecord::upsert(&s.entry, Some(&by))).collect()
+        self.slots
+            .values()
+            .map(|s| StateRecord::upsert(&s.entry, Some(&by)))
+            .collect()
     }
 
     /// InitProducerId (spec §1).
@@ -217,7 +244,10 @@ impl TxnMachine {
         let claim = match (req.producer_id, req.producer_epoch) {
             (-1, -1) => None,
             (-1, _) | (_, -1) => return Step::Done(Answer::error(code::INVALID_REQUEST)),
-            (producer_id, producer_epoch) => Some(Claim { producer_id, producer_epoch }),
+            (producer_id, producer_epoch) => Some(Claim {
+                producer_id,
+                producer_epoch,
+            }),
         };
         if let Some(id) = &req.transactional_id {
             if self.is_pending(id) {
@@ -232,14 +262,22 @@ impl TxnMachine {
             candidate_producer_id: candidate,
             now_ms,
         };
-        let current = req.transactional_id.as_deref().and_then(|id| self.entry(id)).cloned();
-        let decision = self.policy.init_producer_id(current.as_ref(), &facts, self.limits);
+        let current = req
+            .transactional_id
+            .as_deref()
+            .and_then(|id| self.entry(id))
+            .cloned();
+        let decision = self
+            .policy
+            .init_producer_id(current.as_ref(), &facts, self.limits);
         let used = |d: &Decision| {
-            d.kind == DecisionKind::NewProducer || d.entry.as_ref().is_some_and(|e| e.producer_id == candidate)
+            d.kind == DecisionKind::NewProducer
+                || d.entry.as_ref().is_some_and(|e| e.producer_id == candidate)
         };
         match decision {
             Ok(d) => {
-                let candidate_used = used(&d) && current.as_ref().is_none_or(|c| c.producer_id != candidate);
+                let candidate_used =
+                    used(&d) && current.as_ref().is_none_or(|c| c.producer_id != candidate);
                 self.plan(req.transactional_id.as_deref(), d, candidate_used)
             }
             Err(e) => self.policy_failed(e),
@@ -252,7 +290,10 @@ impl TxnMachine {
             return Step::Done(Answer::error(code::CONCURRENT_TRANSACTIONS));
         }
         let current = self.entry(&req.transactional_id).cloned();
-        match self.policy.add_partitions(current.as_ref(), req, self.limits) {
+        match self
+            .policy
+            .add_partitions(current.as_ref(), req, self.limits)
+        {
             Ok(d) => self.plan(Some(&req.transactional_id), d, false),
             Err(e) => self.policy_failed(e),
         }
@@ -279,7 +320,10 @@ impl TxnMachine {
             return Step::Done(Answer::error(code::UNKNOWN_SERVER_ERROR));
         }
         let current = slot.entry.clone();
-        match self.policy.complete_transaction(&current, now_ms, self.limits) {
+        match self
+            .policy
+            .complete_transaction(&current, now_ms, self.limits)
+        {
             Ok(d) => self.plan(Some(txn_id), d, false),
             Err(e) => self.policy_failed(e),
         }
@@ -342,18 +386,29 @@ impl TxnMachine {
     /// Applies a planned write once its append finished (spec §0.5 steps 3–4).
     pub fn finish(&mut self, write: PlannedWrite, outcome: Result<(), AppendError>) -> Answer {
         let txn_id = write.entry.transactional_id.clone();
-        let before_epoch = self.slots.get(&txn_id).map(|s| (s.entry.producer_id, s.entry.producer_epoch));
+        let before_epoch = self
+            .slots
+            .get(&txn_id)
+            .map(|s| (s.entry.producer_id, s.entry.producer_epoch));
         match outcome {
             Ok(()) => {
                 let markers = marker_job(&write.entry);
                 let raised = match before_epoch {
-                    Some((pid, epoch)) => write.entry.producer_id != pid || write.entry.producer_epoch > epoch,
+                    Some((pid, epoch)) => {
+                        write.entry.producer_id != pid || write.entry.producer_epoch > epoch
+                    }
                     None => true,
                 };
                 let fence = (raised && write.entry.producer_epoch > 0)
                     .then_some((write.entry.producer_id, write.entry.producer_epoch));
                 let pending = markers.clone().map(Pending::Markers);
-                self.slots.insert(txn_id, Slot { entry: write.entry, pending });
+                self.slots.insert(
+                    txn_id,
+                    Slot {
+                        entry: write.entry,
+                        pending,
+                    },
+                );
                 Answer {
                     reply: write.reply,
                     partition_errors: Vec::new(),
@@ -376,7 +431,10 @@ impl TxnMachine {
                         }
                     }
                 }
-                Answer { candidate_used: write.candidate_used, ..Answer::error(code) }
+                Answer {
+                    candidate_used: write.candidate_used,
+                    ..Answer::error(code)
+                }
             }
         }
     }

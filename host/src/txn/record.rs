@@ -104,7 +104,10 @@ impl StateRecord {
     /// An upsert of `entry` written by `written_by`.
     pub fn upsert(entry: &Entry, written_by: Option<&str>) -> Self {
         StateRecord::Upsert {
-            entry: Entry { has_failed_epoch_fence: false, ..entry.clone() },
+            entry: Entry {
+                has_failed_epoch_fence: false,
+                ..entry.clone()
+            },
             written_by: written_by.map(str::to_owned),
             unknown_tags: Vec::new(),
         }
@@ -127,7 +130,11 @@ impl StateRecord {
                 out.push(1);
                 put_str(&mut out, transactional_id);
             }
-            StateRecord::Upsert { entry, written_by, unknown_tags } => {
+            StateRecord::Upsert {
+                entry,
+                written_by,
+                unknown_tags,
+            } => {
                 out.push(0);
                 put_str(&mut out, &entry.transactional_id);
                 out.extend_from_slice(&entry.producer_id.to_be_bytes());
@@ -143,7 +150,10 @@ impl StateRecord {
                     put_str(&mut out, &p.topic);
                     out.extend_from_slice(&p.partition.to_be_bytes());
                 }
-                let mut tags: Vec<(u16, &[u8])> = unknown_tags.iter().map(|(t, b)| (*t, b.as_slice())).collect();
+                let mut tags: Vec<(u16, &[u8])> = unknown_tags
+                    .iter()
+                    .map(|(t, b)| (*t, b.as_slice()))
+                    .collect();
                 if let Some(w) = written_by {
                     tags.push((TAG_WRITTEN_BY, w.as_bytes()));
                 }
@@ -204,7 +214,10 @@ impl StateRecord {
                     let at = r.at;
                     let bytes = r.take(len)?;
                     if tag == TAG_WRITTEN_BY {
-                        written_by = Some(String::from_utf8(bytes.to_vec()).map_err(|_| DecodeError::BadUtf8(at))?);
+                        written_by = Some(
+                            String::from_utf8(bytes.to_vec())
+                                .map_err(|_| DecodeError::BadUtf8(at))?,
+                        );
                     } else {
                         unknown_tags.push((tag, bytes.to_vec()));
                     }
@@ -222,7 +235,11 @@ impl StateRecord {
                     last_update_timestamp_ms,
                     has_failed_epoch_fence: false,
                 };
-                StateRecord::Upsert { entry, written_by, unknown_tags }
+                StateRecord::Upsert {
+                    entry,
+                    written_by,
+                    unknown_tags,
+                }
             }
             other => return Err(DecodeError::UnknownKind(other)),
         };
@@ -257,7 +274,10 @@ impl<'a> Reader<'a> {
 
     fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
         if self.remaining() < n {
-            return Err(DecodeError::Truncated { at: self.at, needed: n - self.remaining() });
+            return Err(DecodeError::Truncated {
+                at: self.at,
+                needed: n - self.remaining(),
+            });
         }
         let s = &self.buf[self.at..self.at + n];
         self.at += n;
@@ -291,7 +311,10 @@ mod tests {
             last_producer_id: 100,
             last_producer_epoch: 32766,
             state: TxnState::Empty,
-            partitions: vec![TopicPartition { topic: "t0".into(), partition: 3 }],
+            partitions: vec![TopicPartition {
+                topic: "t0".into(),
+                partition: 3,
+            }],
             timeout_ms: 60_000,
             start_timestamp_ms: -1,
             last_update_timestamp_ms: 1_700_000_000_000,
@@ -304,15 +327,30 @@ mod tests {
         let rec = StateRecord::upsert(&sample(), Some("apache37@0.1.0"));
         let back = StateRecord::decode(&rec.encode()).expect("decodes");
         assert_eq!(back, rec);
-        let StateRecord::Upsert { entry, written_by, .. } = back else { panic!("not an upsert") };
-        assert_eq!((entry.last_producer_id, entry.last_producer_epoch), (100, 32766));
+        let StateRecord::Upsert {
+            entry, written_by, ..
+        } = back
+        else {
+            panic!("not an upsert")
+        };
+        assert_eq!(
+            (entry.last_producer_id, entry.last_producer_epoch),
+            (100, 32766)
+        );
         assert_eq!(written_by.as_deref(), Some("apache37@0.1.0"));
-        assert!(!entry.has_failed_epoch_fence, "the in-memory flag is never persisted");
+        assert!(
+            !entry.has_failed_epoch_fence,
+            "the in-memory flag is never persisted"
+        );
     }
 
     #[test]
     fn unknown_tags_from_a_newer_writer_are_kept_and_written_back() {
-        let rec = StateRecord::Upsert { entry: sample(), written_by: None, unknown_tags: vec![(7, vec![1, 2, 3])] };
+        let rec = StateRecord::Upsert {
+            entry: sample(),
+            written_by: None,
+            unknown_tags: vec![(7, vec![1, 2, 3])],
+        };
         let bytes = rec.encode();
         let back = StateRecord::decode(&bytes).expect("decodes");
         assert_eq!(back.encode(), bytes);
@@ -320,7 +358,9 @@ mod tests {
 
     #[test]
     fn tombstones_round_trip() {
-        let rec = StateRecord::Tombstone { transactional_id: "gone".into() };
+        let rec = StateRecord::Tombstone {
+            transactional_id: "gone".into(),
+        };
         assert_eq!(StateRecord::decode(&rec.encode()), Ok(rec));
     }
 
@@ -328,23 +368,39 @@ mod tests {
     fn every_truncation_is_an_error_not_a_panic() {
         let bytes = StateRecord::upsert(&sample(), Some("x")).encode();
         for cut in 0..bytes.len() {
-            assert!(StateRecord::decode(&bytes[..cut]).is_err(), "prefix of {cut} bytes decoded");
+            assert!(
+                StateRecord::decode(&bytes[..cut]).is_err(),
+                "prefix of {cut} bytes decoded"
+            );
         }
     }
 
     #[test]
     fn a_huge_partition_count_is_refused_without_allocating() {
-        let mut bytes = StateRecord::upsert(&Entry { partitions: vec![], ..sample() }, None).encode();
+        let mut bytes = StateRecord::upsert(
+            &Entry {
+                partitions: vec![],
+                ..sample()
+            },
+            None,
+        )
+        .encode();
         // The partition count sits 2 bytes (tag count) before the end.
         let n = bytes.len();
         bytes[n - 6..n - 2].copy_from_slice(&u32::MAX.to_be_bytes());
-        assert_eq!(StateRecord::decode(&bytes), Err(DecodeError::TooManyPartitions(u32::MAX)));
+        assert_eq!(
+            StateRecord::decode(&bytes),
+            Err(DecodeError::TooManyPartitions(u32::MAX))
+        );
     }
 
     #[test]
     fn a_newer_format_is_refused_with_its_number() {
         let mut bytes = StateRecord::upsert(&sample(), None).encode();
         bytes[..2].copy_from_slice(&9u16.to_be_bytes());
-        assert_eq!(StateRecord::decode(&bytes), Err(DecodeError::UnknownFormat(9)));
+        assert_eq!(
+            StateRecord::decode(&bytes),
+            Err(DecodeError::UnknownFormat(9))
+        );
     }
 }

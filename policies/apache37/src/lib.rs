@@ -6,15 +6,12 @@
 //! same answer before and after a restart. The rules live in [`rules`] as
 //! plain Rust; this file is only the WIT export glue.
 
-
-
-
 pub use kaas_apache37_rules as rules;
 
-use std::{string::String, vec};
 use kaas_policy_sdk::{
     AddPartitionsRequest, Decision, EndTxnRequest, Entry, InitRequest, Limits, Policy, PolicyInfo,
 };
+use std::{string::String, vec};
 
 /// The policy's name as `describe()` reports it.
 pub const NAME: &str = "apache37";
@@ -43,7 +40,11 @@ impl Policy for Apache37 {
         rules::init_producer_id(current, &req, &limits)
     }
 
-    fn add_partitions(current: Option<Entry>, req: AddPartitionsRequest, _limits: Limits) -> Decision {
+    fn add_partitions(
+        current: Option<Entry>,
+        req: AddPartitionsRequest,
+        _limits: Limits,
+    ) -> Decision {
         rules::add_partitions(current, &req)
     }
 

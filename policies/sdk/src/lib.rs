@@ -12,7 +12,13 @@
 extern crate alloc;
 
 /// Bindings generated from `policy-wit/txn-policy.wit`.
-#[allow(missing_docs, missing_debug_implementations, unsafe_code, unreachable_pub, clippy::all)]
+#[allow(
+    missing_docs,
+    missing_debug_implementations,
+    unsafe_code,
+    unreachable_pub,
+    clippy::all
+)]
 pub mod bindings {
     wit_bindgen::generate!({
         path: "../../policy-wit",
@@ -51,12 +57,20 @@ pub const NO_EPOCH: i16 = -1;
 impl Reply {
     /// A successful reply carrying an identity.
     pub fn ok(producer_id: i64, producer_epoch: i16) -> Self {
-        Reply { error_code: code::NONE, producer_id, producer_epoch }
+        Reply {
+            error_code: code::NONE,
+            producer_id,
+            producer_epoch,
+        }
     }
 
     /// An error reply (identity -1/-1 as Kafka sends it).
     pub fn error(error_code: i16) -> Self {
-        Reply { error_code, producer_id: NO_PID, producer_epoch: NO_EPOCH }
+        Reply {
+            error_code,
+            producer_id: NO_PID,
+            producer_epoch: NO_EPOCH,
+        }
     }
 }
 
@@ -98,7 +112,10 @@ impl Decision {
 impl TxnState {
     /// Empty, CompleteCommit or CompleteAbort: no transaction in progress.
     pub fn is_idle(self) -> bool {
-        matches!(self, TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort)
+        matches!(
+            self,
+            TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort
+        )
     }
 
     /// PrepareCommit or PrepareAbort: markers are being written.

@@ -39,7 +39,11 @@ impl Policy for Strict {
         rules::init_producer_id(current, &req, &limits)
     }
 
-    fn add_partitions(current: Option<Entry>, req: AddPartitionsRequest, _limits: Limits) -> Decision {
+    fn add_partitions(
+        current: Option<Entry>,
+        req: AddPartitionsRequest,
+        _limits: Limits,
+    ) -> Decision {
         apache::add_partitions(current, &req)
     }
 

@@ -17,8 +17,8 @@ pub fn init_producer_id(current: Option<Entry>, req: &InitRequest, limits: &Limi
             // S-2: nobody can hold an identity for an id that has none.
             None => return Decision::reject(fenced),
             Some(entry) if entry.producer_epoch >= 0 => {
-                let current_holder =
-                    claim.producer_id == entry.producer_id && claim.producer_epoch == entry.producer_epoch;
+                let current_holder = claim.producer_id == entry.producer_id
+                    && claim.producer_epoch == entry.producer_epoch;
                 let bump_retry = claim.producer_id == entry.producer_id
                     && claim.producer_epoch == entry.last_producer_epoch;
                 let rotation_retry = claim.producer_id == entry.last_producer_id

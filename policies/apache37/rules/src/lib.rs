@@ -19,7 +19,11 @@ use kaas_policy_sdk::{
 /// PRODUCER_FENCED as a client of `version` understands it: InitProducerId
 /// before v4 and AddPartitions/EndTxn before v2 get INVALID_PRODUCER_EPOCH.
 pub fn fenced(version: i16, first_version_with_90: i16) -> i16 {
-    if version < first_version_with_90 { code::INVALID_PRODUCER_EPOCH } else { code::PRODUCER_FENCED }
+    if version < first_version_with_90 {
+        code::INVALID_PRODUCER_EPOCH
+    } else {
+        code::PRODUCER_FENCED
+    }
 }
 
 /// InitProducerId's first version that understands PRODUCER_FENCED.
@@ -112,12 +116,18 @@ fn bump(entry: Entry, req: &InitRequest, initializing: bool) -> Decision {
         _ if e == NO_EPOCH => (0, NO_EPOCH, DecisionKind::Initialize),
         None => (e + 1, NO_EPOCH, DecisionKind::Bump),
         Some(c) if c.producer_epoch == e => (e + 1, e, DecisionKind::Bump),
-        Some(c) if c.producer_epoch == entry.last_producer_epoch => {
-            (e, entry.last_producer_epoch, DecisionKind::RetryReturnsCurrent)
-        }
+        Some(c) if c.producer_epoch == entry.last_producer_epoch => (
+            e,
+            entry.last_producer_epoch,
+            DecisionKind::RetryReturnsCurrent,
+        ),
         Some(_) => return Decision::reject(fenced(req.version, INIT_FENCED_SINCE)),
     };
-    let kind = if initializing { DecisionKind::Initialize } else { kind };
+    let kind = if initializing {
+        DecisionKind::Initialize
+    } else {
+        kind
+    };
     // A retry returns the current identity and keeps the remembered previous
     // pid, so a second retry of the same rotation gets the same answer.
     let last_producer_id = if kind == DecisionKind::RetryReturnsCurrent {
@@ -222,10 +232,17 @@ pub fn add_partitions(current: Option<Entry>, req: &AddPartitionsRequest) -> Dec
             .iter()
             .map(|p| {
                 let included = entry.state == TxnState::Ongoing && entry.partitions.contains(p);
-                if included { code::NONE } else { code::INVALID_TXN_STATE }
+                if included {
+                    code::NONE
+                } else {
+                    code::INVALID_TXN_STATE
+                }
             })
             .collect();
-        return Decision { partition_errors, ..Decision::no_change(Reply::ok(NO_PID, NO_EPOCH)) };
+        return Decision {
+            partition_errors,
+            ..Decision::no_change(Reply::ok(NO_PID, NO_EPOCH))
+        };
     }
     if entry.state == TxnState::Dead {
         return Decision::reject(code::UNKNOWN_SERVER_ERROR);
@@ -235,9 +252,16 @@ pub fn add_partitions(current: Option<Entry>, req: &AddPartitionsRequest) -> Dec
     if already {
         return Decision::no_change(Reply::ok(entry.producer_id, entry.producer_epoch));
     }
-    let start = if entry.state == TxnState::Ongoing { entry.start_timestamp_ms } else { req.now_ms };
-    let mut partitions: Vec<TopicPartition> =
-        if entry.state == TxnState::Ongoing { entry.partitions.clone() } else { Vec::new() };
+    let start = if entry.state == TxnState::Ongoing {
+        entry.start_timestamp_ms
+    } else {
+        req.now_ms
+    };
+    let mut partitions: Vec<TopicPartition> = if entry.state == TxnState::Ongoing {
+        entry.partitions.clone()
+    } else {
+        Vec::new()
+    };
     for p in &req.partitions {
         if !partitions.contains(p) {
             partitions.push(p.clone());
@@ -276,10 +300,16 @@ pub fn end_txn(current: Option<Entry>, req: &EndTxnRequest) -> Decision {
             } else {
                 (TxnState::PrepareAbort, DecisionKind::PrepareAbort)
             };
-            let next = Entry { state, last_update_timestamp_ms: req.now_ms, ..entry };
+            let next = Entry {
+                state,
+                last_update_timestamp_ms: req.now_ms,
+                ..entry
+            };
             Decision::write(kind, next, ok)
         }
-        (TxnState::CompleteCommit, true) | (TxnState::CompleteAbort, false) => Decision::no_change(ok),
+        (TxnState::CompleteCommit, true) | (TxnState::CompleteAbort, false) => {
+            Decision::no_change(ok)
+        }
         (TxnState::PrepareCommit, true) | (TxnState::PrepareAbort, false) => {
             Decision::reject(code::CONCURRENT_TRANSACTIONS)
         }
@@ -310,7 +340,10 @@ pub fn complete_transaction(entry: Entry, now_ms: i64) -> Decision {
 /// fenced and aborted exactly like a rejoin does it.
 pub fn reap(entry: Entry, now_ms: i64) -> Decision {
     let overdue = entry.state == TxnState::Ongoing
-        && entry.start_timestamp_ms.saturating_add(i64::from(entry.timeout_ms)) < now_ms;
+        && entry
+            .start_timestamp_ms
+            .saturating_add(i64::from(entry.timeout_ms))
+            < now_ms;
     if overdue {
         fence_and_abort(entry, now_ms, code::NONE)
     } else {

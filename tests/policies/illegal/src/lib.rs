@@ -10,7 +10,11 @@ struct Hostile;
 
 impl Policy for Hostile {
     fn describe() -> PolicyInfo {
-        PolicyInfo { name: "hostile-illegal".into(), version: "0.0.1".into(), features: vec!["test-only".into()] }
+        PolicyInfo {
+            name: "hostile-illegal".into(),
+            version: "0.0.1".into(),
+            features: vec!["test-only".into()],
+        }
     }
 
     fn init_producer_id(current: Option<Entry>, req: InitRequest, limits: Limits) -> Decision {
@@ -28,7 +32,11 @@ impl Policy for Hostile {
         d
     }
 
-    fn add_partitions(current: Option<Entry>, req: AddPartitionsRequest, _limits: Limits) -> Decision {
+    fn add_partitions(
+        current: Option<Entry>,
+        req: AddPartitionsRequest,
+        _limits: Limits,
+    ) -> Decision {
         rules::add_partitions(current, &req)
     }
 

@@ -10,17 +10,28 @@ struct Hostile;
 
 impl Policy for Hostile {
     fn describe() -> PolicyInfo {
-        PolicyInfo { name: "hostile-trap".into(), version: "0.0.1".into(), features: vec!["test-only".into()] }
+        PolicyInfo {
+            name: "hostile-trap".into(),
+            version: "0.0.1".into(),
+            features: vec!["test-only".into()],
+        }
     }
 
     fn init_producer_id(current: Option<Entry>, req: InitRequest, limits: Limits) -> Decision {
         if req.transactional_id.as_deref() == Some("no-trap") {
             return rules::init_producer_id(current, &req, &limits);
         }
-        panic!("hostile-trap policy: deliberate panic for {:?}", req.transactional_id)
+        panic!(
+            "hostile-trap policy: deliberate panic for {:?}",
+            req.transactional_id
+        )
     }
 
-    fn add_partitions(current: Option<Entry>, req: AddPartitionsRequest, _limits: Limits) -> Decision {
+    fn add_partitions(
+        current: Option<Entry>,
+        req: AddPartitionsRequest,
+        _limits: Limits,
+    ) -> Decision {
         rules::add_partitions(current, &req)
     }
 
