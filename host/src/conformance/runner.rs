@@ -98,6 +98,18 @@ pub fn parse_entry(txn: &str, v: &Value) -> Result<Entry, String> {
     Ok(e)
 }
 
+fn state_name(s: TxnState) -> &'static str {
+    match s {
+        TxnState::Empty => "Empty",
+        TxnState::Ongoing => "Ongoing",
+        TxnState::PrepareCommit => "PrepareCommit",
+        TxnState::PrepareAbort => "PrepareAbort",
+        TxnState::CompleteCommit => "CompleteCommit",
+        TxnState::CompleteAbort => "CompleteAbort",
+        TxnState::Dead => "Dead",
+    }
+}
+
 fn parse_state(s: &str) -> Result<TxnState, String> {
     Ok(match s {
         "Empty" => TxnState::Empty,
@@ -137,8 +149,8 @@ pub fn show_entry(e: Option<&Entry>) -> String {
         Some(e) => {
             let parts: Vec<String> = e.partitions.iter().map(show_partition).collect();
             format!(
-                "{:?}({},{},{},{}){{{}}}",
-                e.state,
+                "{}({},{},{},{}){{{}}}",
+                state_name(e.state),
                 e.producer_id,
                 e.producer_epoch,
                 e.last_producer_id,

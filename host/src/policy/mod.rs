@@ -403,6 +403,26 @@ impl Policy {
         )
     }
 
+    /// The bare cost of an InitProducerId call, for benchmarks: the same
+    /// sandboxed call as [`Policy::init_producer_id`] (same lock, fuel and
+    /// deadline re-arm, argument lowering, result lifting, trap handling) but
+    /// without the host's invariant check. It hands back only the decision's
+    /// kind, never the decision, so an unchecked decision cannot reach the
+    /// coordinator through it.
+    #[doc(hidden)]
+    pub fn init_producer_id_call_cost(
+        &self,
+        current: Option<&Entry>,
+        req: &InitRequest,
+        limits: Limits,
+    ) -> Result<DecisionKind, PolicyError> {
+        let d = self.call("init-producer-id", |b, s| {
+            b.kaas_txn_policy_policy()
+                .call_init_producer_id(s, current, req, limits)
+        })?;
+        Ok(d.kind)
+    }
+
     /// AddPartitionsToTxn / AddOffsetsToTxn, checked.
     pub fn add_partitions(
         &self,

@@ -42,3 +42,79 @@ pub fn init_producer_id(current: Option<Entry>, req: &InitRequest, limits: &Limi
     }
     apache::init_producer_id(current, req, limits)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kaas_policy_sdk::{Claim, DecisionKind, TopicPartition};
+
+    const LIMITS: Limits = Limits {
+        max_timeout_ms: 900_000,
+        exhausted_epoch: 32766,
+    };
+
+    fn req(txn: Option<&str>, claim: Option<(i64, i16)>) -> InitRequest {
+        InitRequest {
+            transactional_id: txn.map(Into::into),
+            claim: claim.map(|(producer_id, producer_epoch)| Claim {
+                producer_id,
+                producer_epoch,
+            }),
+            version: 4,
+            timeout_ms: 60_000,
+            candidate_producer_id: 2000,
+            now_ms: 10,
+        }
+    }
+
+    fn ongoing(epoch: i16, last_epoch: i16) -> Entry {
+        Entry {
+            transactional_id: "T".into(),
+            producer_id: 1000,
+            producer_epoch: epoch,
+            last_producer_id: 1000,
+            last_producer_epoch: last_epoch,
+            state: TxnState::Ongoing,
+            partitions: vec![TopicPartition {
+                topic: "t0".into(),
+                partition: 0,
+            }],
+            timeout_ms: 60_000,
+            start_timestamp_ms: 1,
+            last_update_timestamp_ms: 1,
+            has_failed_epoch_fence: false,
+        }
+    }
+
+    #[test]
+    fn idempotent_claim_is_invalid_request() {
+        let d = init_producer_id(None, &req(None, Some((1000, 5))), &LIMITS);
+        assert_eq!(d.reply.error_code, code::INVALID_REQUEST);
+    }
+
+    #[test]
+    fn claim_on_absent_entry_is_fenced() {
+        let d = init_producer_id(None, &req(Some("T"), Some((1000, 5))), &LIMITS);
+        assert_eq!(d.reply.error_code, code::PRODUCER_FENCED);
+        assert!(d.entry.is_none());
+    }
+
+    #[test]
+    fn stale_claim_never_aborts_an_ongoing_transaction() {
+        let d = init_producer_id(
+            Some(ongoing(7, 6)),
+            &req(Some("T"), Some((1000, 6))),
+            &LIMITS,
+        );
+        assert_eq!(
+            (d.kind, d.reply.error_code),
+            (DecisionKind::Reject, code::PRODUCER_FENCED)
+        );
+        let holder = init_producer_id(
+            Some(ongoing(7, 6)),
+            &req(Some("T"), Some((1000, 7))),
+            &LIMITS,
+        );
+        assert_eq!(holder.kind, DecisionKind::FenceAndAbort);
+    }
+}

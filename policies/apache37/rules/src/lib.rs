@@ -350,3 +350,154 @@ pub fn reap(entry: Entry, now_ms: i64) -> Decision {
         Decision::no_change(Reply::ok(entry.producer_id, entry.producer_epoch))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::string::String;
+
+    const LIMITS: Limits = Limits {
+        max_timeout_ms: 900_000,
+        exhausted_epoch: 32766,
+    };
+
+    fn entry(state: TxnState, pid: i64, epoch: i16, last_pid: i64, last_epoch: i16) -> Entry {
+        Entry {
+            transactional_id: String::from("T"),
+            producer_id: pid,
+            producer_epoch: epoch,
+            last_producer_id: last_pid,
+            last_producer_epoch: last_epoch,
+            state,
+            partitions: Vec::new(),
+            timeout_ms: 60_000,
+            start_timestamp_ms: if state == TxnState::Empty { -1 } else { 1 },
+            last_update_timestamp_ms: 1,
+            has_failed_epoch_fence: false,
+        }
+    }
+
+    fn init(claim: Option<(i64, i16)>) -> InitRequest {
+        InitRequest {
+            transactional_id: Some(String::from("T")),
+            claim: claim.map(|(producer_id, producer_epoch)| Claim {
+                producer_id,
+                producer_epoch,
+            }),
+            version: 4,
+            timeout_ms: 60_000,
+            candidate_producer_id: 2000,
+            now_ms: 10,
+        }
+    }
+
+    fn identity(d: &Decision) -> (i16, i64, i16) {
+        (
+            d.reply.error_code,
+            d.reply.producer_id,
+            d.reply.producer_epoch,
+        )
+    }
+
+    #[test]
+    fn bump_table_rows_of_spec_1_5() {
+        let e = || Some(entry(TxnState::Empty, 1000, 5, 1000, 4));
+        assert_eq!(
+            identity(&init_producer_id(e(), &init(None), &LIMITS)),
+            (0, 1000, 6)
+        );
+        assert_eq!(
+            identity(&init_producer_id(e(), &init(Some((1000, 5))), &LIMITS)),
+            (0, 1000, 6)
+        );
+        assert_eq!(
+            identity(&init_producer_id(e(), &init(Some((1000, 4))), &LIMITS)),
+            (0, 1000, 5)
+        );
+        assert_eq!(
+            identity(&init_producer_id(e(), &init(Some((1000, 3))), &LIMITS)).0,
+            code::PRODUCER_FENCED
+        );
+        assert_eq!(
+            identity(&init_producer_id(e(), &init(Some((1000, 9))), &LIMITS)).0,
+            code::PRODUCER_FENCED
+        );
+    }
+
+    #[test]
+    fn a_bump_without_claim_closes_the_retry_window() {
+        let d = init_producer_id(
+            Some(entry(TxnState::Empty, 1000, 5, 1000, 4)),
+            &init(None),
+            &LIMITS,
+        );
+        assert_eq!(d.entry.map(|e| e.last_producer_epoch), Some(NO_EPOCH));
+    }
+
+    #[test]
+    fn rotation_uses_the_candidate_and_remembers_the_old_identity() {
+        let d = init_producer_id(
+            Some(entry(TxnState::CompleteCommit, 1000, 32766, 1000, -1)),
+            &init(Some((1000, 32766))),
+            &LIMITS,
+        );
+        assert_eq!(d.kind, DecisionKind::Rotate);
+        let e = d.entry.expect("rotation persists");
+        assert_eq!(
+            (
+                e.producer_id,
+                e.producer_epoch,
+                e.last_producer_id,
+                e.last_producer_epoch
+            ),
+            (2000, 0, 1000, 32766)
+        );
+        let retry = init_producer_id(Some(e), &init(Some((1000, 32766))), &LIMITS);
+        assert_eq!(
+            (retry.kind, identity(&retry)),
+            (DecisionKind::RetryReturnsCurrent, (0, 2000, 0))
+        );
+    }
+
+    #[test]
+    fn fencing_an_ongoing_transaction_prepares_an_abort_one_epoch_up() {
+        let mut ongoing = entry(TxnState::Ongoing, 1000, 5, 1000, 4);
+        ongoing.partitions.push(TopicPartition {
+            topic: String::from("t0"),
+            partition: 0,
+        });
+        let d = init_producer_id(Some(ongoing.clone()), &init(None), &LIMITS);
+        assert_eq!(d.kind, DecisionKind::FenceAndAbort);
+        assert_eq!(d.reply.error_code, code::CONCURRENT_TRANSACTIONS);
+        let e = d.entry.expect("fence persists");
+        assert_eq!(
+            (e.state, e.producer_epoch, e.last_producer_epoch),
+            (TxnState::PrepareAbort, 6, NO_EPOCH)
+        );
+        assert_eq!(e.partitions, ongoing.partitions);
+        let keep = d.on_append_failure.expect("failed fence keeps the epoch");
+        assert!(
+            keep.has_failed_epoch_fence
+                && keep.producer_epoch == 6
+                && keep.state == TxnState::Ongoing
+        );
+        let again = init_producer_id(Some(keep), &init(None), &LIMITS);
+        assert_eq!(
+            again.entry.map(|e| e.producer_epoch),
+            Some(6),
+            "a failed fence is reused, not bumped twice"
+        );
+    }
+
+    #[test]
+    fn old_versions_get_invalid_producer_epoch_instead_of_fenced() {
+        let mut req = init(Some((1000, 3)));
+        req.version = 3;
+        let d = init_producer_id(
+            Some(entry(TxnState::Empty, 1000, 5, 1000, -1)),
+            &req,
+            &LIMITS,
+        );
+        assert_eq!(d.reply.error_code, code::INVALID_PRODUCER_EPOCH);
+    }
+}

@@ -1,0 +1,681 @@
+//! Policy-decision benchmark: what an InitProducerId decision costs natively,
+//! through the wasmtime sandbox, and as a no-op call into a component; how
+//! long a policy takes to load (cold, from the precompiled cache) and to
+//! instantiate.
+//!
+//! ```text
+//! cd /work/main && cargo build --release --target wasm32-wasip2 --workspace --exclude kaas
+//! cargo run --release -p kaas --example policy_bench [-- --iters 200000]
+//! ```
+//!
+//! How the decision timings are taken (see `--help` for the knobs):
+//! - Every case is a closure run `--batch` times between two `Instant::now()`
+//!   calls; one sample is that batch's wall time divided by the batch size.
+//!   Batching amortises the ~20-30 ns cost of reading the clock, which would
+//!   otherwise be a large share of a ~50 ns native decision. Median and p99
+//!   are taken over these per-batch means, so the p99 is the p99 of
+//!   `--batch`-call averages, not of single calls (use `--batch 1` to see
+//!   single calls, timer cost included).
+//! - The cases are interleaved in `--rounds` rounds (each round runs every
+//!   case for iters/rounds calls), so a burst of noise on this shared machine
+//!   is spread over all cases instead of landing on one.
+//! - Inputs are `black_box`ed and outputs are dropped inside the timed loop in
+//!   every case (the WASM path lifts the decision into fresh host strings and
+//!   vectors, so dropping them is part of its cost; the native path gets the
+//!   same treatment).
+//!
+//! Which calls are compared (the fairness question):
+//! - `native`: `kaas_apache37_rules::init_producer_id` on the guest SDK types,
+//!   including the `Entry` clone the by-value API needs (the guest receives a
+//!   freshly lifted entry too). No host check.
+//! - `wasm checked`: `Policy::init_producer_id` on the apache37 component, the
+//!   production path: lock, fuel and deadline re-arm, lowering the entry and
+//!   request, the guest's rules, lifting the decision, the host invariant check.
+//! - `wasm call`: the same call without the host check
+//!   (`Policy::init_producer_id_call_cost`).
+//! - `noop call`: the same unchecked call into the noop component, whose
+//!   init-producer-id returns the entry it was given. This is the floor: the
+//!   full argument and result traffic of a real decision with no logic.
+//!   The noop is *not* timed through the checked `Policy::init_producer_id`
+//!   for the floor: its decision (kind no-change carrying an entry) breaks the
+//!   host's `shape` invariant, so the check bails out after a few comparisons
+//!   and then formats a `Violation` string and a `PolicyError` (the policy's
+//!   identity) -- an error path the real decision never takes. That row is
+//!   still printed (`noop checked`) for reference. The floor is therefore the
+//!   unchecked call, the same public method for both components, and the
+//!   host check's own cost is measured natively (`host check`) so the
+//!   difference between `wasm checked` and `wasm call` can be accounted for.
+//! - The target "WASM decision <= 2x no-op" compares `wasm checked` (what
+//!   the coordinator pays) against `noop call` (what any component call
+//!   pays); `wasm call / noop call` isolates the guest's logic.
+
+use std::hint::black_box;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use clap::Parser;
+
+use kaas::policy::{self as host, ArtifactCache, Policy, PolicyRuntime, SandboxLimits};
+use kaas_apache37_rules as rules;
+use kaas_policy_sdk as sdk;
+
+#[derive(Debug, Parser)]
+#[command(about = "Benchmark kaas policy decisions, loads and instantiation")]
+struct Args {
+    /// The apache37 policy component.
+    #[arg(long)]
+    apache37: Option<PathBuf>,
+    /// The noop test policy component.
+    #[arg(long)]
+    noop: Option<PathBuf>,
+    /// Timed calls per decision case (split over the rounds).
+    #[arg(long, default_value_t = 200_000)]
+    iters: usize,
+    /// Calls per timed batch.
+    #[arg(long, default_value_t = 20)]
+    batch: usize,
+    /// Interleaved rounds over all cases.
+    #[arg(long, default_value_t = 5)]
+    rounds: usize,
+    /// Repetitions of each load measurement (cold ones compile each time).
+    #[arg(long, default_value_t = 7)]
+    load_reps: usize,
+    /// Repetitions of the instantiation measurement.
+    #[arg(long, default_value_t = 200)]
+    inst_reps: usize,
+    /// Time only the decision cases whose name contains this (e.g. "noop
+    /// call"), and skip the load measurements: for profiling one case.
+    #[arg(long)]
+    only: Option<String>,
+}
+
+fn default_wasm(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../target/wasm32-wasip2/release")
+        .join(name)
+}
+
+// ---------------------------------------------------------------- inputs
+
+/// One scenario's inputs, built from the same numbers for both type worlds.
+#[derive(Debug, Clone, Copy)]
+struct Scenario {
+    name: &'static str,
+    state: sdk::TxnState,
+    epoch: i16,
+    last_pid: i64,
+    last_epoch: i16,
+    start_ms: i64,
+    claim_epoch: i16,
+    expect_kind: sdk::DecisionKind,
+    expect_reply: (i64, i16),
+}
+
+const TXN_ID: &str = "bench-txn-0001";
+const PID: i64 = 1000;
+const CANDIDATE: i64 = 2000;
+const NOW_MS: i64 = 1_764_000_000_000;
+const TIMEOUT_MS: i32 = 60_000;
+
+const BUMP: Scenario = Scenario {
+    name: "bump",
+    state: sdk::TxnState::Empty,
+    epoch: 5,
+    last_pid: PID,
+    last_epoch: -1,
+    start_ms: -1,
+    claim_epoch: 5,
+    expect_kind: sdk::DecisionKind::Bump,
+    expect_reply: (PID, 6),
+};
+
+const ROTATION: Scenario = Scenario {
+    name: "rotation",
+    state: sdk::TxnState::CompleteCommit,
+    epoch: 32766,
+    last_pid: PID,
+    last_epoch: 32765,
+    start_ms: NOW_MS - 5_000,
+    claim_epoch: 32766,
+    expect_kind: sdk::DecisionKind::Rotate,
+    expect_reply: (CANDIDATE, 0),
+};
+
+struct SdkInputs {
+    entry: sdk::Entry,
+    req: sdk::InitRequest,
+    limits: sdk::Limits,
+}
+
+struct HostInputs {
+    entry: host::Entry,
+    req: host::InitRequest,
+    limits: host::Limits,
+}
+
+fn sdk_inputs(s: &Scenario) -> SdkInputs {
+    SdkInputs {
+        entry: sdk::Entry {
+            transactional_id: TXN_ID.into(),
+            producer_id: PID,
+            producer_epoch: s.epoch,
+            last_producer_id: s.last_pid,
+            last_producer_epoch: s.last_epoch,
+            state: s.state,
+            partitions: Vec::new(),
+            timeout_ms: TIMEOUT_MS,
+            start_timestamp_ms: s.start_ms,
+            last_update_timestamp_ms: NOW_MS - 1_000,
+            has_failed_epoch_fence: false,
+        },
+        req: sdk::InitRequest {
+            transactional_id: Some(TXN_ID.into()),
+            claim: Some(sdk::Claim {
+                producer_id: PID,
+                producer_epoch: s.claim_epoch,
+            }),
+            version: 4,
+            timeout_ms: TIMEOUT_MS,
+            candidate_producer_id: CANDIDATE,
+            now_ms: NOW_MS,
+        },
+        limits: sdk::Limits {
+            max_timeout_ms: 900_000,
+            exhausted_epoch: 32766,
+        },
+    }
+}
+
+fn host_state(s: sdk::TxnState) -> host::TxnState {
+    match s {
+        sdk::TxnState::Empty => host::TxnState::Empty,
+        sdk::TxnState::Ongoing => host::TxnState::Ongoing,
+        sdk::TxnState::PrepareCommit => host::TxnState::PrepareCommit,
+        sdk::TxnState::PrepareAbort => host::TxnState::PrepareAbort,
+        sdk::TxnState::CompleteCommit => host::TxnState::CompleteCommit,
+        sdk::TxnState::CompleteAbort => host::TxnState::CompleteAbort,
+        sdk::TxnState::Dead => host::TxnState::Dead,
+    }
+}
+
+fn host_kind(k: sdk::DecisionKind) -> host::DecisionKind {
+    use host::DecisionKind as H;
+    use sdk::DecisionKind as S;
+    match k {
+        S::NewProducer => H::NewProducer,
+        S::Initialize => H::Initialize,
+        S::Bump => H::Bump,
+        S::RetryReturnsCurrent => H::RetryReturnsCurrent,
+        S::Rotate => H::Rotate,
+        S::FenceAndAbort => H::FenceAndAbort,
+        S::AddPartitions => H::AddPartitions,
+        S::NoChange => H::NoChange,
+        S::PrepareCommit => H::PrepareCommit,
+        S::PrepareAbort => H::PrepareAbort,
+        S::Complete => H::Complete,
+        S::Reject => H::Reject,
+    }
+}
+
+fn host_inputs(s: &Scenario) -> HostInputs {
+    let i = sdk_inputs(s);
+    let e = i.entry;
+    HostInputs {
+        entry: host::Entry {
+            transactional_id: e.transactional_id,
+            producer_id: e.producer_id,
+            producer_epoch: e.producer_epoch,
+            last_producer_id: e.last_producer_id,
+            last_producer_epoch: e.last_producer_epoch,
+            state: host_state(e.state),
+            partitions: Vec::new(),
+            timeout_ms: e.timeout_ms,
+            start_timestamp_ms: e.start_timestamp_ms,
+            last_update_timestamp_ms: e.last_update_timestamp_ms,
+            has_failed_epoch_fence: e.has_failed_epoch_fence,
+        },
+        req: host::InitRequest {
+            transactional_id: i.req.transactional_id,
+            claim: i.req.claim.map(|c| host::Claim {
+                producer_id: c.producer_id,
+                producer_epoch: c.producer_epoch,
+            }),
+            version: i.req.version,
+            timeout_ms: i.req.timeout_ms,
+            candidate_producer_id: i.req.candidate_producer_id,
+            now_ms: i.req.now_ms,
+        },
+        limits: host::Limits {
+            max_timeout_ms: i.limits.max_timeout_ms,
+            exhausted_epoch: i.limits.exhausted_epoch,
+        },
+    }
+}
+
+/// Checks that native and WASM agree on the scenario's decision before
+/// anything is timed, so the benchmark cannot time an error path by mistake.
+fn sanity(s: &Scenario, apache: &Policy, noop: &Policy) -> anyhow::Result<host::Decision> {
+    let si = sdk_inputs(s);
+    let native = rules::init_producer_id(Some(si.entry.clone()), &si.req, &si.limits);
+    anyhow::ensure!(
+        native.kind == s.expect_kind
+            && (native.reply.producer_id, native.reply.producer_epoch) == s.expect_reply,
+        "{}: native decision {:?} {:?} is not the expected one",
+        s.name,
+        native.kind,
+        native.reply
+    );
+    let hi = host_inputs(s);
+    let wasm = apache
+        .init_producer_id(Some(&hi.entry), &hi.req, hi.limits)
+        .with_context(|| format!("{}: apache37 refused", s.name))?;
+    anyhow::ensure!(
+        wasm.kind == host_kind(native.kind)
+            && wasm.reply.error_code == native.reply.error_code
+            && wasm.reply.producer_id == native.reply.producer_id
+            && wasm.reply.producer_epoch == native.reply.producer_epoch,
+        "{}: WASM decision {:?} differs from native {:?}",
+        s.name,
+        wasm,
+        native
+    );
+    let kind = noop
+        .init_producer_id_call_cost(Some(&hi.entry), &hi.req, hi.limits)
+        .with_context(|| format!("{}: noop call failed", s.name))?;
+    anyhow::ensure!(
+        kind == host::DecisionKind::NoChange,
+        "{}: noop answered {kind:?}",
+        s.name
+    );
+    Ok(wasm)
+}
+
+// ---------------------------------------------------------------- harness
+
+/// A case runs `n` calls of one decision; boxed once so that the per-call
+/// loop inside is monomorphic (no dynamic dispatch per call).
+struct Case<'a> {
+    name: String,
+    run: Box<dyn FnMut(usize) + 'a>,
+    samples: Vec<f64>,
+}
+
+fn case<'a>(name: impl Into<String>, mut f: impl FnMut() + 'a) -> Case<'a> {
+    Case {
+        name: name.into(),
+        run: Box::new(move |n| {
+            for _ in 0..n {
+                f();
+            }
+        }),
+        samples: Vec::new(),
+    }
+}
+
+fn run_cases(cases: &mut [Case<'_>], args: &Args) {
+    let per_round = (args.iters / args.rounds.max(1)).max(args.batch);
+    let batches = per_round / args.batch.max(1);
+    // Warm-up: caches, branch predictors, the instances' first-call paths.
+    for c in cases.iter_mut() {
+        (c.run)(per_round.min(20_000));
+    }
+    for _ in 0..args.rounds.max(1) {
+        for c in cases.iter_mut() {
+            c.samples.reserve(batches);
+            for _ in 0..batches {
+                let t = Instant::now();
+                (c.run)(args.batch);
+                let ns = t.elapsed().as_nanos() as f64;
+                c.samples.push(ns / args.batch as f64);
+            }
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Stats {
+    median: f64,
+    p99: f64,
+    n: usize,
+}
+
+fn stats(samples: &[f64]) -> Stats {
+    let mut v = samples.to_vec();
+    v.sort_by(f64::total_cmp);
+    let pick = |q: f64| v[((v.len() - 1) as f64 * q).round() as usize];
+    Stats {
+        median: pick(0.50),
+        p99: pick(0.99),
+        n: v.len(),
+    }
+}
+
+fn median_duration(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.3} ms", d.as_secs_f64() * 1e3)
+}
+
+fn us(d: Duration) -> String {
+    format!("{:.1} us", d.as_secs_f64() * 1e6)
+}
+
+fn verdict(ok: bool) -> &'static str {
+    if ok { "PASS" } else { "MISS" }
+}
+
+/// What a single `Instant::now()` pair costs here (for reading `--batch 1`).
+fn timer_cost() -> f64 {
+    let mut v = Vec::with_capacity(10_000);
+    for _ in 0..10_000 {
+        let t = Instant::now();
+        v.push(black_box(t.elapsed()).as_nanos() as f64);
+    }
+    stats(&v).median
+}
+
+// ---------------------------------------------------------------- main
+
+fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    anyhow::ensure!(args.batch > 0 && args.rounds > 0 && args.iters > 0);
+    anyhow::ensure!(args.load_reps > 0 && args.inst_reps > 0);
+    let apache_path = args
+        .apache37
+        .clone()
+        .unwrap_or_else(|| default_wasm("kaas_policy_apache37.wasm"));
+    let noop_path = args
+        .noop
+        .clone()
+        .unwrap_or_else(|| default_wasm("kaas_test_policy_noop.wasm"));
+    let read = |p: &Path| {
+        std::fs::read(p).with_context(|| {
+            format!(
+                "reading {} (build the policies first: cargo build --release \
+                 --target wasm32-wasip2 --workspace --exclude kaas)",
+                p.display()
+            )
+        })
+    };
+    let apache_wasm = read(&apache_path)?;
+    let noop_wasm = read(&noop_path)?;
+
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|m| m.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    println!("kaas policy_bench");
+    println!("  machine : {cpu}, {cores} cores available");
+    println!(
+        "  apache37: {} ({} bytes)",
+        apache_path.display(),
+        apache_wasm.len()
+    );
+    println!(
+        "  noop    : {} ({} bytes)",
+        noop_path.display(),
+        noop_wasm.len()
+    );
+    println!(
+        "  iters {} per case in {} interleaved rounds, batches of {} calls; timer pair ~{:.0} ns",
+        args.iters,
+        args.rounds,
+        args.batch,
+        timer_cost()
+    );
+
+    // ------------------------------------------------------------ loads
+    let limits = SandboxLimits::default();
+
+    let mut cold_nocache = Vec::new();
+    let mut cold_store = Vec::new();
+    let mut cached_load = Vec::new();
+    let mut cached_total = Vec::new();
+    let mut first_inst = Vec::new();
+    let mut artifact_bytes = 0;
+    let load_reps = if args.only.is_some() {
+        0
+    } else {
+        args.load_reps
+    };
+    for _ in 0..load_reps {
+        // Cold, no cache at all: cranelift compile in memory.
+        let rt = PolicyRuntime::new(limits.clone(), None)?;
+        let (_, st) = rt.load_with_stats(&apache_wasm)?;
+        anyhow::ensure!(!st.from_cache);
+        cold_nocache.push(st.load);
+
+        // Cold into a fresh cache dir: compile, store, deserialize.
+        let dir = tempfile::tempdir()?;
+        let rt = PolicyRuntime::new(limits.clone(), Some(ArtifactCache::new(dir.path())))?;
+        let (_, st) = rt.load_with_stats(&apache_wasm)?;
+        anyhow::ensure!(!st.from_cache, "a fresh cache dir had an artifact");
+        cold_store.push(st.load);
+        artifact_bytes = std::fs::read_dir(dir.path())?
+            .filter_map(|e| e.ok()?.metadata().ok())
+            .map(|m| m.len())
+            .sum::<u64>();
+
+        // Second load from the same dir, by a new runtime (a restart).
+        let rt = PolicyRuntime::new(limits.clone(), Some(ArtifactCache::new(dir.path())))?;
+        let t = Instant::now();
+        let (p, st) = rt.load_with_stats(&apache_wasm)?;
+        let total = t.elapsed();
+        anyhow::ensure!(st.from_cache, "the second load did not hit the cache");
+        cached_load.push(st.load);
+        cached_total.push(total);
+        first_inst.push(st.instantiate);
+        drop(p);
+    }
+
+    // ------------------------------------------------------------ decisions
+    let rt = PolicyRuntime::new(limits.clone(), None)?;
+    let apache = rt.load_bytes(&apache_wasm)?;
+    let noop = rt.load_bytes(&noop_wasm)?;
+
+    let mut inst = Vec::with_capacity(args.inst_reps);
+    for _ in 0..args.inst_reps {
+        inst.push(apache.instantiate_fresh()?);
+    }
+
+    let scenarios = [BUMP, ROTATION];
+    let sdk_in: Vec<SdkInputs> = scenarios.iter().map(sdk_inputs).collect();
+    let host_in: Vec<HostInputs> = scenarios.iter().map(host_inputs).collect();
+    let mut decisions = Vec::new();
+    for s in &scenarios {
+        decisions.push(sanity(s, &apache, &noop)?);
+    }
+    let noop_checked_err =
+        match noop.init_producer_id(Some(&host_in[0].entry), &host_in[0].req, host_in[0].limits) {
+            Ok(d) => format!("accepted ({:?})", d.kind),
+            Err(e) => format!("{e}"),
+        };
+
+    let mut cases = Vec::new();
+    for (i, s) in scenarios.iter().enumerate() {
+        let si = &sdk_in[i];
+        let hi = &host_in[i];
+        let d = &decisions[i];
+        let (apache, noop) = (&apache, &noop);
+        cases.push(case(format!("{} native", s.name), move || {
+            let entry = black_box(&si.entry).clone();
+            black_box(rules::init_producer_id(
+                Some(entry),
+                black_box(&si.req),
+                black_box(&si.limits),
+            ));
+        }));
+        cases.push(case(format!("{} wasm checked", s.name), move || {
+            let r = apache.init_producer_id(
+                Some(black_box(&hi.entry)),
+                black_box(&hi.req),
+                black_box(hi.limits),
+            );
+            black_box(r.is_ok());
+            drop(black_box(r));
+        }));
+        cases.push(case(format!("{} wasm call", s.name), move || {
+            black_box(
+                apache
+                    .init_producer_id_call_cost(
+                        Some(black_box(&hi.entry)),
+                        black_box(&hi.req),
+                        black_box(hi.limits),
+                    )
+                    .is_ok(),
+            );
+        }));
+        cases.push(case(format!("{} noop call", s.name), move || {
+            black_box(
+                noop.init_producer_id_call_cost(
+                    Some(black_box(&hi.entry)),
+                    black_box(&hi.req),
+                    black_box(hi.limits),
+                )
+                .is_ok(),
+            );
+        }));
+        cases.push(case(format!("{} noop checked", s.name), move || {
+            let r = noop.init_producer_id(
+                Some(black_box(&hi.entry)),
+                black_box(&hi.req),
+                black_box(hi.limits),
+            );
+            black_box(r.is_err());
+            drop(black_box(r));
+        }));
+        cases.push(case(format!("{} host check", s.name), move || {
+            black_box(
+                host::check::init_producer_id(
+                    Some(black_box(&hi.entry)),
+                    black_box(&hi.req),
+                    black_box(d),
+                )
+                .is_ok(),
+            );
+        }));
+    }
+    if let Some(only) = &args.only {
+        cases.retain(|c| c.name.contains(only.as_str()));
+    }
+    run_cases(&mut cases, &args);
+
+    let get = |name: &str| -> Stats {
+        let c = cases
+            .iter()
+            .find(|c| c.name == name)
+            .unwrap_or_else(|| panic!("no case {name}"));
+        stats(&c.samples)
+    };
+
+    // ------------------------------------------------------------ report
+    println!();
+    println!("InitProducerId decision, ns per decision (median / p99 of batch means)");
+    println!(
+        "  {:<24} {:>10} {:>10} {:>8}",
+        "case", "median", "p99", "samples"
+    );
+    for c in &cases {
+        let st = stats(&c.samples);
+        println!(
+            "  {:<24} {:>10.1} {:>10.1} {:>8}",
+            c.name, st.median, st.p99, st.n
+        );
+    }
+
+    if args.only.is_some() {
+        return Ok(());
+    }
+
+    println!();
+    println!("Ratios (medians)");
+    let mut targets = Vec::new();
+    for s in &scenarios {
+        let native = get(&format!("{} native", s.name)).median;
+        let checked = get(&format!("{} wasm checked", s.name)).median;
+        let call = get(&format!("{} wasm call", s.name)).median;
+        let noop_call = get(&format!("{} noop call", s.name)).median;
+        let check = get(&format!("{} host check", s.name)).median;
+        println!(
+            "  {:<9} wasm/native {:>6.1}x   wasm/noop {:>5.2}x   (unchecked call/noop {:>5.2}x; \
+             host check {:.0} ns, call+check {:.0} ns vs checked {:.0} ns)",
+            s.name,
+            checked / native,
+            checked / noop_call,
+            call / noop_call,
+            check,
+            call + check,
+            checked
+        );
+        targets.push((
+            format!("{} WASM decision <= 2x no-op call", s.name),
+            format!("{:.2}x", checked / noop_call),
+            checked <= 2.0 * noop_call,
+        ));
+        targets.push((
+            format!("{} WASM decision median < 500 ns", s.name),
+            format!("{checked:.0} ns"),
+            checked < 500.0,
+        ));
+    }
+    println!("  noop through the checked path: {noop_checked_err}");
+
+    let cold_nc = median_duration(cold_nocache);
+    let cold_st = median_duration(cold_store);
+    let cached = median_duration(cached_load);
+    let cached_t = median_duration(cached_total);
+    let inst_m = median_duration(inst);
+    let first_m = median_duration(first_inst);
+    println!();
+    println!(
+        "apache37 load and instantiation (medians; {} load reps, {} instantiations)",
+        args.load_reps, args.inst_reps
+    );
+    println!(
+        "  cold, no cache (cranelift compile)          {:>12}",
+        ms(cold_nc)
+    );
+    println!(
+        "  cold, fresh cache dir (compile+store+load)  {:>12}",
+        ms(cold_st)
+    );
+    println!(
+        "  cached (deserialize the .cwasm)             {:>12}   artifact {} bytes",
+        ms(cached),
+        artifact_bytes
+    );
+    println!(
+        "  cached, whole load_with_stats               {:>12}   (hash, deserialize, link, instantiate, describe)",
+        ms(cached_t)
+    );
+    println!(
+        "  first instantiation (LoadStats)             {:>12}",
+        us(first_m)
+    );
+    println!(
+        "  instantiate_fresh                           {:>12}",
+        us(inst_m)
+    );
+    targets.push((
+        "cached load < 5 ms".into(),
+        format!("{} ({} whole load)", ms(cached), ms(cached_t)),
+        cached < Duration::from_millis(5),
+    ));
+
+    println!();
+    println!("Targets");
+    for (what, value, ok) in &targets {
+        println!("  {:<4} {:<40} {}", verdict(*ok), what, value);
+    }
+    Ok(())
+}

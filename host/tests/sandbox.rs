@@ -1,0 +1,359 @@
+//! Proves the policy sandbox contains hostile policies.
+//!
+//! Each hostile test policy (`tests/policies/*`) is loaded into a real
+//! [`PolicyRuntime`] and called:
+//! - `spin` (loops forever) is stopped by fuel, and with unlimited fuel by
+//!   the wall-clock deadline;
+//! - `grow` (allocates without bound) is stopped by the memory cap;
+//! - `trap` (panics) traps, and its replaced instance answers the next call;
+//! - `illegal` (epoch goes down, or a pid that is not the candidate) is
+//!   refused by the host's invariant checks, and [`TxnMachine`] never applies
+//!   the refused decision.
+//!
+//! Every hostile call must end well within a second with an error that names
+//! the policy and the cause, and a good policy (apache37) loaded in the same
+//! runtime must still decide afterwards. Finally, a component built for
+//! another major version of the WIT package is refused at load.
+//!
+//! The components are built by
+//! `cargo build --release --target wasm32-wasip2 --workspace --exclude kaas`.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kaas::policy::{
+    DecisionKind, Entry, InitRequest, Policy, PolicyError, PolicyRuntime, SandboxLimits, TxnState,
+    WIT_VERSION,
+};
+use kaas::txn::machine::{DEFAULT_LIMITS, InitProducerId, Step, TxnMachine, code};
+
+/// How long containing a hostile call may take, at most.
+const CONTAINED_WITHIN: Duration = Duration::from_secs(1);
+
+/// The memory cap of the `grow` test (the default is 32 MiB).
+const SMALL_MEMORY_CAP: usize = 16 << 20;
+
+/// The candidate producer id the host offers in these tests.
+const CANDIDATE: i64 = 4242;
+
+/// The bytes of a policy component built into the workspace target dir;
+/// fails (never skips) when it has not been built.
+fn component(file: &str) -> Vec<u8> {
+    let path = PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../target/wasm32-wasip2/release"
+    ))
+    .join(file);
+    std::fs::read(&path).unwrap_or_else(|e| {
+        panic!(
+            "cannot read the policy component {} ({e}); run \
+             `cargo build --release --target wasm32-wasip2 --workspace --exclude kaas` first",
+            path.display()
+        )
+    })
+}
+
+/// A runtime with `limits` and no artifact cache.
+fn runtime(limits: SandboxLimits) -> PolicyRuntime {
+    PolicyRuntime::new(limits, None).expect("the policy runtime starts")
+}
+
+/// Loads `file` into `rt`, checking that `describe()` names it `name`.
+fn load(rt: &PolicyRuntime, file: &str, name: &str) -> Policy {
+    let policy = rt
+        .load_bytes(&component(file))
+        .unwrap_or_else(|e| panic!("loading {file}: {e:#}"));
+    assert_eq!(policy.identity().name, name, "describe() of {file}");
+    policy
+}
+
+/// The good policy every hostile test checks is still served afterwards.
+fn load_apache37(rt: &PolicyRuntime) -> Policy {
+    load(rt, "kaas_policy_apache37.wasm", "apache37")
+}
+
+/// An InitProducerId (v4, no KIP-360 claim) for `txn_id`.
+fn init_request(txn_id: &str) -> InitRequest {
+    InitRequest {
+        transactional_id: Some(txn_id.to_owned()),
+        claim: None,
+        version: 4,
+        timeout_ms: 60_000,
+        candidate_producer_id: CANDIDATE,
+        now_ms: 1_700_000_000_000,
+    }
+}
+
+/// An idle (Empty) entry of `txn_id` at (`pid`, `epoch`).
+fn empty_entry(txn_id: &str, pid: i64, epoch: i16) -> Entry {
+    Entry {
+        transactional_id: txn_id.to_owned(),
+        producer_id: pid,
+        producer_epoch: epoch,
+        last_producer_id: -1,
+        last_producer_epoch: -1,
+        state: TxnState::Empty,
+        partitions: Vec::new(),
+        timeout_ms: 60_000,
+        start_timestamp_ms: -1,
+        last_update_timestamp_ms: 1_699_999_999_000,
+        has_failed_epoch_fence: false,
+    }
+}
+
+/// Runs one call into a hostile policy, asserting it ends within
+/// [`CONTAINED_WITHIN`] and with an error; returns the error.
+fn contained<T: std::fmt::Debug>(
+    what: &str,
+    call: impl FnOnce() -> Result<T, PolicyError>,
+) -> PolicyError {
+    let started = Instant::now();
+    let result = call();
+    let took = started.elapsed();
+    let e = match result {
+        Ok(value) => panic!("{what}: the hostile call returned {value:?} instead of an error"),
+        Err(e) => e,
+    };
+    println!("{what}: contained in {took:?}: {e}");
+    assert!(
+        took < CONTAINED_WITHIN,
+        "{what}: the host needed {took:?} to stop the call (bound: {CONTAINED_WITHIN:?})"
+    );
+    e
+}
+
+/// Asserts the error names the policy and contains every one of `cause`.
+fn assert_reports(e: &PolicyError, policy: &str, cause: &[&str]) {
+    let text = e.to_string();
+    assert!(
+        text.contains(policy),
+        "the error does not name the policy {policy:?}: {text}"
+    );
+    for word in cause {
+        assert!(
+            text.contains(word),
+            "the error does not give the cause {word:?}: {text}"
+        );
+    }
+}
+
+/// A fresh transactional.id initialised by the good policy: the first
+/// producer id is the candidate at epoch 0.
+fn assert_good_policy_decides(good: &Policy) {
+    let d = good
+        .init_producer_id(None, &init_request("good-after-hostile"), DEFAULT_LIMITS)
+        .expect("the good policy decides after the hostile call");
+    assert_eq!(d.kind, DecisionKind::Initialize);
+    assert_eq!(d.reply.error_code, code::NONE);
+    assert_eq!(
+        (d.reply.producer_id, d.reply.producer_epoch),
+        (CANDIDATE, 0)
+    );
+}
+
+#[test]
+fn spinning_policy_is_stopped_by_fuel_within_a_second() {
+    let rt = runtime(SandboxLimits {
+        fuel_per_call: 5_000_000,
+        // Far beyond the time bound, so only fuel can stop the call in time.
+        deadline: Duration::from_secs(5),
+        ..SandboxLimits::default()
+    });
+    let good = load_apache37(&rt);
+    let spin = load(&rt, "kaas_test_policy_spin.wasm", "hostile-spin");
+
+    let e = contained("spin (fuel)", || {
+        spin.init_producer_id(None, &init_request("spin"), DEFAULT_LIMITS)
+    });
+
+    assert!(matches!(e, PolicyError::Trap { .. }), "{e:?}");
+    assert_reports(&e, "hostile-spin", &["init-producer-id", "fuel"]);
+    assert_good_policy_decides(&good);
+    // The stopped instance is replaced: the policy answers its next call.
+    let info = spin
+        .describe()
+        .expect("describe() after running out of fuel");
+    assert_eq!(info.name, "hostile-spin");
+}
+
+#[test]
+fn spinning_policy_with_unlimited_fuel_is_stopped_by_the_deadline_within_a_second() {
+    let rt = runtime(SandboxLimits {
+        fuel_per_call: u64::MAX,
+        deadline: Duration::from_millis(50),
+        ..SandboxLimits::default()
+    });
+    let good = load_apache37(&rt);
+    let spin = load(&rt, "kaas_test_policy_spin.wasm", "hostile-spin");
+
+    let e = contained("spin (deadline)", || {
+        spin.init_producer_id(None, &init_request("spin"), DEFAULT_LIMITS)
+    });
+
+    assert!(matches!(e, PolicyError::Trap { .. }), "{e:?}");
+    assert_reports(&e, "hostile-spin", &["init-producer-id", "deadline"]);
+    assert_good_policy_decides(&good);
+    let info = spin.describe().expect("describe() after the deadline");
+    assert_eq!(info.name, "hostile-spin");
+}
+
+#[test]
+fn growing_policy_is_stopped_at_the_memory_cap_within_a_second() {
+    let rt = runtime(SandboxLimits {
+        memory_bytes: SMALL_MEMORY_CAP,
+        // Generous fuel and time, so only the memory cap can stop the call.
+        fuel_per_call: u64::MAX,
+        deadline: Duration::from_secs(5),
+        ..SandboxLimits::default()
+    });
+    let good = load_apache37(&rt);
+    let grow = load(&rt, "kaas_test_policy_grow.wasm", "hostile-grow");
+
+    let e = contained("grow (memory)", || {
+        grow.init_producer_id(None, &init_request("grow"), DEFAULT_LIMITS)
+    });
+
+    assert!(matches!(e, PolicyError::Trap { .. }), "{e:?}");
+    assert_reports(&e, "hostile-grow", &["init-producer-id", "memory limit"]);
+    assert_good_policy_decides(&good);
+    let info = grow
+        .describe()
+        .expect("describe() after hitting the memory cap");
+    assert_eq!(info.name, "hostile-grow");
+}
+
+#[test]
+fn panicking_policy_traps_and_its_replaced_instance_answers_the_next_call() {
+    let rt = runtime(SandboxLimits::default());
+    let good = load_apache37(&rt);
+    let trap = load(&rt, "kaas_test_policy_trap.wasm", "hostile-trap");
+
+    let e = contained("trap (panic)", || {
+        trap.init_producer_id(None, &init_request("trap"), DEFAULT_LIMITS)
+    });
+
+    assert!(matches!(e, PolicyError::Trap { .. }), "{e:?}");
+    assert_reports(&e, "hostile-trap", &["trapped in init-producer-id"]);
+    assert_good_policy_decides(&good);
+    // The same policy, on a fresh instance, takes its non-panicking path.
+    let d = trap
+        .init_producer_id(None, &init_request("no-trap"), DEFAULT_LIMITS)
+        .expect("the trap policy answers after its instance trapped");
+    assert_eq!(d.kind, DecisionKind::Initialize);
+    assert_eq!(
+        (d.reply.producer_id, d.reply.producer_epoch),
+        (CANDIDATE, 0)
+    );
+    let entry = d.entry.expect("an initialised entry to persist");
+    assert_eq!(entry.transactional_id, "no-trap");
+    assert_eq!((entry.producer_id, entry.producer_epoch), (CANDIDATE, 0));
+    assert_eq!(entry.state, TxnState::Empty);
+}
+
+#[test]
+fn decision_lowering_the_epoch_is_refused_naming_the_policy() {
+    let rt = runtime(SandboxLimits::default());
+    let good = load_apache37(&rt);
+    let illegal = load(&rt, "kaas_test_policy_illegal.wasm", "hostile-illegal");
+    let current = empty_entry("lowered", 1000, 5);
+
+    let e = contained("illegal (epoch down)", || {
+        illegal.init_producer_id(Some(&current), &init_request("lowered"), DEFAULT_LIMITS)
+    });
+
+    assert!(matches!(e, PolicyError::Illegal { .. }), "{e:?}");
+    assert_reports(
+        &e,
+        "hostile-illegal",
+        &["illegal decision", "epoch of pid 1000 went down: 5 -> 4"],
+    );
+    assert_good_policy_decides(&good);
+}
+
+#[test]
+fn decision_with_a_pid_that_is_not_the_candidate_is_refused_naming_the_policy() {
+    let rt = runtime(SandboxLimits::default());
+    let good = load_apache37(&rt);
+    let illegal = load(&rt, "kaas_test_policy_illegal.wasm", "hostile-illegal");
+
+    let e = contained("illegal (foreign pid)", || {
+        illegal.init_producer_id(None, &init_request("foreign-pid"), DEFAULT_LIMITS)
+    });
+
+    assert!(matches!(e, PolicyError::Illegal { .. }), "{e:?}");
+    let foreign = CANDIDATE + 7777;
+    assert_reports(
+        &e,
+        "hostile-illegal",
+        &[
+            "illegal decision",
+            &format!("pid {foreign} is not the candidate Some({CANDIDATE})"),
+        ],
+    );
+    assert_good_policy_decides(&good);
+}
+
+#[test]
+fn decision_refused_by_the_host_is_never_applied_by_the_machine() {
+    let rt = runtime(SandboxLimits::default());
+    let illegal = load(&rt, "kaas_test_policy_illegal.wasm", "hostile-illegal");
+    let mut machine = TxnMachine::new(Arc::new(illegal), DEFAULT_LIMITS);
+    let before = empty_entry("lowered", 1000, 5);
+    machine.install(before.clone());
+    let request = |txn_id: &str| InitProducerId {
+        transactional_id: Some(txn_id.to_owned()),
+        timeout_ms: 60_000,
+        producer_id: -1,
+        producer_epoch: -1,
+        version: 4,
+    };
+
+    for txn_id in ["lowered", "foreign-pid"] {
+        let step = machine.init_producer_id(&request(txn_id), 1_700_000_000_000, CANDIDATE);
+        let Step::Done(answer) = step else {
+            panic!("{txn_id}: the machine planned a write of a refused decision: {step:?}");
+        };
+        assert_eq!(
+            answer.reply.error_code,
+            code::UNKNOWN_SERVER_ERROR,
+            "{txn_id}"
+        );
+        assert_eq!(
+            (answer.reply.producer_id, answer.reply.producer_epoch),
+            (-1, -1),
+            "{txn_id}"
+        );
+        assert!(
+            !answer.candidate_used,
+            "{txn_id}: the candidate was consumed"
+        );
+        assert_eq!(answer.kind, None, "{txn_id}");
+        assert!(
+            !machine.is_pending(txn_id),
+            "{txn_id}: a transition is in flight"
+        );
+    }
+    assert_eq!(machine.entry("lowered"), Some(&before));
+    assert_eq!(machine.entry("foreign-pid"), None);
+    assert_eq!(machine.entries().count(), 1);
+}
+
+#[test]
+fn component_of_another_wit_major_version_is_refused_at_load_naming_both_versions() {
+    let rt = runtime(SandboxLimits::default());
+
+    let e = rt
+        .load_bytes(&component("kaas_test_policy_v2.wasm"))
+        .expect_err("a kaas:txn-policy@2.0.0 component must be refused");
+
+    let text = format!("{e:#}");
+    assert!(text.contains("kaas:txn-policy@2.0.0"), "{text}");
+    assert!(
+        text.contains(&format!("kaas:txn-policy@{WIT_VERSION}")),
+        "{text}"
+    );
+    assert_eq!(WIT_VERSION, "1.0.0");
+    // Refusing a component leaves the runtime serving good policies.
+    assert_good_policy_decides(&load_apache37(&rt));
+}
