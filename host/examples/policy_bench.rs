@@ -84,6 +84,10 @@ struct Args {
     /// Repetitions of the instantiation measurement.
     #[arg(long, default_value_t = 200)]
     inst_reps: usize,
+    /// Also run the investigation: what the no-op floor is made of (argument
+    /// size, fuel metering, epoch checks, the runtime's wrapper).
+    #[arg(long)]
+    investigate: bool,
     /// Time only the decision cases whose name contains this (e.g. "noop
     /// call"), and skip the load measurements: for profiling one case.
     #[arg(long)]
@@ -148,12 +152,6 @@ struct SdkInputs {
     limits: sdk::Limits,
 }
 
-struct HostInputs {
-    entry: host::Entry,
-    req: host::InitRequest,
-    limits: host::Limits,
-}
-
 fn sdk_inputs(s: &Scenario) -> SdkInputs {
     SdkInputs {
         entry: sdk::Entry {
@@ -187,16 +185,63 @@ fn sdk_inputs(s: &Scenario) -> SdkInputs {
     }
 }
 
-fn host_state(s: sdk::TxnState) -> host::TxnState {
-    match s {
-        sdk::TxnState::Empty => host::TxnState::Empty,
-        sdk::TxnState::Ongoing => host::TxnState::Ongoing,
-        sdk::TxnState::PrepareCommit => host::TxnState::PrepareCommit,
-        sdk::TxnState::PrepareAbort => host::TxnState::PrepareAbort,
-        sdk::TxnState::CompleteCommit => host::TxnState::CompleteCommit,
-        sdk::TxnState::CompleteAbort => host::TxnState::CompleteAbort,
-        sdk::TxnState::Dead => host::TxnState::Dead,
-    }
+/// The same inputs in the host's binding types (`$m` is a module that
+/// exports `Entry`, `InitRequest`, `Limits`, `Claim`, `TxnState`; the host's
+/// `kaas::policy` and this file's own `direct` bindgen both qualify).
+macro_rules! inputs_for {
+    ($m:ident, $s:expr) => {{
+        let i = sdk_inputs($s);
+        let e = i.entry;
+        let state = match e.state {
+            sdk::TxnState::Empty => $m::TxnState::Empty,
+            sdk::TxnState::Ongoing => $m::TxnState::Ongoing,
+            sdk::TxnState::PrepareCommit => $m::TxnState::PrepareCommit,
+            sdk::TxnState::PrepareAbort => $m::TxnState::PrepareAbort,
+            sdk::TxnState::CompleteCommit => $m::TxnState::CompleteCommit,
+            sdk::TxnState::CompleteAbort => $m::TxnState::CompleteAbort,
+            sdk::TxnState::Dead => $m::TxnState::Dead,
+        };
+        let entry = $m::Entry {
+            transactional_id: e.transactional_id,
+            producer_id: e.producer_id,
+            producer_epoch: e.producer_epoch,
+            last_producer_id: e.last_producer_id,
+            last_producer_epoch: e.last_producer_epoch,
+            state,
+            partitions: Vec::new(),
+            timeout_ms: e.timeout_ms,
+            start_timestamp_ms: e.start_timestamp_ms,
+            last_update_timestamp_ms: e.last_update_timestamp_ms,
+            has_failed_epoch_fence: e.has_failed_epoch_fence,
+        };
+        let req = $m::InitRequest {
+            transactional_id: i.req.transactional_id,
+            claim: i.req.claim.map(|c| $m::Claim {
+                producer_id: c.producer_id,
+                producer_epoch: c.producer_epoch,
+            }),
+            version: i.req.version,
+            timeout_ms: i.req.timeout_ms,
+            candidate_producer_id: i.req.candidate_producer_id,
+            now_ms: i.req.now_ms,
+        };
+        let limits = $m::Limits {
+            max_timeout_ms: i.limits.max_timeout_ms,
+            exhausted_epoch: i.limits.exhausted_epoch,
+        };
+        (entry, req, limits)
+    }};
+}
+
+struct HostInputs {
+    entry: host::Entry,
+    req: host::InitRequest,
+    limits: host::Limits,
+}
+
+fn host_inputs(s: &Scenario) -> HostInputs {
+    let (entry, req, limits) = inputs_for!(host, s);
+    HostInputs { entry, req, limits }
 }
 
 fn host_kind(k: sdk::DecisionKind) -> host::DecisionKind {
@@ -215,41 +260,6 @@ fn host_kind(k: sdk::DecisionKind) -> host::DecisionKind {
         S::PrepareAbort => H::PrepareAbort,
         S::Complete => H::Complete,
         S::Reject => H::Reject,
-    }
-}
-
-fn host_inputs(s: &Scenario) -> HostInputs {
-    let i = sdk_inputs(s);
-    let e = i.entry;
-    HostInputs {
-        entry: host::Entry {
-            transactional_id: e.transactional_id,
-            producer_id: e.producer_id,
-            producer_epoch: e.producer_epoch,
-            last_producer_id: e.last_producer_id,
-            last_producer_epoch: e.last_producer_epoch,
-            state: host_state(e.state),
-            partitions: Vec::new(),
-            timeout_ms: e.timeout_ms,
-            start_timestamp_ms: e.start_timestamp_ms,
-            last_update_timestamp_ms: e.last_update_timestamp_ms,
-            has_failed_epoch_fence: e.has_failed_epoch_fence,
-        },
-        req: host::InitRequest {
-            transactional_id: i.req.transactional_id,
-            claim: i.req.claim.map(|c| host::Claim {
-                producer_id: c.producer_id,
-                producer_epoch: c.producer_epoch,
-            }),
-            version: i.req.version,
-            timeout_ms: i.req.timeout_ms,
-            candidate_producer_id: i.req.candidate_producer_id,
-            now_ms: i.req.now_ms,
-        },
-        limits: host::Limits {
-            max_timeout_ms: i.limits.max_timeout_ms,
-            exhausted_epoch: i.limits.exhausted_epoch,
-        },
     }
 }
 
@@ -289,6 +299,95 @@ fn sanity(s: &Scenario, apache: &Policy, noop: &Policy) -> anyhow::Result<host::
         s.name
     );
     Ok(wasm)
+}
+
+// ---------------------------------------------------------------- direct
+
+/// A second set of bindings for the same WIT, so the investigation can drive
+/// a component through plain wasmtime with engine settings the policy runtime
+/// does not offer (fuel or epoch checks off). Never used for the headline
+/// figures.
+mod direct {
+    wasmtime::component::bindgen!({
+        path: "../policy-wit",
+        world: "txn-policy",
+    });
+    pub use self::kaas::txn_policy::types::*;
+}
+
+/// One instance of a component on its own engine, configured like
+/// `PolicyRuntime::new` except for the two switches.
+struct DirectInstance {
+    store: wasmtime::Store<wasmtime::StoreLimits>,
+    bindings: direct::TxnPolicy,
+    fuel: bool,
+    epoch: bool,
+}
+
+impl DirectInstance {
+    fn new(wasm: &[u8], fuel: bool, epoch: bool) -> anyhow::Result<Self> {
+        use wasmtime::component::{Component, Linker};
+        let limits = SandboxLimits::default();
+        let mut config = wasmtime::Config::new();
+        config
+            .consume_fuel(fuel)
+            .epoch_interruption(epoch)
+            .max_wasm_stack(limits.max_wasm_stack)
+            .concurrency_support(false)
+            .wasm_backtrace_max_frames(None);
+        let engine = wasmtime::Engine::new(&config).map_err(|e| anyhow::anyhow!("{e:#}"))?;
+        let component = Component::new(&engine, wasm).map_err(|e| anyhow::anyhow!("{e:#}"))?;
+        let mut linker = Linker::new(&engine);
+        linker
+            .define_unknown_imports_as_traps(&component)
+            .map_err(|e| anyhow::anyhow!("{e:#}"))?;
+        let store_limits = wasmtime::StoreLimitsBuilder::new()
+            .memory_size(limits.memory_bytes)
+            .instances(16)
+            .memories(4)
+            .tables(16)
+            .trap_on_grow_failure(true)
+            .build();
+        let mut store = wasmtime::Store::new(&engine, store_limits);
+        store.limiter(|l| l);
+        if fuel {
+            store
+                .set_fuel(u64::MAX)
+                .map_err(|e| anyhow::anyhow!("{e:#}"))?;
+        }
+        if epoch {
+            // No ticker: the epoch never advances, but every check still runs.
+            store.set_epoch_deadline(1 << 40);
+        }
+        let bindings = direct::TxnPolicy::instantiate(&mut store, &component, &linker)
+            .map_err(|e| anyhow::anyhow!("{e:#}"))?;
+        Ok(DirectInstance {
+            store,
+            bindings,
+            fuel,
+            epoch,
+        })
+    }
+
+    /// One unchecked init-producer-id, re-arming fuel and deadline like the
+    /// runtime does before every call.
+    fn init_producer_id(
+        &mut self,
+        current: Option<&direct::Entry>,
+        req: &direct::InitRequest,
+        limits: direct::Limits,
+    ) -> bool {
+        if self.fuel {
+            let _ = self.store.set_fuel(20_000_000);
+        }
+        if self.epoch {
+            self.store.set_epoch_deadline(20);
+        }
+        self.bindings
+            .kaas_txn_policy_policy()
+            .call_init_producer_id(&mut self.store, current, req, limits)
+            .is_ok()
+    }
 }
 
 // ---------------------------------------------------------------- harness
@@ -521,11 +620,11 @@ fn main() -> anyhow::Result<()> {
                 black_box(&hi.req),
                 black_box(hi.limits),
             );
-            black_box(r.is_ok());
+            assert!(r.is_ok());
             drop(black_box(r));
         }));
         cases.push(case(format!("{} wasm call", s.name), move || {
-            black_box(
+            assert!(
                 apache
                     .init_producer_id_call_cost(
                         Some(black_box(&hi.entry)),
@@ -536,7 +635,7 @@ fn main() -> anyhow::Result<()> {
             );
         }));
         cases.push(case(format!("{} noop call", s.name), move || {
-            black_box(
+            assert!(
                 noop.init_producer_id_call_cost(
                     Some(black_box(&hi.entry)),
                     black_box(&hi.req),
@@ -551,11 +650,11 @@ fn main() -> anyhow::Result<()> {
                 black_box(&hi.req),
                 black_box(hi.limits),
             );
-            black_box(r.is_err());
+            assert!(r.is_err());
             drop(black_box(r));
         }));
         cases.push(case(format!("{} host check", s.name), move || {
-            black_box(
+            assert!(
                 host::check::init_producer_id(
                     Some(black_box(&hi.entry)),
                     black_box(&hi.req),
@@ -676,6 +775,108 @@ fn main() -> anyhow::Result<()> {
     println!("Targets");
     for (what, value, ok) in &targets {
         println!("  {:<4} {:<40} {}", verdict(*ok), what, value);
+    }
+    if args.investigate {
+        investigate(&args, &apache, &noop, &apache_wasm, &noop_wasm)?;
+    }
+    Ok(())
+}
+
+/// What the no-op floor is made of. Prints its own table.
+fn investigate(
+    args: &Args,
+    apache: &Policy,
+    noop: &Policy,
+    apache_wasm: &[u8],
+    noop_wasm: &[u8],
+) -> anyhow::Result<()> {
+    let hi = host_inputs(&BUMP);
+    // The same entry with 16 partitions (the noop does not care about state).
+    let mut wide = hi.entry.clone();
+    wide.partitions = (0..16)
+        .map(|p| host::TopicPartition {
+            topic: "bench-topic".into(),
+            partition: p,
+        })
+        .collect();
+    // A transactional request for an absent id, and an idempotent one.
+    let txn_req = host::InitRequest {
+        claim: None,
+        ..hi.req.clone()
+    };
+    let idem_req = host::InitRequest {
+        transactional_id: None,
+        claim: None,
+        ..hi.req.clone()
+    };
+    let (d_entry, d_req, d_limits) = inputs_for!(direct, &BUMP);
+    let mut variants = Vec::new();
+    for (label, fuel, epoch) in [
+        ("fuel+epoch", true, true),
+        ("epoch only", false, true),
+        ("fuel only", true, false),
+        ("neither", false, false),
+    ] {
+        variants.push((
+            format!("direct noop call, {label}"),
+            DirectInstance::new(noop_wasm, fuel, epoch)?,
+        ));
+    }
+    for (label, fuel, epoch) in [("fuel+epoch", true, true), ("neither", false, false)] {
+        variants.push((
+            format!("direct apache37 call, {label}"),
+            DirectInstance::new(apache_wasm, fuel, epoch)?,
+        ));
+    }
+    for (name, inst) in variants.iter_mut() {
+        anyhow::ensure!(
+            inst.init_producer_id(Some(&d_entry), &d_req, d_limits),
+            "{name}: the call failed"
+        );
+    }
+
+    let limits = hi.limits;
+    let mut cases = vec![
+        case("noop call, entry (as above)", || {
+            assert!(
+                noop.init_producer_id_call_cost(Some(black_box(&hi.entry)), &hi.req, limits)
+                    .is_ok(),
+            );
+        }),
+        case("noop call, entry + 16 partitions", || {
+            assert!(
+                noop.init_producer_id_call_cost(Some(black_box(&wide)), &hi.req, limits)
+                    .is_ok(),
+            );
+        }),
+        case("noop call, no entry, txn request", || {
+            assert!(
+                noop.init_producer_id_call_cost(None, black_box(&txn_req), limits)
+                    .is_ok(),
+            );
+        }),
+        case("noop call, no entry, idempotent", || {
+            assert!(
+                noop.init_producer_id_call_cost(None, black_box(&idem_req), limits)
+                    .is_ok(),
+            );
+        }),
+        case("apache37 describe()", || {
+            assert!(apache.describe().is_ok());
+        }),
+    ];
+    for (name, inst) in variants.iter_mut() {
+        let (e, r) = (&d_entry, &d_req);
+        cases.push(case(name.clone(), move || {
+            assert!(inst.init_producer_id(Some(black_box(e)), black_box(r), d_limits));
+        }));
+    }
+    run_cases(&mut cases, args);
+    println!();
+    println!("Investigation: what a component call costs (ns per call, median / p99)");
+    for c in &cases {
+        let st = stats(&c.samples);
+        println!("  {:<36} {:>8.1} {:>9.1}", c.name, st.median, st.p99);
     }
     Ok(())
 }

@@ -11,8 +11,22 @@
 //! - [`conformance`]: data-driven vectors run through the real runtime and
 //!   machine (`kaas conformance`).
 //!
-//! The wire server, partition log and consumer groups build on these.
+//! - [`server`] and [`wire`]: the Kafka wire protocol over TCP, one file per
+//!   API under `wire/api/`.
+//! - [`log`]: partition logs (segments, indexes, producer state, recovery)
+//!   and group-committed durability.
+//! - [`broker`]: the shared state handlers work on.
 
+pub mod broker;
 pub mod conformance;
+pub mod log;
+pub mod metrics;
+pub mod pid;
 pub mod policy;
+pub mod server;
 pub mod txn;
+pub mod wire;
+
+/// The apache37 policy component embedded at build time (empty when the
+/// component had not been built; see build.rs).
+pub const EMBEDDED_APACHE37: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/apache37.wasm"));

@@ -1,4 +1,4 @@
-//! The `kaas` command line: `conformance` and `policy inspect`.
+//! The `kaas` command line: `broker`, `conformance` and `policy inspect`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -7,7 +7,9 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 
+use kaas::broker::BrokerConfig;
 use kaas::conformance;
+use kaas::log::FsyncMode;
 use kaas::policy::{ArtifactCache, PolicyRuntime, SandboxLimits};
 
 #[derive(Debug, Parser)]
@@ -23,6 +25,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run the broker.
+    Broker(BrokerArgs),
     /// Run the conformance vectors against a policy component.
     Conformance {
         /// The policy component (.wasm).
@@ -40,6 +44,55 @@ enum Command {
         #[command(subcommand)]
         command: PolicyCommand,
     },
+}
+
+#[derive(Debug, clap::Args)]
+struct BrokerArgs {
+    /// Address to listen on (port 0 picks a free port).
+    #[arg(long, default_value = "127.0.0.1:9092")]
+    listen: String,
+    /// Data directory.
+    #[arg(long, default_value = "./data")]
+    data_dir: PathBuf,
+    /// Transaction-coordinator policy component; default: the embedded apache37.
+    #[arg(long)]
+    policy: Option<PathBuf>,
+    /// Partitions of auto-created topics.
+    #[arg(long, default_value_t = 4)]
+    default_partitions: i32,
+    /// Do not create unknown topics on Metadata requests.
+    #[arg(long)]
+    no_auto_create_topics: bool,
+    /// When appends are made durable.
+    #[arg(long, value_enum, default_value_t = FsyncMode::Always)]
+    fsync: FsyncMode,
+    /// Background sync period for --fsync interval.
+    #[arg(long, default_value_t = 100)]
+    fsync_interval_ms: u64,
+    /// Serve Prometheus metrics on this address.
+    #[arg(long)]
+    metrics_listen: Option<String>,
+    /// Largest request frame; larger ones close the connection.
+    #[arg(long, default_value_t = 100 << 20)]
+    max_request_bytes: usize,
+    /// Most concurrent client connections.
+    #[arg(long, default_value_t = 1024)]
+    max_connections: usize,
+    /// Host advertised in Metadata (default: the listen host).
+    #[arg(long)]
+    advertised_host: Option<String>,
+    /// How often retention runs.
+    #[arg(long, default_value_t = 30_000)]
+    retention_check_ms: u64,
+    /// Log format.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Debug, Subcommand)]
@@ -94,6 +147,13 @@ fn default_suite() -> PathBuf {
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
+        Command::Broker(args) => {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()?;
+            rt.block_on(broker(args))?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Conformance {
             policy,
             suite,
@@ -129,5 +189,102 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             println!("sha256: {}", id.sha256);
             Ok(ExitCode::SUCCESS)
         }
+    }
+}
+
+async fn broker(args: BrokerArgs) -> anyhow::Result<()> {
+    let runtime = runtime()?;
+    let policy = match &args.policy {
+        Some(path) => runtime.load_file(path)?,
+        None => {
+            anyhow::ensure!(
+                !kaas::EMBEDDED_APACHE37.is_empty(),
+                "this kaas was built before the apache37 policy: run `cargo build --release --target \
+                 wasm32-wasip2 -p kaas-policy-apache37`, rebuild kaas, or pass --policy FILE.wasm"
+            );
+            runtime.load_bytes(kaas::EMBEDDED_APACHE37)?
+        }
+    };
+    tracing::info!(policy = %policy.identity(), wit = %policy.identity().wit_version, "transaction policy loaded");
+    let listener = tokio::net::TcpListener::bind(&args.listen)
+        .await
+        .with_context(|| format!("binding {}", args.listen))?;
+    let addr = listener.local_addr()?;
+    let mut config = BrokerConfig::new(&args.data_dir);
+    config.advertised_host = args
+        .advertised_host
+        .clone()
+        .unwrap_or_else(|| addr.ip().to_string());
+    config.advertised_port = i32::from(addr.port());
+    config.auto_create_topics = !args.no_auto_create_topics;
+    config.default_partitions = args.default_partitions;
+    config.max_request_bytes = args.max_request_bytes;
+    config.max_connections = args.max_connections;
+    let started = std::time::Instant::now();
+    let broker = kaas::broker::open(config, args.fsync, Arc::new(policy))
+        .with_context(|| format!("opening the data directory {}", args.data_dir.display()))?;
+    tracing::info!(
+        took_ms = started.elapsed().as_millis() as u64,
+        topics = broker.logs.topics().len(),
+        "log recovered"
+    );
+    if args.fsync == FsyncMode::Interval {
+        let gc = broker.logs.group_commit().clone();
+        tokio::spawn(gc.run_interval(std::time::Duration::from_millis(
+            args.fsync_interval_ms.max(1),
+        )));
+    }
+    if let Some(m) = &args.metrics_listen {
+        let l = tokio::net::TcpListener::bind(m)
+            .await
+            .with_context(|| format!("binding metrics {m}"))?;
+        tracing::info!(addr = %l.local_addr()?, "metrics listening");
+        tokio::spawn(kaas::metrics::serve(l, broker.clone()));
+    }
+    {
+        let broker = broker.clone();
+        let every = std::time::Duration::from_millis(args.retention_check_ms.max(100));
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            loop {
+                tick.tick().await;
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_millis() as i64);
+                let b = broker.clone();
+                let _ = tokio::task::spawn_blocking(move || b.logs.apply_retention(now)).await;
+            }
+        });
+    }
+    println!("kaas broker listening on {addr}");
+    use std::io::Write as _;
+    let _ = std::io::stdout().flush();
+    kaas::server::run(listener, broker.clone(), shutdown_signal()).await;
+    tracing::info!("shutting down: closing the log cleanly");
+    let b = broker.clone();
+    tokio::task::spawn_blocking(move || b.logs.close()).await??;
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
     }
 }

@@ -530,6 +530,12 @@ fn describe_trap(e: &wasmtime::Error) -> String {
         return what;
     }
     let text = format!("{e:#}");
+    if let Some(rest) = text.split("unknown import: `").nth(1) {
+        let import = rest.split('`').next().unwrap_or(rest);
+        return format!(
+            "called `{import}`, a capability kaas does not grant (a std guest's panic or I/O ends up here)"
+        );
+    }
     if text.contains("memory") && text.contains("limit")
         || text.contains("forcing trap when growing memory")
     {

@@ -1,0 +1,109 @@
+//! The broker's shared state: configuration, the log, the coordinator's
+//! state machine with its policy, the producer-id allocator and metrics.
+//! Every request handler gets an `Arc<Broker>`.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::Notify;
+
+use crate::log::{LogConfig, LogManager};
+use crate::metrics::Metrics;
+use crate::policy::Policy;
+use crate::txn::machine::{DEFAULT_LIMITS, TxnMachine};
+
+/// Settings of one broker.
+#[derive(Debug, Clone)]
+pub struct BrokerConfig {
+    /// This broker's id in Metadata.
+    pub node_id: i32,
+    /// Host clients should connect to.
+    pub advertised_host: String,
+    /// Port clients should connect to.
+    pub advertised_port: i32,
+    /// Cluster id in Metadata.
+    pub cluster_id: String,
+    /// Metadata creates unknown topics when the client allows it.
+    pub auto_create_topics: bool,
+    /// Partitions of an auto-created topic.
+    pub default_partitions: i32,
+    /// Largest request frame accepted; bigger ones close the connection.
+    pub max_request_bytes: usize,
+    /// Most concurrent connections.
+    pub max_connections: usize,
+    /// Data directory.
+    pub data_dir: PathBuf,
+    /// Topic defaults.
+    pub log: LogConfig,
+}
+
+impl BrokerConfig {
+    /// Defaults for a broker on `data_dir`.
+    pub fn new(data_dir: &Path) -> Self {
+        BrokerConfig {
+            node_id: 1,
+            advertised_host: "127.0.0.1".into(),
+            advertised_port: 9092,
+            cluster_id: "kaas-cluster".into(),
+            auto_create_topics: true,
+            default_partitions: 4,
+            max_request_bytes: 100 << 20,
+            max_connections: 1024,
+            data_dir: data_dir.to_path_buf(),
+            log: LogConfig::default(),
+        }
+    }
+}
+
+/// Everything a request handler may touch.
+#[derive(Debug)]
+pub struct Broker {
+    pub config: BrokerConfig,
+    pub logs: LogManager,
+    /// The coordinator (the policy decides; see txn::machine).
+    pub txn: Mutex<TxnMachine>,
+    pub producer_ids: crate::pid::ProducerIdAllocator,
+    pub metrics: Metrics,
+    /// Woken whenever a high watermark advances (Fetch long-polls wait on it).
+    pub data_ready: Notify,
+}
+
+impl Broker {
+    /// Assembles a broker from an opened log and a loaded policy.
+    pub fn new(
+        config: BrokerConfig,
+        logs: LogManager,
+        policy: Arc<Policy>,
+    ) -> std::io::Result<Self> {
+        let producer_ids =
+            crate::pid::ProducerIdAllocator::open(&config.data_dir.join("__producer_ids"))?;
+        Ok(Broker {
+            txn: Mutex::new(TxnMachine::new(policy, DEFAULT_LIMITS)),
+            producer_ids,
+            logs,
+            config,
+            metrics: Metrics::default(),
+            data_ready: Notify::new(),
+        })
+    }
+
+    /// The policy deciding coordinator requests.
+    pub fn policy(&self) -> Arc<Policy> {
+        self.txn
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .policy()
+            .clone()
+    }
+}
+
+/// Opens the data directory and assembles a broker (recovering the log).
+pub fn open(
+    config: BrokerConfig,
+    fsync: crate::log::FsyncMode,
+    policy: Arc<Policy>,
+) -> std::io::Result<Arc<Broker>> {
+    let group_commit = crate::log::GroupCommit::new(fsync);
+    let logs = LogManager::open(&config.data_dir, config.log.clone(), group_commit)?;
+    Ok(Arc::new(Broker::new(config, logs, policy)?))
+}

@@ -1,0 +1,583 @@
+//! One partition's log: its segments, offsets (log start, end, high
+//! watermark), producer state and the append/read paths. Knows nothing of
+//! the wire or the coordinator; it stores batches.
+//!
+//! Files in the partition directory: `<base>.log/.index/.timeindex` per
+//! segment, `log-start-offset`, `producer.snapshot` (clean shutdown and
+//! roll), and `.kaas-clean` (present only after a clean shutdown).
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use super::batch::{self, BatchHeader};
+use super::producer::{ProducerError, ProducerTable, Verdict};
+use super::segment::Segment;
+
+/// Per-topic log settings (Kafka topic configs of the same names).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogConfig {
+    /// segment.bytes
+    pub segment_bytes: u64,
+    /// max.message.bytes
+    pub max_message_bytes: usize,
+    /// retention.ms (-1 = forever)
+    pub retention_ms: i64,
+    /// retention.bytes (-1 = unbounded)
+    pub retention_bytes: i64,
+    /// cleanup.policy (only `delete` is implemented)
+    pub cleanup_policy: String,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig {
+            segment_bytes: 1 << 30,
+            max_message_bytes: 1_048_588,
+            retention_ms: 7 * 24 * 3600 * 1000,
+            retention_bytes: -1,
+            cleanup_policy: "delete".into(),
+        }
+    }
+}
+
+/// Why an append was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum AppendError {
+    #[error(transparent)]
+    Batch(#[from] batch::BatchError),
+    #[error("producer state: {0:?}")]
+    Producer(ProducerError),
+    #[error("storage: {0}")]
+    Io(#[from] io::Error),
+}
+
+/// A successful append.
+#[derive(Debug, Clone)]
+pub struct Appended {
+    /// Base offset of the batch (the original one for a duplicate).
+    pub base_offset: i64,
+    /// Whether the batch was a retry already in the log.
+    pub duplicate: bool,
+    /// Log end offset after the append.
+    pub end_offset: i64,
+    /// The file to make durable before acknowledging (None for a duplicate).
+    pub file: Option<Arc<fs::File>>,
+}
+
+/// An aborted transaction as Fetch reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AbortedTxn {
+    pub producer_id: i64,
+    pub first_offset: i64,
+    pub last_offset: i64,
+}
+
+/// What a read returns.
+#[derive(Debug, Clone, Default)]
+pub struct ReadResult {
+    pub records: Vec<u8>,
+    pub high_watermark: i64,
+    pub last_stable_offset: i64,
+    pub log_start_offset: i64,
+    pub aborted: Vec<AbortedTxn>,
+}
+
+/// Why a read failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error("offset {offset} is outside [{start}, {end}]")]
+    OutOfRange { offset: i64, start: i64, end: i64 },
+    #[error("storage: {0}")]
+    Io(#[from] io::Error),
+}
+
+#[derive(Debug)]
+struct State {
+    segments: BTreeMap<i64, Segment>,
+    log_start: i64,
+    producers: ProducerTable,
+    aborted: Vec<AbortedTxn>,
+}
+
+impl State {
+    fn active(&mut self) -> &mut Segment {
+        // There is always at least one segment (open and truncate ensure it).
+        self.segments
+            .values_mut()
+            .next_back()
+            .expect("a partition always has an active segment")
+    }
+    fn log_end(&self) -> i64 {
+        self.segments
+            .values()
+            .next_back()
+            .map_or(self.log_start, |s| s.next_offset)
+    }
+}
+
+/// One partition.
+#[derive(Debug)]
+pub struct Partition {
+    pub topic: String,
+    pub id: i32,
+    dir: PathBuf,
+    config: LogConfig,
+    state: Mutex<State>,
+    /// Offset up to which data is durable (per the fsync mode) and readable.
+    high_watermark: AtomicI64,
+    /// Whether appends advance the high watermark at once (fsync not `always`).
+    immediate_hw: bool,
+}
+
+const CLEAN_MARKER: &str = ".kaas-clean";
+const SNAPSHOT: &str = "producer.snapshot";
+const LOG_START: &str = "log-start-offset";
+
+impl Partition {
+    /// The partition directory name.
+    pub fn dir_name(topic: &str, id: i32) -> String {
+        format!("{topic}-{id}")
+    }
+
+    /// Creates a new, empty partition.
+    pub fn create(
+        root: &Path,
+        topic: &str,
+        id: i32,
+        config: LogConfig,
+        immediate_hw: bool,
+    ) -> io::Result<Self> {
+        let dir = root.join(Self::dir_name(topic, id));
+        fs::create_dir_all(&dir)?;
+        let seg = Segment::create(&dir, 0)?;
+        let mut segments = BTreeMap::new();
+        segments.insert(0, seg);
+        Ok(Partition {
+            topic: topic.into(),
+            id,
+            dir,
+            config,
+            state: Mutex::new(State {
+                segments,
+                log_start: 0,
+                producers: ProducerTable::default(),
+                aborted: Vec::new(),
+            }),
+            high_watermark: AtomicI64::new(0),
+            immediate_hw,
+        })
+    }
+
+    /// Opens a partition, recovering after a crash if it was not shut down cleanly.
+    pub fn open(
+        root: &Path,
+        topic: &str,
+        id: i32,
+        config: LogConfig,
+        immediate_hw: bool,
+    ) -> io::Result<Self> {
+        let dir = root.join(Self::dir_name(topic, id));
+        let clean = dir.join(CLEAN_MARKER).exists();
+        let _ = fs::remove_file(dir.join(CLEAN_MARKER));
+        let log_start = fs::read_to_string(dir.join(LOG_START))
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(0);
+        let mut bases: Vec<i64> = fs::read_dir(&dir)?
+            .filter_map(|e| e.ok())
+            .filter_map(|e| {
+                e.file_name()
+                    .to_str()
+                    .and_then(|n| n.strip_suffix(".log"))
+                    .and_then(|n| n.parse().ok())
+            })
+            .collect();
+        bases.sort_unstable();
+
+        let snapshot = read_snapshot(&dir);
+        let snap_offset = snapshot.as_ref().map(|(o, _)| *o);
+        let mut producers = snapshot.map(|(_, t)| t).unwrap_or_default();
+        let replay_from = snap_offset.unwrap_or(i64::MIN);
+        let mut segments = BTreeMap::new();
+        let last = bases.last().copied();
+        for base in &bases {
+            let seg = if clean {
+                match Segment::open_clean(&dir, *base) {
+                    Ok(s) => s,
+                    Err(e) => {
+                        tracing::warn!(dir = %dir.display(), base, error = %e, "index unusable; rescanning the segment");
+                        Segment::open(&dir, *base, true, |_| {})?
+                    }
+                }
+            } else {
+                Segment::open(&dir, *base, Some(*base) == last, |_| {})?
+            };
+            segments.insert(*base, seg);
+        }
+        if segments.is_empty() {
+            segments.insert(log_start, Segment::create(&dir, log_start)?);
+        }
+        let mut state = State {
+            segments,
+            log_start,
+            producers: ProducerTable::default(),
+            aborted: Vec::new(),
+        };
+        let end = state.log_end();
+        // Producer state: the snapshot if it is not ahead of the log, then
+        // the batch headers after it (data only; markers come with the
+        // transaction support that writes them).
+        let from = if snap_offset.is_some_and(|o| o <= end) {
+            replay_from
+        } else {
+            producers = ProducerTable::default();
+            i64::MIN
+        };
+        for seg in state.segments.values() {
+            if seg.next_offset <= from {
+                continue;
+            }
+            seg.for_each_header(from.max(seg.base_offset), |h| {
+                if h.base_offset >= from && !h.is_control() {
+                    producers.record(h);
+                }
+            })?;
+        }
+        state.producers = producers;
+        Ok(Partition {
+            topic: topic.into(),
+            id,
+            dir,
+            config,
+            high_watermark: AtomicI64::new(end),
+            state: Mutex::new(state),
+            immediate_hw,
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn config(&self) -> &LogConfig {
+        &self.config
+    }
+
+    /// Validates and appends a client's batch.
+    pub fn append(&self, mut bytes: Vec<u8>) -> Result<Appended, AppendError> {
+        let mut h = batch::validate_client_batch(&bytes, self.config.max_message_bytes)?;
+        let mut st = self.lock();
+        match st.producers.check(&h).map_err(AppendError::Producer)? {
+            Verdict::Duplicate(meta) => {
+                return Ok(Appended {
+                    base_offset: meta.base_offset,
+                    duplicate: true,
+                    end_offset: st.log_end(),
+                    file: None,
+                });
+            }
+            Verdict::Append => {}
+        }
+        let base = st.log_end();
+        batch::assign_offset(&mut bytes, base);
+        h.base_offset = base;
+        self.maybe_roll(&mut st, bytes.len() as u64)?;
+        let seg = st.active();
+        seg.append(&bytes, &h)?;
+        let file = seg.file.clone();
+        st.producers.record(&h);
+        let end = st.log_end();
+        drop(st);
+        if self.immediate_hw {
+            self.advance_high_watermark(end);
+        }
+        Ok(Appended {
+            base_offset: base,
+            duplicate: false,
+            end_offset: end,
+            file: Some(file),
+        })
+    }
+
+    /// Rolls to a new segment if `incoming` bytes would overflow the active one.
+    fn maybe_roll(&self, st: &mut State, incoming: u64) -> io::Result<()> {
+        let active = st.active();
+        if active.size == 0 || active.size + incoming <= self.config.segment_bytes {
+            return Ok(());
+        }
+        active.file.sync_data()?;
+        active.write_indexes()?;
+        let base = st.log_end();
+        write_snapshot(&self.dir, base, &st.producers)?;
+        st.segments.insert(base, Segment::create(&self.dir, base)?);
+        Ok(())
+    }
+
+    /// Raises the high watermark (after the data up to `offset` is durable).
+    pub fn advance_high_watermark(&self, offset: i64) {
+        self.high_watermark.fetch_max(offset, Ordering::AcqRel);
+    }
+
+    pub fn high_watermark(&self) -> i64 {
+        self.high_watermark.load(Ordering::Acquire)
+    }
+
+    pub fn log_start_offset(&self) -> i64 {
+        self.lock().log_start
+    }
+
+    pub fn log_end_offset(&self) -> i64 {
+        self.lock().log_end()
+    }
+
+    /// Last stable offset: below the first open transaction, at most the HW.
+    pub fn last_stable_offset(&self) -> i64 {
+        let hw = self.high_watermark();
+        self.lock()
+            .producers
+            .first_unstable_offset()
+            .map_or(hw, |f| f.min(hw))
+    }
+
+    /// Fences a producer id at `epoch` (the in-process fence ring).
+    pub fn fence_producer(&self, producer_id: i64, epoch: i16) -> bool {
+        self.lock().producers.fence(producer_id, epoch)
+    }
+
+    /// Reads batches from `offset`, at most about `max_bytes` (at least one
+    /// whole batch), below the HW, or below the LSO when `read_committed`.
+    pub fn read(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        read_committed: bool,
+    ) -> Result<ReadResult, ReadError> {
+        let hw = self.high_watermark();
+        let st = self.lock();
+        let lso = st
+            .producers
+            .first_unstable_offset()
+            .map_or(hw, |f| f.min(hw));
+        let end = st.log_end();
+        if offset < st.log_start || offset > end {
+            return Err(ReadError::OutOfRange {
+                offset,
+                start: st.log_start,
+                end,
+            });
+        }
+        let upper = if read_committed { lso } else { hw };
+        let mut result = ReadResult {
+            records: Vec::new(),
+            high_watermark: hw,
+            last_stable_offset: lso,
+            log_start_offset: st.log_start,
+            aborted: Vec::new(),
+        };
+        if offset >= upper {
+            return Ok(result);
+        }
+        for (_, seg) in st
+            .segments
+            .range(..=offset)
+            .next_back()
+            .into_iter()
+            .chain(st.segments.range(offset + 1..))
+        {
+            if seg.next_offset <= offset {
+                continue;
+            }
+            if let Some(pos) = seg.position_of(offset)? {
+                result.records = seg.read(pos, max_bytes, upper)?;
+                break;
+            }
+        }
+        if read_committed {
+            let last = batch::parse_header(&result.records).map(|_| offset);
+            if last.is_some() {
+                result.aborted = st
+                    .aborted
+                    .iter()
+                    .filter(|a| a.last_offset >= offset && a.first_offset < upper)
+                    .copied()
+                    .collect();
+            }
+        }
+        Ok(result)
+    }
+
+    /// ListOffsets by timestamp: the first offset whose record timestamp is
+    /// ≥ `ts`, with that timestamp.
+    pub fn offset_for_timestamp(&self, ts: i64) -> io::Result<Option<(i64, i64)>> {
+        let hw = self.high_watermark();
+        let st = self.lock();
+        for seg in st.segments.values() {
+            if seg.max_timestamp < ts {
+                continue;
+            }
+            if let Some((pos, h)) = seg.position_for_timestamp(ts)? {
+                if h.base_offset >= hw {
+                    return Ok(None);
+                }
+                let bytes = seg.read_batch(pos, &h)?;
+                return Ok(Some(first_record_at_or_after(&bytes, &h, ts)));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The largest timestamp and its offset (ListOffsets -3).
+    pub fn max_timestamp(&self) -> (i64, i64) {
+        let st = self.lock();
+        st.segments
+            .values()
+            .filter(|s| s.max_timestamp >= 0)
+            .map(|s| (s.max_timestamp, s.next_offset - 1))
+            .max()
+            .unwrap_or((-1, -1))
+    }
+
+    /// DeleteRecords: moves the log start offset (never past the HW) and
+    /// drops whole segments below it.
+    pub fn delete_records_before(&self, offset: i64) -> Result<i64, ReadError> {
+        let hw = self.high_watermark();
+        let mut st = self.lock();
+        let target = if offset == -1 { hw } else { offset };
+        if target < 0 || target > hw {
+            return Err(ReadError::OutOfRange {
+                offset,
+                start: st.log_start,
+                end: hw,
+            });
+        }
+        if target > st.log_start {
+            st.log_start = target;
+            write_atomically(&self.dir.join(LOG_START), target.to_string().as_bytes())?;
+            self.drop_segments_below(&mut st, target)?;
+        }
+        Ok(st.log_start)
+    }
+
+    fn drop_segments_below(&self, st: &mut State, offset: i64) -> io::Result<()> {
+        let doomed: Vec<i64> = st
+            .segments
+            .iter()
+            .filter(|(_, s)| s.next_offset <= offset)
+            .map(|(b, _)| *b)
+            .filter(|b| Some(b) != st.segments.keys().next_back())
+            .collect();
+        for b in doomed {
+            if let Some(s) = st.segments.remove(&b) {
+                s.delete()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Retention by time and size: deletes whole old segments, never the active one.
+    pub fn apply_retention(&self, now_ms: i64) -> io::Result<usize> {
+        let mut st = self.lock();
+        let mut removed = 0;
+        loop {
+            if st.segments.len() <= 1 {
+                break;
+            }
+            let total: u64 = st.segments.values().map(|s| s.size).sum();
+            let Some((&base, oldest)) = st.segments.iter().next() else {
+                break;
+            };
+            let by_time = self.config.retention_ms >= 0
+                && oldest.max_timestamp >= 0
+                && oldest.max_timestamp < now_ms - self.config.retention_ms;
+            let by_size = self.config.retention_bytes >= 0
+                && total - oldest.size >= self.config.retention_bytes as u64;
+            if !(by_time || by_size) {
+                break;
+            }
+            let next = oldest.next_offset;
+            if let Some(s) = st.segments.remove(&base) {
+                s.delete()?;
+            }
+            if next > st.log_start {
+                st.log_start = next;
+                write_atomically(&self.dir.join(LOG_START), next.to_string().as_bytes())?;
+            }
+            removed += 1;
+        }
+        Ok(removed)
+    }
+
+    /// Bytes on disk.
+    pub fn size_bytes(&self) -> u64 {
+        self.lock().segments.values().map(|s| s.size).sum()
+    }
+
+    /// Clean shutdown: sync, write indexes and the producer snapshot, leave the marker.
+    pub fn close(&self) -> io::Result<()> {
+        let st = self.lock();
+        for s in st.segments.values() {
+            s.file.sync_data()?;
+            s.write_indexes()?;
+        }
+        write_snapshot(&self.dir, st.log_end(), &st.producers)?;
+        write_atomically(
+            &self.dir.join(CLEAN_MARKER),
+            st.log_end().to_string().as_bytes(),
+        )
+    }
+
+    /// Removes the partition's directory (DeleteTopics).
+    pub fn destroy(&self) -> io::Result<()> {
+        fs::remove_dir_all(&self.dir)
+    }
+}
+
+/// The first record of an (optionally compressed) batch with timestamp ≥ ts.
+fn first_record_at_or_after(bytes: &[u8], h: &BatchHeader, ts: i64) -> (i64, i64) {
+    use kafka_protocol::records::RecordBatchDecoder;
+    let mut buf = bytes::Bytes::copy_from_slice(bytes);
+    if let Ok(set) = RecordBatchDecoder::decode(&mut buf) {
+        if let Some(r) = set.records.iter().find(|r| r.timestamp >= ts) {
+            return (r.offset, r.timestamp);
+        }
+    }
+    (h.base_offset, h.max_timestamp)
+}
+
+fn read_snapshot(dir: &Path) -> Option<(i64, ProducerTable)> {
+    let b = fs::read(dir.join(SNAPSHOT)).ok()?;
+    if b.len() < 12 {
+        return None;
+    }
+    let mut o = [0u8; 8];
+    o.copy_from_slice(&b[..8]);
+    let crc = u32::from_be_bytes([b[8], b[9], b[10], b[11]]);
+    if crc32c::crc32c(&b[12..]) != crc {
+        return None;
+    }
+    Some((i64::from_be_bytes(o), ProducerTable::decode(&b[12..])?))
+}
+
+fn write_snapshot(dir: &Path, offset: i64, table: &ProducerTable) -> io::Result<()> {
+    let body = table.encode();
+    let mut b = Vec::with_capacity(12 + body.len());
+    b.extend_from_slice(&offset.to_be_bytes());
+    b.extend_from_slice(&crc32c::crc32c(&body).to_be_bytes());
+    b.extend_from_slice(&body);
+    write_atomically(&dir.join(SNAPSHOT), &b)
+}
+
+/// Writes a small file via temp file, fsync and rename.
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let tmp = path.with_extension("tmp");
+    {
+        let f = fs::File::create(&tmp)?;
+        io::Write::write_all(&mut &f, bytes)?;
+        f.sync_all()?;
+    }
+    fs::rename(&tmp, path)
+}

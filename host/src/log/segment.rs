@@ -1,0 +1,345 @@
+//! One segment of a partition log: a file of batches (as received, offsets
+//! assigned) named by its base offset, with a sparse offset index and a time
+//! index kept in memory and written beside it (`.index`, `.timeindex`) when
+//! the segment is rolled or the broker shuts down cleanly.
+//!
+//! Recovery: a segment opened after a crash is scanned batch by batch; the
+//! first batch whose header, length or CRC does not hold marks the torn tail,
+//! and the file is truncated there. Touches only its own three files.
+
+use std::fs::{self, File, OpenOptions};
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::batch::{self, BatchHeader, HEADER_LEN};
+
+/// Bytes of log between two sparse index entries.
+pub const INDEX_INTERVAL: u64 = 4096;
+
+/// A segment file and its indexes.
+#[derive(Debug)]
+pub struct Segment {
+    /// Offset of the first batch this segment may hold.
+    pub base_offset: i64,
+    /// The data file (shared with the group-commit flusher).
+    pub file: Arc<File>,
+    /// Bytes written.
+    pub size: u64,
+    /// Offset one past the last record (base_offset when empty).
+    pub next_offset: i64,
+    /// Largest batch max-timestamp seen (-1 when empty).
+    pub max_timestamp: i64,
+    /// Sparse (offset, position) entries, ascending.
+    index: Vec<(i64, u64)>,
+    /// Sparse (timestamp, offset) entries with ascending timestamps.
+    time_index: Vec<(i64, i64)>,
+    /// Position of the last index entry.
+    last_indexed: Option<u64>,
+    dir: PathBuf,
+}
+
+/// The file name stem for a base offset.
+pub fn stem(base_offset: i64) -> String {
+    format!("{base_offset:020}")
+}
+
+impl Segment {
+    fn path(&self, ext: &str) -> PathBuf {
+        self.dir.join(format!("{}.{ext}", stem(self.base_offset)))
+    }
+
+    /// Creates an empty segment.
+    pub fn create(dir: &Path, base_offset: i64) -> io::Result<Self> {
+        let path = dir.join(format!("{}.log", stem(base_offset)));
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)?;
+        Ok(Segment {
+            base_offset,
+            file: Arc::new(file),
+            size: 0,
+            next_offset: base_offset,
+            max_timestamp: -1,
+            index: Vec::new(),
+            time_index: Vec::new(),
+            last_indexed: None,
+            dir: dir.to_path_buf(),
+        })
+    }
+
+    /// Opens an existing segment. When `verify` is set every batch's CRC is
+    /// checked and a torn or corrupt tail is truncated; otherwise headers
+    /// are trusted. `on_batch` sees every batch header kept, in order.
+    pub fn open(
+        dir: &Path,
+        base_offset: i64,
+        verify: bool,
+        mut on_batch: impl FnMut(&BatchHeader),
+    ) -> io::Result<Self> {
+        let path = dir.join(format!("{}.log", stem(base_offset)));
+        let file = OpenOptions::new().read(true).write(true).open(&path)?;
+        let len = file.metadata()?.len();
+        let mut seg = Segment {
+            base_offset,
+            file: Arc::new(file),
+            size: 0,
+            next_offset: base_offset,
+            max_timestamp: -1,
+            index: Vec::new(),
+            time_index: Vec::new(),
+            last_indexed: None,
+            dir: dir.to_path_buf(),
+        };
+        let mut pos = 0u64;
+        let mut head = [0u8; HEADER_LEN];
+        let mut body = Vec::new();
+        while pos + HEADER_LEN as u64 <= len {
+            if seg.file.read_exact_at(&mut head, pos).is_err() {
+                break;
+            }
+            let Some(h) = batch::parse_header(&head) else {
+                break;
+            };
+            if h.magic != 2 || pos + h.size as u64 > len || h.base_offset < seg.next_offset {
+                break;
+            }
+            if verify {
+                body.resize(h.size, 0);
+                if seg.file.read_exact_at(&mut body, pos).is_err() || !batch::crc_ok(&body, &h) {
+                    break;
+                }
+            }
+            seg.note_batch(&h, pos);
+            on_batch(&h);
+            pos += h.size as u64;
+        }
+        if pos < len {
+            tracing::warn!(file = %path.display(), kept = pos, dropped = len - pos, "truncating a torn or corrupt segment tail");
+            seg.file.set_len(pos)?;
+            seg.file.sync_data()?;
+        }
+        seg.size = pos;
+        Ok(seg)
+    }
+
+    /// Updates in-memory bookkeeping for a batch written at `pos`.
+    fn note_batch(&mut self, h: &BatchHeader, pos: u64) {
+        let due = self
+            .last_indexed
+            .is_none_or(|last| pos - last >= INDEX_INTERVAL);
+        if due {
+            self.index.push((h.base_offset, pos));
+            self.last_indexed = Some(pos);
+        }
+        if h.max_timestamp > self.max_timestamp {
+            if due || self.time_index.is_empty() {
+                self.time_index.push((h.max_timestamp, h.base_offset));
+            }
+            self.max_timestamp = h.max_timestamp;
+        }
+        self.next_offset = h.last_offset() + 1;
+    }
+
+    /// Appends a batch whose offsets are already assigned.
+    pub fn append(&mut self, bytes: &[u8], h: &BatchHeader) -> io::Result<()> {
+        self.file.write_all_at(bytes, self.size)?;
+        let pos = self.size;
+        self.size += bytes.len() as u64;
+        self.note_batch(h, pos);
+        Ok(())
+    }
+
+    /// Position of the batch containing `offset`, or of the first batch
+    /// after it; None past the end.
+    pub fn position_of(&self, offset: i64) -> io::Result<Option<u64>> {
+        let start = match self.index.partition_point(|&(o, _)| o <= offset) {
+            0 => 0,
+            i => self.index[i - 1].1,
+        };
+        let mut pos = start;
+        let mut head = [0u8; HEADER_LEN];
+        while pos + HEADER_LEN as u64 <= self.size {
+            self.file.read_exact_at(&mut head, pos)?;
+            let Some(h) = batch::parse_header(&head) else {
+                return Ok(None);
+            };
+            if h.last_offset() >= offset {
+                return Ok(Some(pos));
+            }
+            pos += h.size as u64;
+        }
+        Ok(None)
+    }
+
+    /// Position of the first batch with max timestamp ≥ `ts`.
+    pub fn position_for_timestamp(&self, ts: i64) -> io::Result<Option<(u64, BatchHeader)>> {
+        let from_offset = match self.time_index.partition_point(|&(t, _)| t < ts) {
+            0 => self.base_offset,
+            i => self.time_index[i - 1].1,
+        };
+        let Some(mut pos) = self.position_of(from_offset)? else {
+            return Ok(None);
+        };
+        let mut head = [0u8; HEADER_LEN];
+        while pos + HEADER_LEN as u64 <= self.size {
+            self.file.read_exact_at(&mut head, pos)?;
+            let Some(h) = batch::parse_header(&head) else {
+                return Ok(None);
+            };
+            if h.max_timestamp >= ts {
+                return Ok(Some((pos, h)));
+            }
+            pos += h.size as u64;
+        }
+        Ok(None)
+    }
+
+    /// Reads whole batches from `pos`: at least the first batch, then more
+    /// while under `max_bytes`, stopping before any batch at or past
+    /// `below_offset`.
+    pub fn read(&self, pos: u64, max_bytes: usize, below_offset: i64) -> io::Result<Vec<u8>> {
+        let avail = self.size.saturating_sub(pos) as usize;
+        let mut want = avail.min(max_bytes.max(HEADER_LEN));
+        let mut buf = vec![0u8; want];
+        self.file.read_exact_at(&mut buf, pos)?;
+        // Make sure the first batch is whole even if it exceeds max_bytes.
+        if let Some(h) = batch::parse_header(&buf) {
+            if h.size > want && h.base_offset < below_offset {
+                want = h.size.min(avail);
+                buf.resize(want, 0);
+                self.file.read_exact_at(&mut buf, pos)?;
+            }
+        }
+        let mut end = 0;
+        while let Some(h) = batch::parse_header(&buf[end..]) {
+            if h.base_offset >= below_offset || end + h.size > buf.len() {
+                break;
+            }
+            end += h.size;
+        }
+        buf.truncate(end);
+        Ok(buf)
+    }
+
+    /// Reads the batch at `pos` in full.
+    pub fn read_batch(&self, pos: u64, h: &BatchHeader) -> io::Result<Vec<u8>> {
+        let mut buf = vec![0u8; h.size];
+        self.file.read_exact_at(&mut buf, pos)?;
+        Ok(buf)
+    }
+
+    /// Writes the index files (at roll and clean shutdown).
+    pub fn write_indexes(&self) -> io::Result<()> {
+        let mut idx = Vec::with_capacity(self.index.len() * 16);
+        for (o, p) in &self.index {
+            idx.extend_from_slice(&o.to_be_bytes());
+            idx.extend_from_slice(&p.to_be_bytes());
+        }
+        fs::write(self.path("index"), idx)?;
+        let mut tidx = Vec::with_capacity(self.time_index.len() * 16);
+        for (t, o) in &self.time_index {
+            tidx.extend_from_slice(&t.to_be_bytes());
+            tidx.extend_from_slice(&o.to_be_bytes());
+        }
+        fs::write(self.path("timeindex"), tidx)
+    }
+
+    /// Opens a segment after a clean shutdown: indexes from their files,
+    /// the tail after the last index entry walked to find the next offset.
+    pub fn open_clean(dir: &Path, base_offset: i64) -> io::Result<Self> {
+        let path = dir.join(format!("{}.log", stem(base_offset)));
+        let file = OpenOptions::new().read(true).write(true).open(&path)?;
+        let size = file.metadata()?.len();
+        let read_pairs = |ext: &str| -> io::Result<Vec<(i64, i64)>> {
+            let b = fs::read(dir.join(format!("{}.{ext}", stem(base_offset))))?;
+            if b.len() % 16 != 0 {
+                return Err(io::Error::new(io::ErrorKind::InvalidData, "index length"));
+            }
+            Ok(b.chunks_exact(16)
+                .map(|c| {
+                    let mut a = [0u8; 8];
+                    let mut z = [0u8; 8];
+                    a.copy_from_slice(&c[..8]);
+                    z.copy_from_slice(&c[8..]);
+                    (i64::from_be_bytes(a), i64::from_be_bytes(z))
+                })
+                .collect())
+        };
+        let index: Vec<(i64, u64)> = read_pairs("index")?
+            .into_iter()
+            .map(|(o, p)| (o, p as u64))
+            .collect();
+        let time_index = read_pairs("timeindex")?;
+        if index.iter().any(|&(_, p)| p > size) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "index points past the segment",
+            ));
+        }
+        let mut seg = Segment {
+            base_offset,
+            file: Arc::new(file),
+            size,
+            next_offset: base_offset,
+            max_timestamp: time_index.last().map_or(-1, |t| t.0),
+            last_indexed: index.last().map(|e| e.1),
+            index,
+            time_index,
+            dir: dir.to_path_buf(),
+        };
+        let mut pos = seg.last_indexed.unwrap_or(0);
+        let mut head = [0u8; HEADER_LEN];
+        while pos + HEADER_LEN as u64 <= size {
+            seg.file.read_exact_at(&mut head, pos)?;
+            let h = batch::parse_header(&head)
+                .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "bad header"))?;
+            seg.max_timestamp = seg.max_timestamp.max(h.max_timestamp);
+            seg.next_offset = h.last_offset() + 1;
+            pos += h.size as u64;
+        }
+        if pos != size {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "segment does not end on a batch boundary",
+            ));
+        }
+        Ok(seg)
+    }
+
+    /// Walks every batch header (producer-state replay after a snapshot).
+    pub fn for_each_header(
+        &self,
+        from_offset: i64,
+        mut f: impl FnMut(&BatchHeader),
+    ) -> io::Result<()> {
+        let Some(mut pos) = self.position_of(from_offset)? else {
+            return Ok(());
+        };
+        let mut head = [0u8; HEADER_LEN];
+        while pos + HEADER_LEN as u64 <= self.size {
+            self.file.read_exact_at(&mut head, pos)?;
+            let Some(h) = batch::parse_header(&head) else {
+                break;
+            };
+            f(&h);
+            pos += h.size as u64;
+        }
+        Ok(())
+    }
+
+    /// Deletes the segment's files.
+    pub fn delete(self) -> io::Result<()> {
+        for ext in ["log", "index", "timeindex"] {
+            match fs::remove_file(self.path(ext)) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,119 @@
+//! Prometheus metrics: request counts and latencies per API, bytes in and
+//! out, fdatasync count and latency, log end offsets. Served as text on
+//! `--metrics-listen` by a minimal HTTP responder.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+use crate::broker::Broker;
+
+#[derive(Debug, Default, Clone, Copy)]
+struct ApiStat {
+    count: u64,
+    nanos: u64,
+}
+
+/// Counters updated on the request path.
+#[derive(Debug, Default)]
+pub struct Metrics {
+    per_api: Mutex<BTreeMap<i16, ApiStat>>,
+    pub bytes_in: AtomicU64,
+    pub bytes_out: AtomicU64,
+    pub connections: AtomicU64,
+}
+
+impl Metrics {
+    pub fn record(&self, api_key: i16, nanos: u64) {
+        let mut m = self.per_api.lock().unwrap_or_else(|p| p.into_inner());
+        let s = m.entry(api_key).or_default();
+        s.count += 1;
+        s.nanos += nanos;
+    }
+
+    /// The Prometheus text exposition.
+    pub fn render(&self, broker: &Broker) -> String {
+        let mut out = String::new();
+        let _ = writeln!(out, "# TYPE kaas_requests_total counter");
+        let _ = writeln!(out, "# TYPE kaas_request_seconds_sum counter");
+        let per_api = self
+            .per_api
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        for (k, s) in &per_api {
+            let name = crate::wire::api_name(*k);
+            let _ = writeln!(out, "kaas_requests_total{{api=\"{name}\"}} {}", s.count);
+            let _ = writeln!(
+                out,
+                "kaas_request_seconds_sum{{api=\"{name}\"}} {:.9}",
+                s.nanos as f64 / 1e9
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# TYPE kaas_bytes_in_total counter\nkaas_bytes_in_total {}",
+            self.bytes_in.load(Ordering::Relaxed)
+        );
+        let _ = writeln!(
+            out,
+            "# TYPE kaas_bytes_out_total counter\nkaas_bytes_out_total {}",
+            self.bytes_out.load(Ordering::Relaxed)
+        );
+        let _ = writeln!(
+            out,
+            "# TYPE kaas_connections_total counter\nkaas_connections_total {}",
+            self.connections.load(Ordering::Relaxed)
+        );
+        let st = broker.logs.group_commit().stats();
+        let _ = writeln!(
+            out,
+            "# TYPE kaas_fsync_total counter\nkaas_fsync_total {}",
+            st.syncs.load(Ordering::Relaxed)
+        );
+        let _ = writeln!(
+            out,
+            "# TYPE kaas_fsync_seconds_sum counter\nkaas_fsync_seconds_sum {:.9}",
+            st.sync_nanos.load(Ordering::Relaxed) as f64 / 1e9
+        );
+        let _ = writeln!(out, "# TYPE kaas_log_end_offset gauge");
+        for t in broker.logs.topics() {
+            for p in &t.partitions {
+                let _ = writeln!(
+                    out,
+                    "kaas_log_end_offset{{topic=\"{}\",partition=\"{}\"}} {}",
+                    t.name,
+                    p.id,
+                    p.log_end_offset()
+                );
+            }
+        }
+        out
+    }
+}
+
+/// Serves `GET /metrics` (any path, really) until the listener fails.
+pub async fn serve(listener: TcpListener, broker: Arc<Broker>) {
+    loop {
+        let Ok((mut sock, _)) = listener.accept().await else {
+            return;
+        };
+        let broker = broker.clone();
+        tokio::spawn(async move {
+            let mut buf = [0u8; 2048];
+            let _ = sock.read(&mut buf).await;
+            let body = broker.metrics.render(&broker);
+            let head = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                body.len()
+            );
+            let _ = sock.write_all(head.as_bytes()).await;
+            let _ = sock.write_all(body.as_bytes()).await;
+        });
+    }
+}

@@ -1,0 +1,92 @@
+//! CreateTopics (key 19): replication factor must be 1 or -1 (one broker);
+//! topic configs as in `log::parse_configs`; validate_only supported.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use kafka_protocol::messages::create_topics_response::{
+    CreatableTopicConfigs, CreatableTopicResult,
+};
+use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse, ResponseKind};
+
+use super::sb;
+use crate::broker::Broker;
+use crate::log::CreateError;
+use crate::wire::codes;
+
+pub fn handle(broker: &Arc<Broker>, req: CreateTopicsRequest, _version: i16) -> ResponseKind {
+    let results = req
+        .topics
+        .into_iter()
+        .map(|t| {
+            let name = t.name.0.to_string();
+            let result = CreatableTopicResult::default().with_name(t.name.clone());
+            let fail = |code: i16, msg: String| {
+                result
+                    .clone()
+                    .with_error_code(code)
+                    .with_error_message(Some(sb(&msg)))
+            };
+            if !t.assignments.is_empty() {
+                return fail(
+                    codes::INVALID_REQUEST,
+                    "manual replica assignment is not supported".into(),
+                );
+            }
+            if t.replication_factor != -1 && t.replication_factor != 1 {
+                return fail(
+                    codes::INVALID_REPLICATION_FACTOR,
+                    format!("replication factor {} > 1 broker", t.replication_factor),
+                );
+            }
+            let partitions = if t.num_partitions == -1 {
+                broker.config.default_partitions
+            } else {
+                t.num_partitions
+            };
+            let mut overrides = BTreeMap::new();
+            for c in &t.configs {
+                if let Some(v) = &c.value {
+                    overrides.insert(c.name.to_string(), v.to_string());
+                }
+            }
+            match broker
+                .logs
+                .create_topic(&name, partitions, overrides, req.validate_only)
+            {
+                Ok(topic) => {
+                    let configs = topic
+                        .overrides
+                        .iter()
+                        .map(|(k, v)| {
+                            CreatableTopicConfigs::default()
+                                .with_name(sb(k))
+                                .with_value(Some(sb(v)))
+                                .with_config_source(1)
+                        })
+                        .collect();
+                    result
+                        .with_topic_id(uuid::Uuid::from_bytes(topic.id))
+                        .with_num_partitions(partitions)
+                        .with_replication_factor(1)
+                        .with_configs(Some(configs))
+                }
+                Err(CreateError::Exists(n)) => fail(
+                    codes::TOPIC_ALREADY_EXISTS,
+                    format!("topic {n} already exists"),
+                ),
+                Err(CreateError::InvalidName(n)) => fail(
+                    codes::INVALID_TOPIC_EXCEPTION,
+                    format!("invalid topic name {n:?}"),
+                ),
+                Err(CreateError::InvalidPartitions(n)) => fail(
+                    codes::INVALID_PARTITIONS,
+                    format!("invalid partition count {n}"),
+                ),
+                Err(CreateError::InvalidConfig(m)) => fail(codes::INVALID_CONFIG, m),
+                Err(CreateError::Io(e)) => fail(codes::KAFKA_STORAGE_ERROR, e.to_string()),
+            }
+        })
+        .collect();
+    ResponseKind::CreateTopics(CreateTopicsResponse::default().with_topics(results))
+}

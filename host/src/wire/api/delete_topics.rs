@@ -1,0 +1,54 @@
+//! DeleteTopics (key 20): by name (v1–5) or by name/id (v6).
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
+use kafka_protocol::messages::{
+    DeleteTopicsRequest, DeleteTopicsResponse, ResponseKind, TopicName,
+};
+
+use super::sb;
+use crate::broker::Broker;
+use crate::wire::codes;
+
+pub fn handle(broker: &Arc<Broker>, req: DeleteTopicsRequest, _version: i16) -> ResponseKind {
+    let mut names: Vec<(Option<String>, uuid::Uuid)> = req
+        .topic_names
+        .iter()
+        .map(|n| (Some(n.0.to_string()), uuid::Uuid::nil()))
+        .collect();
+    names.extend(
+        req.topics
+            .iter()
+            .map(|t| (t.name.as_ref().map(|n| n.0.to_string()), t.topic_id)),
+    );
+    let responses = names
+        .into_iter()
+        .map(|(name, id)| {
+            let name = name.or_else(|| {
+                broker
+                    .logs
+                    .topics()
+                    .iter()
+                    .find(|t| uuid::Uuid::from_bytes(t.id) == id)
+                    .map(|t| t.name.clone())
+            });
+            let Some(name) = name else {
+                return DeletableTopicResult::default()
+                    .with_topic_id(id)
+                    .with_error_code(codes::UNKNOWN_TOPIC_ID);
+            };
+            let r = DeletableTopicResult::default()
+                .with_name(Some(TopicName(sb(&name))))
+                .with_topic_id(id);
+            match broker.logs.delete_topic(&name) {
+                Ok(true) => r,
+                Ok(false) => r.with_error_code(codes::UNKNOWN_TOPIC_OR_PARTITION),
+                Err(e) => r
+                    .with_error_code(codes::KAFKA_STORAGE_ERROR)
+                    .with_error_message(Some(sb(&e.to_string()))),
+            }
+        })
+        .collect();
+    ResponseKind::DeleteTopics(DeleteTopicsResponse::default().with_responses(responses))
+}

@@ -1,0 +1,174 @@
+//! Fetch (key 1): reads each partition from its fetch offset (at most the
+//! partition's and the response's max bytes, always at least one whole
+//! batch so a consumer makes progress), below the high watermark, or below
+//! the last stable offset for read_committed. Long-polls up to max_wait_ms
+//! until min_bytes are available. Fetch sessions are not kept: a request
+//! asking for one gets session id 0, which tells the client to send full
+//! fetches (KIP-227).
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use kafka_protocol::messages::fetch_response::{
+    AbortedTransaction, FetchableTopicResponse, PartitionData,
+};
+use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, ProducerId, ResponseKind};
+
+use super::topic_name;
+use crate::broker::Broker;
+use crate::log::Topic;
+use crate::log::partition::ReadError;
+use crate::wire::{Handled, codes};
+
+const FETCH_SESSION_ID_NOT_FOUND: i16 = 70;
+
+pub fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> Handled {
+    if req.session_id != 0 {
+        return Handled::Now(ResponseKind::Fetch(
+            FetchResponse::default().with_error_code(FETCH_SESSION_ID_NOT_FOUND),
+        ));
+    }
+    let broker = broker.clone();
+    Handled::Later(Box::pin(async move {
+        let deadline = Instant::now() + Duration::from_millis(req.max_wait_ms.max(0) as u64);
+        loop {
+            let notified = broker.data_ready.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let (resp, bytes, errors) = gather(&broker, &req, version);
+            let now = Instant::now();
+            if bytes >= req.min_bytes.max(0) as usize || errors || now >= deadline {
+                broker
+                    .metrics
+                    .bytes_out
+                    .fetch_add(bytes as u64, Ordering::Relaxed);
+                return ResponseKind::Fetch(resp);
+            }
+            let _ = tokio::time::timeout(deadline - now, notified).await;
+        }
+    }))
+}
+
+fn find_topic(broker: &Broker, name: &str, id: uuid::Uuid, version: i16) -> Option<Arc<Topic>> {
+    if version >= 13 {
+        broker
+            .logs
+            .topics()
+            .into_iter()
+            .find(|t| uuid::Uuid::from_bytes(t.id) == id)
+    } else {
+        broker.logs.topic(name)
+    }
+}
+
+/// One pass over the requested partitions: the response, the bytes in it,
+/// and whether any partition answered with an error.
+fn gather(broker: &Broker, req: &FetchRequest, version: i16) -> (FetchResponse, usize, bool) {
+    let read_committed = req.isolation_level == 1;
+    let mut budget = if req.max_bytes <= 0 {
+        usize::MAX
+    } else {
+        req.max_bytes as usize
+    };
+    let mut total = 0usize;
+    let mut errors = false;
+    let mut responses = Vec::with_capacity(req.topics.len());
+    for t in &req.topics {
+        let topic = find_topic(broker, &t.topic.0, t.topic_id, version);
+        let mut parts = Vec::with_capacity(t.partitions.len());
+        for p in &t.partitions {
+            let base = PartitionData::default()
+                .with_partition_index(p.partition)
+                .with_preferred_read_replica(BrokerId(-1));
+            let Some(part) = topic.as_ref().and_then(|tp| {
+                usize::try_from(p.partition)
+                    .ok()
+                    .and_then(|i| tp.partitions.get(i))
+            }) else {
+                errors = true;
+                let code = if version >= 13 && topic.is_none() {
+                    codes::UNKNOWN_TOPIC_ID
+                } else {
+                    codes::UNKNOWN_TOPIC_OR_PARTITION
+                };
+                parts.push(
+                    base.with_error_code(code)
+                        .with_high_watermark(-1)
+                        .with_last_stable_offset(-1)
+                        .with_log_start_offset(-1),
+                );
+                continue;
+            };
+            let max = (p.partition_max_bytes.max(0) as usize).min(budget);
+            // Once the response budget is spent, later partitions still get
+            // their offsets but no records; the first non-empty one always
+            // gets at least one batch.
+            let max = if budget == 0 { 0 } else { max.max(1) };
+            match part.read(
+                p.fetch_offset,
+                if max == 0 { 0 } else { max },
+                read_committed,
+            ) {
+                Ok(r) => {
+                    let n = if max == 0 { 0 } else { r.records.len() };
+                    budget = budget.saturating_sub(n);
+                    total += n;
+                    let aborted = read_committed.then(|| {
+                        r.aborted
+                            .iter()
+                            .map(|a| {
+                                AbortedTransaction::default()
+                                    .with_producer_id(ProducerId(a.producer_id))
+                                    .with_first_offset(a.first_offset)
+                            })
+                            .collect()
+                    });
+                    let records = if max == 0 {
+                        Bytes::new()
+                    } else {
+                        Bytes::from(r.records)
+                    };
+                    parts.push(
+                        base.with_high_watermark(r.high_watermark)
+                            .with_last_stable_offset(r.last_stable_offset)
+                            .with_log_start_offset(r.log_start_offset)
+                            .with_aborted_transactions(aborted)
+                            .with_records(Some(records)),
+                    );
+                }
+                Err(ReadError::OutOfRange { .. }) => {
+                    errors = true;
+                    parts.push(
+                        base.with_error_code(codes::OFFSET_OUT_OF_RANGE)
+                            .with_high_watermark(part.high_watermark())
+                            .with_last_stable_offset(part.last_stable_offset())
+                            .with_log_start_offset(part.log_start_offset()),
+                    );
+                }
+                Err(ReadError::Io(e)) => {
+                    errors = true;
+                    tracing::error!(topic = %part.topic, partition = part.id, error = %e, "read failed");
+                    parts.push(base.with_error_code(codes::KAFKA_STORAGE_ERROR));
+                }
+            }
+        }
+        let name = topic
+            .as_ref()
+            .map_or_else(|| t.topic.clone(), |tp| topic_name(&tp.name));
+        responses.push(
+            FetchableTopicResponse::default()
+                .with_topic(name)
+                .with_topic_id(t.topic_id)
+                .with_partitions(parts),
+        );
+    }
+    (
+        FetchResponse::default()
+            .with_session_id(0)
+            .with_responses(responses),
+        total,
+        errors,
+    )
+}

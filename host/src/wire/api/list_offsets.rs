@@ -1,0 +1,64 @@
+//! ListOffsets (key 2): earliest (-2), latest (-1: the high watermark, or
+//! the last stable offset for read_committed), max timestamp (-3), or the
+//! first offset whose timestamp is at or after a given one.
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::list_offsets_response::{
+    ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
+};
+use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse, ResponseKind};
+
+use crate::broker::Broker;
+use crate::wire::codes;
+
+pub fn handle(broker: &Arc<Broker>, req: ListOffsetsRequest, _version: i16) -> ResponseKind {
+    let read_committed = req.isolation_level == 1;
+    let topics = req
+        .topics
+        .into_iter()
+        .map(|t| {
+            let name = t.name.0.to_string();
+            let partitions = t
+                .partitions
+                .iter()
+                .map(|p| {
+                    let r = ListOffsetsPartitionResponse::default()
+                        .with_partition_index(p.partition_index)
+                        .with_leader_epoch(0);
+                    let Some(part) = broker.logs.partition(&name, p.partition_index) else {
+                        return r
+                            .with_error_code(codes::UNKNOWN_TOPIC_OR_PARTITION)
+                            .with_offset(-1)
+                            .with_timestamp(-1);
+                    };
+                    let (offset, ts) = match p.timestamp {
+                        -2 => (part.log_start_offset(), -1),
+                        -1 => (
+                            if read_committed {
+                                part.last_stable_offset()
+                            } else {
+                                part.high_watermark()
+                            },
+                            -1,
+                        ),
+                        -3 => {
+                            let (ts, off) = part.max_timestamp();
+                            (off, ts)
+                        }
+                        ts => match part.offset_for_timestamp(ts) {
+                            Ok(Some((off, found))) => (off, found),
+                            Ok(None) => (-1, -1),
+                            Err(_) => return r.with_error_code(codes::KAFKA_STORAGE_ERROR),
+                        },
+                    };
+                    r.with_offset(offset).with_timestamp(ts)
+                })
+                .collect();
+            ListOffsetsTopicResponse::default()
+                .with_name(t.name)
+                .with_partitions(partitions)
+        })
+        .collect();
+    ResponseKind::ListOffsets(ListOffsetsResponse::default().with_topics(topics))
+}

@@ -1,0 +1,99 @@
+//! Metadata (key 3): this broker as the only broker and controller, every
+//! partition led by it. Unknown topics are created with the default
+//! partition count when the broker allows it and the client asks for it
+//! (v4+ `allow_auto_topic_creation`; always for older versions).
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::metadata_response::{
+    MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
+use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, ResponseKind};
+
+use super::{sb, topic_name};
+use crate::broker::Broker;
+use crate::log::Topic;
+use crate::wire::codes;
+
+pub fn handle(broker: &Arc<Broker>, req: MetadataRequest, version: i16) -> ResponseKind {
+    let node = BrokerId(broker.config.node_id);
+    let topics: Vec<MetadataResponseTopic> = match req.topics {
+        None => broker
+            .logs
+            .topics()
+            .iter()
+            .map(|t| describe(t, node))
+            .collect(),
+        Some(list) => list
+            .into_iter()
+            .map(|rt| {
+                let Some(name) = rt.name.map(|n| n.0.to_string()) else {
+                    return MetadataResponseTopic::default()
+                        .with_topic_id(rt.topic_id)
+                        .with_error_code(codes::UNKNOWN_TOPIC_ID);
+                };
+                if let Some(t) = broker.logs.topic(&name) {
+                    return describe(&t, node);
+                }
+                let allow = version < 4 || req.allow_auto_topic_creation;
+                if !crate::log::valid_topic_name(&name) {
+                    return unknown(&name, codes::INVALID_TOPIC_EXCEPTION);
+                }
+                if broker.config.auto_create_topics && allow {
+                    match broker.logs.create_topic(
+                        &name,
+                        broker.config.default_partitions,
+                        Default::default(),
+                        false,
+                    ) {
+                        Ok(t) => return describe(&t, node),
+                        Err(crate::log::CreateError::Exists(_)) => {
+                            if let Some(t) = broker.logs.topic(&name) {
+                                return describe(&t, node);
+                            }
+                        }
+                        Err(e) => tracing::warn!(topic = %name, error = %e, "auto-create failed"),
+                    }
+                }
+                unknown(&name, codes::UNKNOWN_TOPIC_OR_PARTITION)
+            })
+            .collect(),
+    };
+    let me = MetadataResponseBroker::default()
+        .with_node_id(node)
+        .with_host(sb(&broker.config.advertised_host))
+        .with_port(broker.config.advertised_port);
+    ResponseKind::Metadata(
+        MetadataResponse::default()
+            .with_brokers(vec![me])
+            .with_cluster_id(Some(sb(&broker.config.cluster_id)))
+            .with_controller_id(node)
+            .with_topics(topics),
+    )
+}
+
+fn unknown(name: &str, code: i16) -> MetadataResponseTopic {
+    MetadataResponseTopic::default()
+        .with_name(Some(topic_name(name)))
+        .with_error_code(code)
+}
+
+fn describe(t: &Topic, node: BrokerId) -> MetadataResponseTopic {
+    let partitions = t
+        .partitions
+        .iter()
+        .map(|p| {
+            MetadataResponsePartition::default()
+                .with_partition_index(p.id)
+                .with_leader_id(node)
+                .with_leader_epoch(0)
+                .with_replica_nodes(vec![node])
+                .with_isr_nodes(vec![node])
+        })
+        .collect();
+    MetadataResponseTopic::default()
+        .with_name(Some(topic_name(&t.name)))
+        .with_topic_id(uuid::Uuid::from_bytes(t.id))
+        .with_is_internal(false)
+        .with_partitions(partitions)
+}

@@ -1,0 +1,184 @@
+//! Produce (key 0): validate and append each partition's batch, then, for
+//! acks 1/-1, wait until the appends are durable (one group-commit round for
+//! the whole request) before answering; acks 0 gets no response. Produce
+//! never answers PRODUCER_FENCED (KAFKA-10687): a stale epoch is
+//! INVALID_PRODUCER_EPOCH on every version.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::{ProduceRequest, ProduceResponse, ResponseKind};
+
+use crate::broker::Broker;
+use crate::log::batch::BatchError;
+use crate::log::partition::{AppendError, Appended};
+use crate::log::producer::ProducerError;
+use crate::log::{FsyncMode, Partition};
+use crate::wire::{Handled, codes};
+
+/// The Kafka error code for a refused append.
+pub fn append_error_code(e: &AppendError) -> i16 {
+    match e {
+        AppendError::Batch(BatchError::Corrupt(_)) => codes::CORRUPT_MESSAGE,
+        AppendError::Batch(BatchError::Invalid(_) | BatchError::OldMagic(_)) => {
+            codes::INVALID_RECORD
+        }
+        AppendError::Batch(BatchError::TooLarge { .. }) => codes::MESSAGE_TOO_LARGE,
+        AppendError::Producer(ProducerError::StaleEpoch) => codes::INVALID_PRODUCER_EPOCH,
+        AppendError::Producer(ProducerError::OutOfOrder) => codes::OUT_OF_ORDER_SEQUENCE_NUMBER,
+        AppendError::Producer(ProducerError::TxnState) => codes::INVALID_TXN_STATE,
+        AppendError::Io(_) => codes::KAFKA_STORAGE_ERROR,
+    }
+}
+
+struct Outcome {
+    partition: Option<Arc<Partition>>,
+    index: i32,
+    result: Result<Appended, i16>,
+}
+
+pub fn handle(broker: &Arc<Broker>, req: ProduceRequest, _version: i16) -> Handled {
+    let acks = req.acks;
+    let mut topics: Vec<(kafka_protocol::messages::TopicName, Vec<Outcome>)> = Vec::new();
+    for t in req.topic_data {
+        let name = t.name.0.to_string();
+        let mut outs = Vec::new();
+        for p in t.partition_data {
+            let part = broker.logs.partition(&name, p.index);
+            let result = if !matches!(acks, 0 | 1 | -1) {
+                Err(codes::INVALID_REQUIRED_ACKS)
+            } else if let Some(part) = &part {
+                match p.records {
+                    None => Err(codes::INVALID_RECORD),
+                    Some(bytes) => {
+                        broker
+                            .metrics
+                            .bytes_in
+                            .fetch_add(bytes.len() as u64, Ordering::Relaxed);
+                        append(broker, part, bytes.to_vec(), req.transactional_id.is_some())
+                    }
+                }
+            } else {
+                Err(codes::UNKNOWN_TOPIC_OR_PARTITION)
+            };
+            outs.push(Outcome {
+                partition: part,
+                index: p.index,
+                result,
+            });
+        }
+        topics.push((t.name, outs));
+    }
+    if acks == 0 {
+        // The data is appended; durability follows the fsync mode's background path.
+        let broker = broker.clone();
+        tokio::spawn(async move {
+            let _ = wait_durable(&broker, &mut topics).await;
+        });
+        return Handled::Nothing;
+    }
+    let needs_wait = broker.logs.group_commit().mode() == FsyncMode::Always
+        && topics.iter().any(|(_, outs)| {
+            outs.iter()
+                .any(|o| matches!(&o.result, Ok(a) if a.file.is_some()))
+        });
+    if !needs_wait {
+        broker.data_ready.notify_waiters();
+        return Handled::Now(respond(topics));
+    }
+    let broker = broker.clone();
+    Handled::Later(Box::pin(async move {
+        wait_durable(&broker, &mut topics).await;
+        respond(topics)
+    }))
+}
+
+fn append(
+    broker: &Broker,
+    part: &Partition,
+    bytes: Vec<u8>,
+    transactional_request: bool,
+) -> Result<Appended, i16> {
+    let is_txn = crate::log::batch::parse_header(&bytes).is_some_and(|h| h.is_transactional());
+    if is_txn && !transactional_request {
+        return Err(codes::INVALID_RECORD);
+    }
+    if is_txn {
+        // Transactions need the coordinator's verification (spec §3.6),
+        // which this broker does not run yet: refuse rather than store
+        // data no transaction can ever complete.
+        return Err(codes::INVALID_TXN_STATE);
+    }
+    let _ = broker;
+    part.append(bytes).map_err(|e| {
+        if matches!(e, AppendError::Io(_)) {
+            tracing::error!(topic = %part.topic, partition = part.id, error = %e, "append failed");
+        }
+        append_error_code(&e)
+    })
+}
+
+/// Waits for one group-commit round over every written file, then raises
+/// the high watermarks; a failed sync turns those partitions' results into
+/// KAFKA_STORAGE_ERROR.
+async fn wait_durable(
+    broker: &Arc<Broker>,
+    topics: &mut [(kafka_protocol::messages::TopicName, Vec<Outcome>)],
+) {
+    let mut files = Vec::new();
+    for (_, outs) in topics.iter() {
+        for o in outs {
+            if let Ok(Appended { file: Some(f), .. }) = &o.result {
+                if !files.iter().any(|g| Arc::ptr_eq(g, f)) {
+                    files.push(f.clone());
+                }
+            }
+        }
+    }
+    let synced = broker.logs.group_commit().sync_all(files).await;
+    for (_, outs) in topics.iter_mut() {
+        for o in outs.iter_mut() {
+            if let (Ok(a), Some(p)) = (&o.result, &o.partition) {
+                match &synced {
+                    Ok(()) => p.advance_high_watermark(a.end_offset),
+                    Err(e) => {
+                        tracing::error!(topic = %p.topic, partition = p.id, error = %e, "fdatasync failed");
+                        o.result = Err(codes::KAFKA_STORAGE_ERROR);
+                    }
+                }
+            }
+        }
+    }
+    broker.data_ready.notify_waiters();
+}
+
+fn respond(topics: Vec<(kafka_protocol::messages::TopicName, Vec<Outcome>)>) -> ResponseKind {
+    let responses = topics
+        .into_iter()
+        .map(|(name, outs)| {
+            let parts = outs
+                .into_iter()
+                .map(|o| {
+                    let r = PartitionProduceResponse::default()
+                        .with_index(o.index)
+                        .with_log_append_time_ms(-1);
+                    let start = o.partition.as_ref().map_or(-1, |p| p.log_start_offset());
+                    match o.result {
+                        Ok(a) => r
+                            .with_base_offset(a.base_offset)
+                            .with_log_start_offset(start),
+                        Err(code) => r
+                            .with_error_code(code)
+                            .with_base_offset(-1)
+                            .with_log_start_offset(-1),
+                    }
+                })
+                .collect();
+            TopicProduceResponse::default()
+                .with_name(name)
+                .with_partition_responses(parts)
+        })
+        .collect();
+    ResponseKind::Produce(ProduceResponse::default().with_responses(responses))
+}

@@ -1,0 +1,199 @@
+//! The Kafka wire protocol: the version table we advertise, request
+//! decoding, dispatch to one handler per API (`api/`), and response
+//! encoding. Codecs come from kafka-protocol; which versions we accept is
+//! ours (Kafka 3.7's ranges, bounded by what the codec decodes).
+
+pub mod api;
+pub mod codes;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeader, ResponseKind};
+use kafka_protocol::protocol::{Decodable, Encodable};
+
+use crate::broker::Broker;
+
+/// (api key, min version, max version) we advertise and accept.
+pub const VERSIONS: &[(ApiKey, i16, i16)] = &[
+    (ApiKey::Produce, 3, 10),
+    (ApiKey::Fetch, 4, 16),
+    (ApiKey::ListOffsets, 1, 8),
+    (ApiKey::Metadata, 0, 12),
+    (ApiKey::ApiVersions, 0, 3),
+    (ApiKey::CreateTopics, 2, 7),
+    (ApiKey::DeleteTopics, 1, 6),
+    (ApiKey::DeleteRecords, 0, 2),
+    (ApiKey::InitProducerId, 0, 4),
+    (ApiKey::DescribeConfigs, 1, 4),
+];
+
+/// The advertised range of an API, if we implement it.
+pub fn range(key: ApiKey) -> Option<(i16, i16)> {
+    VERSIONS
+        .iter()
+        .find(|(k, _, _)| *k == key)
+        .map(|&(_, lo, hi)| (lo, hi))
+}
+
+/// A readable API name for logs and metrics.
+pub fn api_name(key: i16) -> String {
+    ApiKey::try_from(key).map_or_else(|_| format!("unknown_{key}"), |k| format!("{k:?}"))
+}
+
+/// A future resolving to a response.
+pub type Pending = Pin<Box<dyn Future<Output = ResponseKind> + Send>>;
+
+/// What a handler produced.
+pub enum Handled {
+    /// Respond with this.
+    Now(ResponseKind),
+    /// Respond when this resolves (durability waits, long polls).
+    Later(Pending),
+    /// Send nothing (Produce with acks=0).
+    Nothing,
+}
+
+impl std::fmt::Debug for Handled {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Handled::Now(_) => "Handled::Now",
+            Handled::Later(_) => "Handled::Later",
+            Handled::Nothing => "Handled::Nothing",
+        })
+    }
+}
+
+/// Why a frame gets no response and its connection is closed.
+#[derive(Debug, thiserror::Error)]
+pub enum FrameError {
+    #[error("frame too short for a request header")]
+    Short,
+    #[error("unknown API key {0}")]
+    UnknownApi(i16),
+    #[error("{api} v{version} is not supported")]
+    UnsupportedVersion { api: String, version: i16 },
+    #[error("malformed {api} v{version}: {reason}")]
+    Malformed {
+        api: String,
+        version: i16,
+        reason: String,
+    },
+}
+
+/// A decoded request ready for dispatch.
+#[derive(Debug)]
+pub struct Request {
+    pub api_key: ApiKey,
+    pub version: i16,
+    pub correlation_id: i32,
+    pub header: RequestHeader,
+    /// None for ApiVersions requests newer than we speak (KIP-511).
+    pub body: Option<RequestKind>,
+}
+
+/// Decodes one frame (without its size prefix).
+pub fn decode(frame: Bytes) -> Result<Request, FrameError> {
+    if frame.len() < 8 {
+        return Err(FrameError::Short);
+    }
+    let key = i16::from_be_bytes([frame[0], frame[1]]);
+    let version = i16::from_be_bytes([frame[2], frame[3]]);
+    let api_key = ApiKey::try_from(key).map_err(|_| FrameError::UnknownApi(key))?;
+    let malformed = |reason: String| FrameError::Malformed {
+        api: format!("{api_key:?}"),
+        version,
+        reason,
+    };
+    let Some((lo, hi)) = range(api_key) else {
+        return Err(FrameError::UnsupportedVersion {
+            api: format!("{api_key:?}"),
+            version,
+        });
+    };
+    let too_new_api_versions = api_key == ApiKey::ApiVersions && version > hi;
+    if !too_new_api_versions && !(lo..=hi).contains(&version) {
+        return Err(FrameError::UnsupportedVersion {
+            api: format!("{api_key:?}"),
+            version,
+        });
+    }
+    let mut buf = frame;
+    let decoded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let header_version = api_key.request_header_version(version);
+        let header = RequestHeader::decode(&mut buf, header_version).map_err(|e| e.to_string())?;
+        if too_new_api_versions {
+            return Ok((header, None));
+        }
+        let body = RequestKind::decode(api_key, &mut buf, version).map_err(|e| e.to_string())?;
+        Ok::<_, String>((header, Some(body)))
+    }));
+    let (header, body) = match decoded {
+        Ok(Ok(v)) => v,
+        Ok(Err(reason)) => return Err(malformed(reason)),
+        Err(_) => return Err(malformed("the decoder panicked".into())),
+    };
+    Ok(Request {
+        api_key,
+        version,
+        correlation_id: header.correlation_id,
+        header,
+        body,
+    })
+}
+
+/// Encodes a response frame (size prefix included).
+pub fn encode(
+    api_key: ApiKey,
+    version: i16,
+    correlation_id: i32,
+    body: &ResponseKind,
+) -> anyhow::Result<BytesMut> {
+    let mut out = BytesMut::with_capacity(128);
+    out.extend_from_slice(&[0, 0, 0, 0]);
+    // ApiVersions responses always use header v0 (KIP-511).
+    let header_version = if api_key == ApiKey::ApiVersions {
+        0
+    } else {
+        api_key.response_header_version(version)
+    };
+    ResponseHeader::default()
+        .with_correlation_id(correlation_id)
+        .encode(&mut out, header_version)?;
+    body.encode(&mut out, version)?;
+    let size = (out.len() - 4) as i32;
+    out[..4].copy_from_slice(&size.to_be_bytes());
+    Ok(out)
+}
+
+/// Runs the handler for a request.
+pub async fn dispatch(broker: &Arc<Broker>, req: Request) -> Handled {
+    let v = req.version;
+    match req.body {
+        None => Handled::Now(api::api_versions::unsupported()),
+        Some(RequestKind::ApiVersions(_)) => Handled::Now(api::api_versions::handle()),
+        Some(RequestKind::Metadata(r)) => Handled::Now(api::metadata::handle(broker, r, v)),
+        Some(RequestKind::Produce(r)) => api::produce::handle(broker, r, v),
+        Some(RequestKind::Fetch(r)) => api::fetch::handle(broker, r, v),
+        Some(RequestKind::ListOffsets(r)) => Handled::Now(api::list_offsets::handle(broker, r, v)),
+        Some(RequestKind::CreateTopics(r)) => {
+            Handled::Now(api::create_topics::handle(broker, r, v))
+        }
+        Some(RequestKind::DeleteTopics(r)) => {
+            Handled::Now(api::delete_topics::handle(broker, r, v))
+        }
+        Some(RequestKind::DeleteRecords(r)) => {
+            Handled::Now(api::delete_records::handle(broker, r, v))
+        }
+        Some(RequestKind::DescribeConfigs(r)) => {
+            Handled::Now(api::describe_configs::handle(broker, r, v))
+        }
+        Some(RequestKind::InitProducerId(r)) => {
+            Handled::Now(api::init_producer_id::handle(broker, r, v))
+        }
+        // Only the APIs of VERSIONS reach here; decode refused the rest.
+        Some(_) => Handled::Nothing,
+    }
+}
