@@ -1,0 +1,215 @@
+//! Test support: an in-process broker on port 0, a spawned `kaas broker`
+//! process, and a minimal Kafka client speaking exact wire bytes through
+//! kafka-protocol's codecs.
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::{Buf, Bytes, BytesMut};
+use kafka_protocol::messages::{RequestHeader, ResponseHeader};
+use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use kaas::broker::{Broker, BrokerConfig};
+use kaas::log::FsyncMode;
+use kaas::policy::{PolicyRuntime, SandboxLimits};
+
+pub fn wasm(name: &str) -> PathBuf {
+    let p = PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../target/wasm32-wasip2/release"
+    ))
+    .join(name);
+    assert!(
+        p.is_file(),
+        "{} is missing: run `cargo build --release --target wasm32-wasip2 --workspace --exclude kaas` first",
+        p.display()
+    );
+    p
+}
+
+/// A broker running inside the test process.
+pub struct InProcess {
+    pub addr: std::net::SocketAddr,
+    pub broker: Arc<Broker>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl InProcess {
+    pub async fn start(dir: &Path, fsync: FsyncMode) -> InProcess {
+        Self::start_with(dir, fsync, |_| {}).await
+    }
+
+    pub async fn start_with(
+        dir: &Path,
+        fsync: FsyncMode,
+        tweak: impl FnOnce(&mut BrokerConfig),
+    ) -> InProcess {
+        let rt = PolicyRuntime::new(SandboxLimits::default(), None).expect("runtime");
+        let policy = Arc::new(
+            rt.load_file(&wasm("kaas_policy_apache37.wasm"))
+                .expect("policy"),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let mut config = BrokerConfig::new(dir);
+        config.advertised_port = i32::from(addr.port());
+        tweak(&mut config);
+        let broker = kaas::broker::open(config, fsync, policy).expect("broker opens");
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let b = broker.clone();
+        let task = tokio::spawn(async move {
+            kaas::server::run(listener, b, async {
+                let _ = rx.await;
+            })
+            .await;
+        });
+        InProcess {
+            addr,
+            broker,
+            stop: Some(tx),
+            task: Some(task),
+        }
+    }
+
+    /// Stops accepting and closes the log cleanly.
+    pub async fn stop(mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        if let Some(t) = self.task.take() {
+            let _ = t.await;
+        }
+        self.broker.logs.close().expect("clean close");
+    }
+}
+
+/// A `kaas broker` child process.
+pub struct Process {
+    pub child: Child,
+    pub addr: String,
+}
+
+impl Process {
+    pub fn spawn(dir: &Path, extra: &[&str]) -> Process {
+        use std::io::BufRead;
+        let mut child = Command::new(env!("CARGO_BIN_EXE_kaas"))
+            .args(["broker", "--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(dir)
+            .args(["--policy"])
+            .arg(wasm("kaas_policy_apache37.wasm"))
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn kaas broker");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut lines = std::io::BufReader::new(stdout).lines();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let addr = loop {
+            assert!(
+                Instant::now() < deadline,
+                "broker did not start listening in time"
+            );
+            match lines.next() {
+                Some(Ok(line)) => {
+                    if let Some(a) = line.strip_prefix("kaas broker listening on ") {
+                        break a.trim().to_string();
+                    }
+                }
+                _ => panic!("broker exited before listening"),
+            }
+        };
+        Process { child, addr }
+    }
+
+    pub fn kill9(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    pub fn terminate(mut self) {
+        let pid = self.child.id().to_string();
+        let _ = Command::new("kill").args(["-TERM", &pid]).status();
+        let _ = self.child.wait();
+    }
+}
+
+/// A raw Kafka connection.
+pub struct Client {
+    stream: TcpStream,
+    correlation: i32,
+}
+
+impl Client {
+    pub async fn connect(addr: &str) -> Client {
+        let stream = TcpStream::connect(addr).await.expect("connect");
+        stream.set_nodelay(true).expect("nodelay");
+        Client {
+            stream,
+            correlation: 0,
+        }
+    }
+
+    /// Sends raw bytes as one frame (size prefix added).
+    pub async fn send_raw(&mut self, frame: &[u8]) {
+        self.stream
+            .write_all(&(frame.len() as i32).to_be_bytes())
+            .await
+            .expect("write");
+        self.stream.write_all(frame).await.expect("write");
+    }
+
+    /// Reads one response frame, or None if the broker closed the connection.
+    pub async fn read_frame(&mut self) -> Option<Bytes> {
+        let mut size = [0u8; 4];
+        match tokio::time::timeout(Duration::from_secs(10), self.stream.read_exact(&mut size)).await
+        {
+            Ok(Ok(_)) => {}
+            _ => return None,
+        }
+        let mut buf = BytesMut::zeroed(i32::from_be_bytes(size) as usize);
+        self.stream.read_exact(&mut buf).await.ok()?;
+        Some(buf.freeze())
+    }
+
+    /// Encodes a request frame.
+    pub fn frame<R: Request>(&mut self, req: &R, version: i16) -> (i32, BytesMut) {
+        self.correlation += 1;
+        let header = RequestHeader::default()
+            .with_request_api_key(R::KEY)
+            .with_request_api_version(version)
+            .with_correlation_id(self.correlation)
+            .with_client_id(Some(StrBytes::from_static_str("kaas-test")));
+        let mut buf = BytesMut::new();
+        header
+            .encode(&mut buf, R::header_version(version))
+            .expect("header");
+        req.encode(&mut buf, version).expect("body");
+        (self.correlation, buf)
+    }
+
+    /// Sends a request and decodes its response.
+    pub async fn call<R: Request>(&mut self, req: &R, version: i16) -> R::Response {
+        let (id, frame) = self.frame(req, version);
+        self.send_raw(&frame).await;
+        let mut resp = self.read_frame().await.expect("a response");
+        let header = ResponseHeader::decode(
+            &mut resp,
+            <R::Response as HeaderVersion>::header_version(version),
+        )
+        .expect("response header");
+        assert_eq!(header.correlation_id, id, "responses come back in order");
+        let body = R::Response::decode(&mut resp, version).expect("response body");
+        assert_eq!(resp.remaining(), 0, "response fully consumed");
+        body
+    }
+}
