@@ -581,3 +581,176 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
     }
     fs::rename(&tmp, path)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::log::batch::data_batch;
+
+    fn small_segments() -> LogConfig {
+        LogConfig {
+            segment_bytes: 1024,
+            ..LogConfig::default()
+        }
+    }
+
+    fn fill(p: &Partition, n: usize, ts0: i64) {
+        for i in 0..n {
+            let v = format!("value-{i:04}-{}", "x".repeat(40));
+            p.append(data_batch(
+                &[(None, v.as_bytes())],
+                ts0 + i as i64,
+                None,
+                false,
+            ))
+            .expect("append");
+        }
+    }
+
+    fn values(p: &Partition, from: i64) -> Vec<i64> {
+        let mut out = Vec::new();
+        let mut offset = from;
+        loop {
+            let r = p.read(offset, 1 << 20, false).expect("read");
+            if r.records.is_empty() {
+                return out;
+            }
+            let mut rest = &r.records[..];
+            while let Some(h) = batch::parse_header(rest) {
+                out.push(h.base_offset);
+                offset = h.last_offset() + 1;
+                rest = &rest[h.size..];
+            }
+        }
+    }
+
+    #[test]
+    fn appends_roll_segments_and_reads_cross_them() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let p = Partition::create(dir.path(), "t", 0, small_segments(), true).expect("create");
+        fill(&p, 100, 1000);
+        assert!(p.lock().segments.len() > 3, "small segments roll");
+        assert_eq!(values(&p, 0), (0..100).collect::<Vec<_>>());
+        assert_eq!(values(&p, 57).first(), Some(&57));
+        assert_eq!(p.offset_for_timestamp(1050).expect("ts"), Some((50, 1050)));
+        assert_eq!(p.offset_for_timestamp(5000).expect("ts"), None);
+    }
+
+    #[test]
+    fn a_torn_tail_is_truncated_on_recovery_and_the_rest_kept() {
+        let dir = tempfile::tempdir().expect("tmp");
+        {
+            let p =
+                Partition::create(dir.path(), "t", 0, LogConfig::default(), true).expect("create");
+            fill(&p, 10, 1000);
+            // no close(): a crash
+        }
+        let seg = dir
+            .path()
+            .join("t-0")
+            .join(format!("{}.log", super::super::segment::stem(0)));
+        let mut bytes = std::fs::read(&seg).expect("read segment");
+        let good = bytes.len();
+        bytes.extend_from_slice(&bytes[..40].to_vec()); // half a header: a torn write
+        std::fs::write(&seg, &bytes).expect("write");
+        let p = Partition::open(dir.path(), "t", 0, LogConfig::default(), true).expect("recover");
+        assert_eq!(p.log_end_offset(), 10);
+        assert_eq!(std::fs::metadata(&seg).expect("meta").len() as usize, good);
+        fill(&p, 1, 2000);
+        assert_eq!(values(&p, 0), (0..11).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn a_corrupt_batch_ends_the_recovered_log_there() {
+        let dir = tempfile::tempdir().expect("tmp");
+        {
+            let p =
+                Partition::create(dir.path(), "t", 0, LogConfig::default(), true).expect("create");
+            fill(&p, 10, 1000);
+        }
+        let seg = dir
+            .path()
+            .join("t-0")
+            .join(format!("{}.log", super::super::segment::stem(0)));
+        let mut bytes = std::fs::read(&seg).expect("read");
+        let h = batch::parse_header(&bytes).expect("first");
+        let at = 7 * h.size + 70; // inside the 8th batch's records
+        bytes[at] ^= 0xff;
+        std::fs::write(&seg, &bytes).expect("write");
+        let p = Partition::open(dir.path(), "t", 0, LogConfig::default(), true).expect("recover");
+        assert_eq!(
+            p.log_end_offset(),
+            7,
+            "batches after the corrupt one are dropped"
+        );
+    }
+
+    #[test]
+    fn retention_by_size_and_time_drops_old_segments_only() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let cfg = LogConfig {
+            retention_bytes: 2048,
+            ..small_segments()
+        };
+        let p = Partition::create(dir.path(), "t", 0, cfg, true).expect("create");
+        fill(&p, 100, 1000);
+        let before = p.lock().segments.len();
+        assert!(p.apply_retention(2000).expect("retention") > 0);
+        let after = p.lock().segments.len();
+        assert!(after < before && p.size_bytes() <= 2048 + 1024);
+        let start = p.log_start_offset();
+        assert!(start > 0);
+        assert!(matches!(
+            p.read(0, 100, false),
+            Err(ReadError::OutOfRange { .. })
+        ));
+        assert_eq!(values(&p, start).last(), Some(&99));
+
+        let cfg = LogConfig {
+            retention_ms: 10,
+            ..small_segments()
+        };
+        let q = Partition::create(dir.path(), "u", 0, cfg, true).expect("create");
+        fill(&q, 50, 1000);
+        q.apply_retention(1000 + 49 + 10 + 1).expect("retention");
+        assert_eq!(
+            q.lock().segments.len(),
+            1,
+            "everything but the active segment expired"
+        );
+    }
+
+    #[test]
+    fn delete_records_moves_the_log_start_and_survives_reopen() {
+        let dir = tempfile::tempdir().expect("tmp");
+        {
+            let p = Partition::create(dir.path(), "t", 0, small_segments(), true).expect("create");
+            fill(&p, 40, 1000);
+            assert_eq!(p.delete_records_before(25).expect("delete"), 25);
+            assert!(matches!(
+                p.delete_records_before(41),
+                Err(ReadError::OutOfRange { .. })
+            ));
+            p.close().expect("close");
+        }
+        let p = Partition::open(dir.path(), "t", 0, small_segments(), true).expect("open");
+        assert_eq!(p.log_start_offset(), 25);
+        assert_eq!(values(&p, 25).first(), Some(&25));
+    }
+
+    #[test]
+    fn the_high_watermark_waits_for_durability_when_fsync_is_always() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let p = Partition::create(dir.path(), "t", 0, LogConfig::default(), false).expect("create");
+        let a = p
+            .append(data_batch(&[(None, b"v")], 1, None, false))
+            .expect("append");
+        assert_eq!((p.high_watermark(), a.end_offset), (0, 1));
+        assert!(
+            p.read(0, 1000, false).expect("read").records.is_empty(),
+            "not readable before durable"
+        );
+        p.advance_high_watermark(a.end_offset);
+        assert!(!p.read(0, 1000, false).expect("read").records.is_empty());
+    }
+}
