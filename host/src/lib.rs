@@ -16,9 +16,12 @@
 //! - [`log`]: partition logs (segments, indexes, producer state, recovery)
 //!   and group-committed durability.
 //! - [`broker`]: the shared state handlers work on.
+//! - [`group`]: consumer groups (the classic group protocol) and durable
+//!   committed offsets.
 
 pub mod broker;
 pub mod conformance;
+pub mod group;
 pub mod log;
 pub mod metrics;
 pub mod pid;

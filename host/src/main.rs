@@ -84,6 +84,9 @@ struct BrokerArgs {
     /// How often retention runs.
     #[arg(long, default_value_t = 30_000)]
     retention_check_ms: u64,
+    /// How often the transaction timeout reaper runs.
+    #[arg(long, default_value_t = 10_000)]
+    txn_reaper_interval_ms: u64,
     /// Log format.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
@@ -227,6 +230,10 @@ async fn broker(args: BrokerArgs) -> anyhow::Result<()> {
         took_ms = started.elapsed().as_millis() as u64,
         topics = broker.logs.topics().len(),
         "log recovered"
+    );
+    kaas::broker::spawn_tasks(
+        &broker,
+        std::time::Duration::from_millis(args.txn_reaper_interval_ms.max(10)),
     );
     if args.fsync == FsyncMode::Interval {
         let gc = broker.logs.group_commit().clone();

@@ -161,16 +161,7 @@ pub fn show_entry(e: Option<&Entry>) -> String {
     }
 }
 
-/// Kafka's partition for a group in `__consumer_offsets` (50 partitions):
-/// abs'(javaStringHash(group)) % 50, abs' mapping i32::MIN to 0.
-pub fn offsets_partition(group: &str) -> i32 {
-    let mut h: i32 = 0;
-    for unit in group.encode_utf16() {
-        h = h.wrapping_mul(31).wrapping_add(i32::from(unit));
-    }
-    let abs = if h == i32::MIN { 0 } else { h.abs() };
-    abs % 50
-}
+pub use crate::txn::offsets_partition;
 
 /// Runs every case against `policy`.
 pub fn run_cases(policy: &Arc<Policy>, cases: &[Case]) -> Vec<CaseResult> {

@@ -257,6 +257,23 @@ fn read_varint(b: &[u8]) -> Option<(i64, usize)> {
     None
 }
 
+/// The control type of a control batch's first record: 0 ABORT, 1 COMMIT.
+pub fn control_type(batch: &[u8]) -> Option<i16> {
+    let mut b = batch.get(HEADER_LEN..)?;
+    let (_, n) = read_varint(b)?; // record length
+    b = b.get(n + 1..)?; // and the attributes byte
+    let (_, n) = read_varint(b)?; // timestamp delta
+    b = b.get(n..)?;
+    let (_, n) = read_varint(b)?; // offset delta
+    b = b.get(n..)?;
+    let (key_len, n) = read_varint(b)?;
+    b = b.get(n..)?;
+    if key_len < 4 {
+        return None;
+    }
+    Some(i16::from_be_bytes([*b.get(2)?, *b.get(3)?]))
+}
+
 /// Writes the assigned base offset (and leader epoch 0) into a batch; neither
 /// field is covered by the CRC.
 pub fn assign_offset(batch: &mut [u8], base_offset: i64) {
@@ -420,6 +437,12 @@ mod tests {
             validate_client_batch(&b, 1 << 20),
             Err(BatchError::Corrupt(_))
         ));
+    }
+
+    #[test]
+    fn control_batches_carry_their_type() {
+        assert_eq!(control_type(&control_batch(1, 0, true, 0, 1)), Some(1));
+        assert_eq!(control_type(&control_batch(1, 0, false, 0, 1)), Some(0));
     }
 
     #[test]

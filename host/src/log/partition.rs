@@ -199,8 +199,9 @@ impl Partition {
         bases.sort_unstable();
 
         let snapshot = read_snapshot(&dir);
-        let snap_offset = snapshot.as_ref().map(|(o, _)| *o);
-        let mut producers = snapshot.map(|(_, t)| t).unwrap_or_default();
+        let snap_offset = snapshot.as_ref().map(|(o, _, _)| *o);
+        let (mut producers, snapshot_aborted) =
+            snapshot.map(|(_, t, a)| (t, a)).unwrap_or_default();
         let replay_from = snap_offset.unwrap_or(i64::MIN);
         let mut segments = BTreeMap::new();
         let last = bases.last().copied();
@@ -237,16 +238,17 @@ impl Partition {
             producers = ProducerTable::default();
             i64::MIN
         };
+        let mut aborted = if from == i64::MIN {
+            Vec::new()
+        } else {
+            snapshot_aborted
+        };
         for seg in state.segments.values() {
-            if seg.next_offset <= from {
-                continue;
+            if seg.next_offset > from {
+                replay_segment(seg, from, &mut producers, &mut aborted)?;
             }
-            seg.for_each_header(from.max(seg.base_offset), |h| {
-                if h.base_offset >= from && !h.is_control() {
-                    producers.record(h);
-                }
-            })?;
         }
+        state.aborted = aborted;
         state.producers = producers;
         Ok(Partition {
             topic: topic.into(),
@@ -303,6 +305,66 @@ impl Partition {
         })
     }
 
+    /// Whether `producer_id` has an open transaction on this partition.
+    pub fn has_open_txn(&self, producer_id: i64) -> bool {
+        self.lock()
+            .producers
+            .entries
+            .get(&producer_id)
+            .is_some_and(|e| e.txn_first_offset.is_some())
+    }
+
+    /// Appends a COMMIT/ABORT marker for a producer (spec §2.9, §3.4): a
+    /// lower epoch is refused; a higher one raises the partition's epoch
+    /// (fencing a zombie); an abort is added to the aborted-transaction index.
+    pub fn append_marker(
+        &self,
+        producer_id: i64,
+        epoch: i16,
+        commit: bool,
+        coordinator_epoch: i32,
+        timestamp: i64,
+    ) -> Result<Appended, AppendError> {
+        let mut st = self.lock();
+        st.producers
+            .check_marker(producer_id, epoch)
+            .map_err(AppendError::Producer)?;
+        let mut bytes =
+            batch::control_batch(producer_id, epoch, commit, coordinator_epoch, timestamp);
+        let mut h = batch::parse_header(&bytes)
+            .ok_or_else(|| AppendError::Io(io::Error::other("control batch header")))?;
+        let base = st.log_end();
+        batch::assign_offset(&mut bytes, base);
+        h.base_offset = base;
+        self.maybe_roll(&mut st, bytes.len() as u64)?;
+        let seg = st.active();
+        seg.append(&bytes, &h)?;
+        let file = seg.file.clone();
+        if let Some(done) =
+            st.producers
+                .record_marker(producer_id, epoch, coordinator_epoch, base, !commit)
+        {
+            if done.aborted {
+                st.aborted.push(AbortedTxn {
+                    producer_id,
+                    first_offset: done.first_offset,
+                    last_offset: base,
+                });
+            }
+        }
+        let end = st.log_end();
+        drop(st);
+        if self.immediate_hw {
+            self.advance_high_watermark(end);
+        }
+        Ok(Appended {
+            base_offset: base,
+            duplicate: false,
+            end_offset: end,
+            file: Some(file),
+        })
+    }
+
     /// Rolls to a new segment if `incoming` bytes would overflow the active one.
     fn maybe_roll(&self, st: &mut State, incoming: u64) -> io::Result<()> {
         let active = st.active();
@@ -312,7 +374,7 @@ impl Partition {
         active.file.sync_data()?;
         active.write_indexes()?;
         let base = st.log_end();
-        write_snapshot(&self.dir, base, &st.producers)?;
+        write_snapshot(&self.dir, base, &st.producers, &st.aborted)?;
         st.segments.insert(base, Segment::create(&self.dir, base)?);
         Ok(())
     }
@@ -523,7 +585,7 @@ impl Partition {
             s.file.sync_data()?;
             s.write_indexes()?;
         }
-        write_snapshot(&self.dir, st.log_end(), &st.producers)?;
+        write_snapshot(&self.dir, st.log_end(), &st.producers, &st.aborted)?;
         write_atomically(
             &self.dir.join(CLEAN_MARKER),
             st.log_end().to_string().as_bytes(),
@@ -548,9 +610,53 @@ fn first_record_at_or_after(bytes: &[u8], h: &BatchHeader, ts: i64) -> (i64, i64
     (h.base_offset, h.max_timestamp)
 }
 
-fn read_snapshot(dir: &Path) -> Option<(i64, ProducerTable)> {
+/// Replays one segment's batches from `from`, in log order: data batches
+/// into the producer table, control batches as completed transactions.
+fn replay_segment(
+    seg: &Segment,
+    from: i64,
+    producers: &mut ProducerTable,
+    aborted: &mut Vec<AbortedTxn>,
+) -> io::Result<()> {
+    let mut failure = None;
+    seg.for_each_header(from.max(seg.base_offset), |pos, h| {
+        if h.base_offset < from || failure.is_some() {
+            return;
+        }
+        if !h.is_control() {
+            producers.record(h);
+            return;
+        }
+        match seg.read_batch(pos, h) {
+            Ok(bytes) => {
+                let commit = batch::control_type(&bytes) == Some(1);
+                if let Some(done) = producers.record_marker(
+                    h.producer_id,
+                    h.producer_epoch,
+                    -1,
+                    h.base_offset,
+                    !commit,
+                ) {
+                    if done.aborted {
+                        aborted.push(AbortedTxn {
+                            producer_id: done.producer_id,
+                            first_offset: done.first_offset,
+                            last_offset: done.marker_offset,
+                        });
+                    }
+                }
+            }
+            Err(e) => failure = Some(e),
+        }
+    })?;
+    failure.map_or(Ok(()), Err)
+}
+
+type Snapshot = (i64, ProducerTable, Vec<AbortedTxn>);
+
+fn read_snapshot(dir: &Path) -> Option<Snapshot> {
     let b = fs::read(dir.join(SNAPSHOT)).ok()?;
-    if b.len() < 12 {
+    if b.len() < 16 {
         return None;
     }
     let mut o = [0u8; 8];
@@ -559,11 +665,45 @@ fn read_snapshot(dir: &Path) -> Option<(i64, ProducerTable)> {
     if crc32c::crc32c(&b[12..]) != crc {
         return None;
     }
-    Some((i64::from_be_bytes(o), ProducerTable::decode(&b[12..])?))
+    let table_len = u32::from_be_bytes([b[12], b[13], b[14], b[15]]) as usize;
+    let table = ProducerTable::decode(b.get(16..16 + table_len)?)?;
+    let rest = b.get(16 + table_len..)?;
+    if rest.len() % 24 != 0 {
+        return None;
+    }
+    let aborted = rest
+        .chunks_exact(24)
+        .map(|c| {
+            let n = |i: usize| {
+                let mut a = [0u8; 8];
+                a.copy_from_slice(&c[i..i + 8]);
+                i64::from_be_bytes(a)
+            };
+            AbortedTxn {
+                producer_id: n(0),
+                first_offset: n(8),
+                last_offset: n(16),
+            }
+        })
+        .collect();
+    Some((i64::from_be_bytes(o), table, aborted))
 }
 
-fn write_snapshot(dir: &Path, offset: i64, table: &ProducerTable) -> io::Result<()> {
-    let body = table.encode();
+fn write_snapshot(
+    dir: &Path,
+    offset: i64,
+    table: &ProducerTable,
+    aborted: &[AbortedTxn],
+) -> io::Result<()> {
+    let t = table.encode();
+    let mut body = Vec::with_capacity(4 + t.len() + aborted.len() * 24);
+    body.extend_from_slice(&(t.len() as u32).to_be_bytes());
+    body.extend_from_slice(&t);
+    for a in aborted {
+        body.extend_from_slice(&a.producer_id.to_be_bytes());
+        body.extend_from_slice(&a.first_offset.to_be_bytes());
+        body.extend_from_slice(&a.last_offset.to_be_bytes());
+    }
     let mut b = Vec::with_capacity(12 + body.len());
     b.extend_from_slice(&offset.to_be_bytes());
     b.extend_from_slice(&crc32c::crc32c(&body).to_be_bytes());

@@ -315,7 +315,7 @@ impl Segment {
     pub fn for_each_header(
         &self,
         from_offset: i64,
-        mut f: impl FnMut(&BatchHeader),
+        mut f: impl FnMut(u64, &BatchHeader),
     ) -> io::Result<()> {
         let Some(mut pos) = self.position_of(from_offset)? else {
             return Ok(());
@@ -326,7 +326,7 @@ impl Segment {
             let Some(h) = batch::parse_header(&head) else {
                 break;
             };
-            f(&h);
+            f(pos, &h);
             pos += h.size as u64;
         }
         Ok(())

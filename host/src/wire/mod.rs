@@ -27,7 +27,26 @@ pub const VERSIONS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DeleteTopics, 1, 6),
     (ApiKey::DeleteRecords, 0, 2),
     (ApiKey::InitProducerId, 0, 4),
+    (ApiKey::AddPartitionsToTxn, 0, 4),
+    (ApiKey::AddOffsetsToTxn, 0, 3),
+    (ApiKey::EndTxn, 0, 3),
     (ApiKey::DescribeConfigs, 1, 4),
+    // Consumer groups (group::). Kafka 3.7's maxima; minima bounded by what
+    // kafka-protocol decodes (OffsetCommit 2+, OffsetFetch 1+,
+    // OffsetForLeaderEpoch 2+).
+    (ApiKey::FindCoordinator, 0, 4),
+    (ApiKey::JoinGroup, 0, 9),
+    (ApiKey::SyncGroup, 0, 5),
+    (ApiKey::Heartbeat, 0, 4),
+    (ApiKey::LeaveGroup, 0, 5),
+    (ApiKey::DescribeGroups, 0, 5),
+    (ApiKey::ListGroups, 0, 4),
+    (ApiKey::DeleteGroups, 0, 2),
+    (ApiKey::OffsetCommit, 2, 9),
+    (ApiKey::OffsetFetch, 1, 9),
+    (ApiKey::OffsetDelete, 0, 0),
+    (ApiKey::OffsetForLeaderEpoch, 2, 4),
+    // End of consumer groups.
 ];
 
 /// The advertised range of an API, if we implement it.
@@ -190,9 +209,32 @@ pub async fn dispatch(broker: &Arc<Broker>, req: Request) -> Handled {
         Some(RequestKind::DescribeConfigs(r)) => {
             Handled::Now(api::describe_configs::handle(broker, r, v))
         }
-        Some(RequestKind::InitProducerId(r)) => {
-            Handled::Now(api::init_producer_id::handle(broker, r, v))
+        Some(RequestKind::InitProducerId(r)) => api::init_producer_id::handle(broker, r, v),
+        Some(RequestKind::AddPartitionsToTxn(r)) => {
+            api::add_partitions_to_txn::handle(broker, r, v)
         }
+        Some(RequestKind::AddOffsetsToTxn(r)) => api::add_offsets_to_txn::handle(broker, r, v),
+        Some(RequestKind::EndTxn(r)) => api::end_txn::handle(broker, r, v),
+        // Consumer groups (group::).
+        Some(RequestKind::FindCoordinator(r)) => {
+            Handled::Now(api::find_coordinator::handle(broker, r, v))
+        }
+        Some(RequestKind::JoinGroup(r)) => api::join_group::handle(broker, &req.header, r, v),
+        Some(RequestKind::SyncGroup(r)) => api::sync_group::handle(broker, r, v),
+        Some(RequestKind::Heartbeat(r)) => Handled::Now(api::heartbeat::handle(broker, r, v)),
+        Some(RequestKind::LeaveGroup(r)) => Handled::Now(api::leave_group::handle(broker, r, v)),
+        Some(RequestKind::DescribeGroups(r)) => {
+            Handled::Now(api::describe_groups::handle(broker, r, v))
+        }
+        Some(RequestKind::ListGroups(r)) => Handled::Now(api::list_groups::handle(broker, r, v)),
+        Some(RequestKind::DeleteGroups(r)) => api::delete_groups::handle(broker, r, v),
+        Some(RequestKind::OffsetCommit(r)) => api::offset_commit::handle(broker, r, v),
+        Some(RequestKind::OffsetFetch(r)) => Handled::Now(api::offset_fetch::handle(broker, r, v)),
+        Some(RequestKind::OffsetDelete(r)) => api::offset_delete::handle(broker, r, v),
+        Some(RequestKind::OffsetForLeaderEpoch(r)) => {
+            Handled::Now(api::offset_for_leader_epoch::handle(broker, r, v))
+        }
+        // End of consumer groups.
         // Only the APIs of VERSIONS reach here; decode refused the rest.
         Some(_) => Handled::Nothing,
     }

@@ -64,6 +64,7 @@ impl InProcess {
         config.advertised_port = i32::from(addr.port());
         tweak(&mut config);
         let broker = kaas::broker::open(config, fsync, policy).expect("broker opens");
+        kaas::broker::spawn_tasks(&broker, std::time::Duration::from_millis(50));
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let b = broker.clone();
         let task = tokio::spawn(async move {

@@ -1,4 +1,5 @@
-//! DeleteTopics (key 20): by name (v1–5) or by name/id (v6).
+//! DeleteTopics (key 20): by name (v1–5) or by name/id (v6). Every group's
+//! committed offsets of a deleted topic are dropped with it.
 
 use std::sync::Arc;
 
@@ -42,7 +43,11 @@ pub fn handle(broker: &Arc<Broker>, req: DeleteTopicsRequest, _version: i16) -> 
                 .with_name(Some(TopicName(sb(&name))))
                 .with_topic_id(id);
             match broker.logs.delete_topic(&name) {
-                Ok(true) => r,
+                Ok(true) => {
+                    // Committed offsets of the topic go with it.
+                    broker.groups.topic_deleted(&name);
+                    r
+                }
                 Ok(false) => r.with_error_code(codes::UNKNOWN_TOPIC_OR_PARTITION),
                 Err(e) => r
                     .with_error_code(codes::KAFKA_STORAGE_ERROR)

@@ -56,7 +56,8 @@ pub fn handle(broker: &Arc<Broker>, req: ProduceRequest, _version: i16) -> Handl
                             .metrics
                             .bytes_in
                             .fetch_add(bytes.len() as u64, Ordering::Relaxed);
-                        append(broker, part, bytes.to_vec(), req.transactional_id.is_some())
+                        let txn_id = req.transactional_id.as_ref().map(|t| t.0.as_str());
+                        append(broker, part, bytes.to_vec(), txn_id)
                     }
                 }
             } else {
@@ -98,19 +99,29 @@ fn append(
     broker: &Broker,
     part: &Partition,
     bytes: Vec<u8>,
-    transactional_request: bool,
+    transactional_id: Option<&str>,
 ) -> Result<Appended, i16> {
-    let is_txn = crate::log::batch::parse_header(&bytes).is_some_and(|h| h.is_transactional());
-    if is_txn && !transactional_request {
-        return Err(codes::INVALID_RECORD);
+    let header = crate::log::batch::parse_header(&bytes);
+    if let Some(h) = header.filter(|h| h.is_transactional()) {
+        let Some(txn_id) = transactional_id else {
+            return Err(codes::INVALID_RECORD);
+        };
+        // KIP-890 part 1 (spec §3.6): the first transactional batch of a
+        // producer on this partition must belong to a transaction the
+        // coordinator knows includes the partition.
+        if h.producer_id >= 0 && !part.has_open_txn(h.producer_id) {
+            let tp = crate::policy::TopicPartition {
+                topic: part.topic.clone(),
+                partition: part.id,
+            };
+            let code = broker
+                .txn
+                .verify(txn_id, h.producer_id, h.producer_epoch, tp);
+            if code != codes::NONE {
+                return Err(code);
+            }
+        }
     }
-    if is_txn {
-        // Transactions need the coordinator's verification (spec §3.6),
-        // which this broker does not run yet: refuse rather than store
-        // data no transaction can ever complete.
-        return Err(codes::INVALID_TXN_STATE);
-    }
-    let _ = broker;
     part.append(bytes).map_err(|e| {
         if matches!(e, AppendError::Io(_)) {
             tracing::error!(topic = %part.topic, partition = part.id, error = %e, "append failed");

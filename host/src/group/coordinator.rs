@@ -1,0 +1,792 @@
+//! The group coordinator: every group of this broker, their durable
+//! committed offsets and the journal behind them, under one lock.
+//!
+//! Each operation validates its input (group id, session timeout), runs the
+//! group's state machine ([`super::state`]) with the current time, journals
+//! what must survive a restart, and tells the ticker when the earliest
+//! deadline moved closer. Writes that a reply must wait for come back as a
+//! [`Durable`]: the caller awaits it (one group-commit fsync shared with
+//! every other waiter) before answering, and only then do committed offsets
+//! become visible to OffsetFetch.
+//!
+//! What is journaled: commits, offset deletions (OffsetDelete, retention,
+//! DeleteTopics), group deletions, and each group's generation and protocol
+//! type when its generation changes. Membership itself is not: after a
+//! restart every group is Empty with its last generation, and members
+//! rejoin (their heartbeats get UNKNOWN_MEMBER_ID).
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs::File;
+use std::io;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use tokio::sync::Notify;
+
+use super::journal::{self, Journal, OffsetKey};
+use super::offsets::Offsets;
+use super::outcome::{GroupOverview, GroupSummary, JoinOutcome, Reply, SyncOutcome};
+use super::record::{Committed, Record};
+use super::state::{Group, GroupState, JoinRequest, Now, SyncRequest};
+use super::{GroupConfig, codes, retention};
+use crate::log::{FsyncMode, GroupCommit};
+
+/// Longest group id accepted (the journal stores u16-length strings; the
+/// wire's non-flexible strings stop at 32767 bytes).
+pub const MAX_GROUP_ID_BYTES: usize = i16::MAX as usize;
+
+/// Longest the ticker sleeps when no deadline is near.
+const MAX_IDLE: Duration = Duration::from_secs(1);
+
+/// Directory of the coordinator's files inside the data directory.
+pub const DIR: &str = "__groups";
+
+struct State {
+    groups: HashMap<String, Group>,
+    offsets: Offsets,
+    journal: Journal,
+    /// When the ticker will next wake (None: it is not running yet).
+    planned_wake: Option<Instant>,
+    next_retention: Instant,
+}
+
+impl std::fmt::Debug for State {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("State")
+            .field("groups", &self.groups.len())
+            .field("journal_bytes", &self.journal.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// What the ticker and the coordinator share.
+#[derive(Debug)]
+pub(super) struct Inner {
+    config: GroupConfig,
+    state: Mutex<State>,
+    group_commit: Arc<GroupCommit>,
+    pub(super) wake: Arc<Notify>,
+    ids: AtomicU64,
+    compacting: AtomicBool,
+}
+
+/// The group coordinator of this broker.
+#[derive(Debug)]
+pub struct GroupCoordinator {
+    inner: Arc<Inner>,
+    ticker: AtomicBool,
+}
+
+/// A journal write a reply waits for.
+#[derive(Debug)]
+#[must_use = "a reply must wait for its write to be durable"]
+pub struct Durable {
+    inner: Arc<Inner>,
+    file: Option<Arc<File>>,
+    /// Offsets to make visible once durable: (group, key, record sequence).
+    visible: Vec<(String, OffsetKey, u64)>,
+}
+
+impl Durable {
+    /// Waits until the write is durable, then publishes the offsets it
+    /// wrote. Err(NOT_COORDINATOR) if the fsync failed (Kafka's answer to a
+    /// storage error on the offsets log: the client looks up the
+    /// coordinator again and retries).
+    pub async fn wait(self) -> Result<(), i16> {
+        if let Some(file) = self.file {
+            if let Err(e) = self.inner.group_commit.sync(file).await {
+                tracing::error!(error = %e, "offsets journal fsync failed");
+                return Err(codes::NOT_COORDINATOR);
+            }
+        }
+        if !self.visible.is_empty() {
+            let mut st = self.inner.lock();
+            let st = &mut *st;
+            for (group, key, seq) in self.visible {
+                if st.journal.live().seq_of(&group, &key) != Some(seq) {
+                    continue; // superseded or deleted meanwhile
+                }
+                if let Some((_, c)) = st
+                    .journal
+                    .live()
+                    .groups
+                    .get(&group)
+                    .and_then(|g| g.offsets.get(&key))
+                {
+                    let c = c.clone();
+                    st.offsets.insert(&group, key, c);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A partition's answer in OffsetFetch: its committed offset, if any.
+pub type FetchedTopic = (String, Vec<(i32, Option<Committed>)>);
+
+fn valid_group_id(id: &str, may_be_empty: bool) -> bool {
+    (may_be_empty || !id.is_empty()) && id.len() <= MAX_GROUP_ID_BYTES
+}
+
+impl Inner {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn new_member_id(&self, prefix: &str, group: &str) -> String {
+        use sha2::{Digest, Sha256};
+        let n = self.ids.fetch_add(1, Ordering::Relaxed);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let d = Sha256::digest(format!("{group}/{n}/{nanos}/{}", std::process::id()));
+        let mut b = [0u8; 16];
+        b.copy_from_slice(&d[..16]);
+        let uuid = uuid::Builder::from_random_bytes(b).into_uuid();
+        format!("{prefix}-{uuid}")
+    }
+
+    /// After an operation on `group`: journal a generation change and wake
+    /// the ticker if the group's next deadline is earlier than planned.
+    fn settle(&self, st: &mut State, group: &str, generation_before: Option<i32>) {
+        let Some(g) = st.groups.get(group) else {
+            return;
+        };
+        let next = g.next_deadline();
+        if generation_before != Some(g.generation()) {
+            let rec = Record::GroupMeta {
+                group: group.to_string(),
+                meta: g.meta(),
+            };
+            self.append_in_background(st, &[rec]);
+        }
+        if let Some(d) = next {
+            if st.planned_wake.is_none_or(|w| d < w) {
+                st.planned_wake = Some(d);
+                self.wake.notify_one();
+            }
+        }
+    }
+
+    /// Appends records no reply waits for; their fsync rides along with the
+    /// next one (or runs in the background).
+    fn append_in_background(&self, st: &mut State, records: &[Record]) {
+        match st.journal.append(records) {
+            Ok((file, _)) => {
+                if self.group_commit.mode() != FsyncMode::Never {
+                    if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                        let gc = self.group_commit.clone();
+                        rt.spawn(async move {
+                            if let Err(e) = gc.sync(file).await {
+                                tracing::error!(error = %e, "offsets journal fsync failed");
+                            }
+                        });
+                    }
+                }
+            }
+            Err(e) => tracing::error!(error = %e, "offsets journal append failed"),
+        }
+    }
+
+    /// Appends records a reply waits for.
+    fn append(
+        self: &Arc<Self>,
+        st: &mut State,
+        records: &[Record],
+    ) -> io::Result<(Arc<File>, Vec<u64>)> {
+        let r = st.journal.append(records);
+        if st.journal.compaction_due() && !self.compacting.swap(true, Ordering::AcqRel) {
+            match tokio::runtime::Handle::try_current() {
+                Ok(rt) => {
+                    let me = self.clone();
+                    rt.spawn_blocking(move || me.compact());
+                }
+                Err(_) => self.compacting.store(false, Ordering::Release),
+            }
+        }
+        r
+    }
+
+    fn compact(&self) {
+        let job = self.lock().journal.begin_compaction();
+        let written = journal::write_snapshot(&job);
+        let mut st = self.lock();
+        match written {
+            Ok(tmp) => {
+                if let Err(e) = st.journal.finish_compaction(&job, tmp) {
+                    tracing::error!(error = %e, "offsets journal compaction failed");
+                }
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "offsets journal compaction failed");
+                st.journal.abort_compaction(&job);
+            }
+        }
+        drop(st);
+        self.compacting.store(false, Ordering::Release);
+    }
+
+    /// Runs every due deadline and returns when to run again.
+    pub(super) fn tick(&self) -> Instant {
+        let now = Now::current();
+        let mut st = self.lock();
+        let st = &mut *st;
+        let due: Vec<String> = st
+            .groups
+            .iter()
+            .filter(|(_, g)| g.next_deadline().is_some_and(|d| d <= now.at))
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in due {
+            let before = st.groups.get(&id).map(Group::generation);
+            if let Some(g) = st.groups.get_mut(&id) {
+                g.tick(now);
+            }
+            self.settle(st, &id, before);
+        }
+        if now.at >= st.next_retention {
+            self.expire_offsets(st, now);
+            st.next_retention = now.at + self.config.offsets_retention_check;
+        }
+        let next = st
+            .groups
+            .values()
+            .filter_map(Group::next_deadline)
+            .chain([st.next_retention, now.at + MAX_IDLE])
+            .min()
+            .unwrap_or(now.at + MAX_IDLE);
+        st.planned_wake = Some(next);
+        next
+    }
+
+    /// Offset retention, then removal of Empty groups left with nothing.
+    fn expire_offsets(&self, st: &mut State, now: Now) {
+        let retention_ms = self.config.offsets_retention.as_millis() as i64;
+        let mut records = Vec::new();
+        let names: Vec<String> = st.groups.keys().cloned().collect();
+        for name in names {
+            let Some(g) = st.groups.get(&name) else {
+                continue;
+            };
+            let expired = st
+                .offsets
+                .group(&name)
+                .map(|o| retention::expired(g, o, now.wall_ms, retention_ms))
+                .unwrap_or_default();
+            for key in expired {
+                st.offsets.remove(&name, &key);
+                records.push(Record::DeleteOffset {
+                    group: name.clone(),
+                    topic: key.0,
+                    partition: key.1,
+                });
+            }
+            let gone = g.state() == GroupState::Empty
+                && g.member_count() == 0
+                && !st.offsets.has_offsets(&name)
+                && st
+                    .journal
+                    .live()
+                    .groups
+                    .get(&name)
+                    .is_none_or(|l| l.offsets.is_empty());
+            if gone {
+                st.groups.remove(&name);
+                if st.journal.live().groups.contains_key(&name) {
+                    records.push(Record::DeleteGroup { group: name });
+                }
+            }
+        }
+        if !records.is_empty() {
+            tracing::info!(records = records.len(), "offset retention removed entries");
+            self.append_in_background(st, &records);
+        }
+    }
+}
+
+impl GroupCoordinator {
+    /// Opens `<data dir>/__groups`, replays the journal, drops offsets of
+    /// topics that no longer exist, and (inside a tokio runtime) starts the
+    /// ticker.
+    pub fn open(
+        data_dir: &Path,
+        config: GroupConfig,
+        group_commit: Arc<GroupCommit>,
+        topic_exists: impl Fn(&str) -> bool,
+    ) -> io::Result<GroupCoordinator> {
+        let opened = Journal::open(&data_dir.join(DIR), config.compact_bytes)?;
+        let mut journal = opened.journal;
+        let now = Now::current();
+        // Topics deleted while their DeleteTopic record was not yet durable.
+        let mut missing: Vec<String> = journal
+            .live()
+            .groups
+            .values()
+            .flat_map(|g| g.offsets.keys().map(|(t, _)| t.clone()))
+            .filter(|t| !topic_exists(t))
+            .collect();
+        missing.sort();
+        missing.dedup();
+        if !missing.is_empty() {
+            let recs: Vec<Record> = missing
+                .iter()
+                .map(|t| Record::DeleteTopic { topic: t.clone() })
+                .collect();
+            let (file, _) = journal.append(&recs)?;
+            file.sync_data()?;
+            tracing::info!(topics = ?missing, "dropped committed offsets of deleted topics");
+        }
+        let offsets = Offsets::from_live(journal.live());
+        let mut groups = HashMap::new();
+        for (name, g) in &journal.live().groups {
+            let group = match &g.meta {
+                Some(meta) => Group::restore(name, meta, &config, now),
+                None => Group::new(name, &config, now),
+            };
+            groups.insert(name.clone(), group);
+        }
+        tracing::info!(
+            groups = groups.len(),
+            records = opened.records,
+            truncated = opened.truncated,
+            "offsets journal replayed"
+        );
+        let coordinator = GroupCoordinator {
+            inner: Arc::new(Inner {
+                state: Mutex::new(State {
+                    groups,
+                    offsets,
+                    journal,
+                    planned_wake: None,
+                    next_retention: now.at + config.offsets_retention_check,
+                }),
+                config,
+                group_commit,
+                wake: Arc::new(Notify::new()),
+                ids: AtomicU64::new(0),
+                compacting: AtomicBool::new(false),
+            }),
+            ticker: AtomicBool::new(false),
+        };
+        coordinator.start_ticker();
+        Ok(coordinator)
+    }
+
+    pub fn config(&self) -> &GroupConfig {
+        &self.inner.config
+    }
+
+    /// Starts the background ticker once, if a tokio runtime is running
+    /// (every operation calls this, so it also starts lazily).
+    pub fn start_ticker(&self) {
+        if self.ticker.load(Ordering::Acquire) {
+            return;
+        }
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            if !self.ticker.swap(true, Ordering::AcqRel) {
+                rt.spawn(super::ticker::run(
+                    Arc::downgrade(&self.inner),
+                    self.inner.wake.clone(),
+                ));
+            }
+        }
+    }
+
+    /// JoinGroup.
+    pub fn join(&self, group_id: &str, req: JoinRequest) -> Reply<JoinOutcome> {
+        self.start_ticker();
+        let member_id = req.member_id.clone();
+        let fail = |code| Reply::Now(JoinOutcome::error(&member_id, code));
+        if !valid_group_id(group_id, false) {
+            return fail(codes::INVALID_GROUP_ID);
+        }
+        let cfg = &self.inner.config;
+        if req.session_timeout < cfg.min_session_timeout
+            || req.session_timeout > cfg.max_session_timeout
+        {
+            return fail(codes::INVALID_SESSION_TIMEOUT);
+        }
+        let now = Now::current();
+        let mut st = self.inner.lock();
+        let st = &mut *st;
+        let before = match st.groups.get(group_id) {
+            Some(g) => g.generation(),
+            None if member_id.is_empty() => {
+                let g = Group::new(group_id, cfg, now);
+                let generation = g.generation();
+                st.groups.insert(group_id.to_string(), g);
+                generation
+            }
+            None => return fail(codes::UNKNOWN_MEMBER_ID),
+        };
+        let inner = &self.inner;
+        let reply = match st.groups.get_mut(group_id) {
+            Some(g) => g.join(req, now, &mut |prefix| {
+                inner.new_member_id(prefix, group_id)
+            }),
+            None => fail(codes::COORDINATOR_NOT_AVAILABLE),
+        };
+        self.inner.settle(st, group_id, Some(before));
+        reply
+    }
+
+    /// SyncGroup.
+    pub fn sync(&self, group_id: &str, req: SyncRequest) -> Reply<SyncOutcome> {
+        self.start_ticker();
+        if !valid_group_id(group_id, false) {
+            return Reply::Now(SyncOutcome::error(codes::INVALID_GROUP_ID));
+        }
+        let now = Now::current();
+        let mut st = self.inner.lock();
+        let st = &mut *st;
+        let Some(g) = st.groups.get_mut(group_id) else {
+            return Reply::Now(SyncOutcome::error(codes::UNKNOWN_MEMBER_ID));
+        };
+        let before = Some(g.generation());
+        let reply = g.sync(req, now);
+        self.inner.settle(st, group_id, before);
+        reply
+    }
+
+    /// Heartbeat: the error code.
+    pub fn heartbeat(
+        &self,
+        group_id: &str,
+        member_id: &str,
+        instance_id: Option<&str>,
+        generation: i32,
+    ) -> i16 {
+        self.start_ticker();
+        if !valid_group_id(group_id, false) {
+            return codes::INVALID_GROUP_ID;
+        }
+        let now = Now::current();
+        let mut st = self.inner.lock();
+        let st = &mut *st;
+        let Some(g) = st.groups.get_mut(group_id) else {
+            return codes::UNKNOWN_MEMBER_ID;
+        };
+        let before = Some(g.generation());
+        let code = g.heartbeat(member_id, instance_id, generation, now);
+        self.inner.settle(st, group_id, before);
+        code
+    }
+
+    /// LeaveGroup: each member's code, or a group-level error.
+    pub fn leave(
+        &self,
+        group_id: &str,
+        members: &[(String, Option<String>)],
+    ) -> Result<Vec<i16>, i16> {
+        self.start_ticker();
+        if !valid_group_id(group_id, false) {
+            return Err(codes::INVALID_GROUP_ID);
+        }
+        let now = Now::current();
+        let mut st = self.inner.lock();
+        let st = &mut *st;
+        let Some(g) = st.groups.get_mut(group_id) else {
+            return Ok(vec![codes::UNKNOWN_MEMBER_ID; members.len()]);
+        };
+        if g.state() == GroupState::Dead {
+            return Err(codes::COORDINATOR_NOT_AVAILABLE);
+        }
+        let before = Some(g.generation());
+        let out = members
+            .iter()
+            .map(|(m, i)| g.leave(m, i.as_deref(), now))
+            .collect();
+        self.inner.settle(st, group_id, before);
+        Ok(out)
+    }
+
+    /// DescribeGroups for one group (Dead when unknown, as Kafka answers).
+    pub fn describe(&self, group_id: &str) -> Result<GroupSummary, i16> {
+        if !valid_group_id(group_id, true) {
+            return Err(codes::INVALID_GROUP_ID);
+        }
+        let st = self.inner.lock();
+        Ok(st
+            .groups
+            .get(group_id)
+            .map_or_else(GroupSummary::dead, Group::summary))
+    }
+
+    /// ListGroups, optionally only groups in the given states (compared
+    /// case-insensitively).
+    pub fn list(&self, states: &[String]) -> Vec<GroupOverview> {
+        let st = self.inner.lock();
+        let mut out: Vec<GroupOverview> = st
+            .groups
+            .values()
+            .filter(|g| {
+                states.is_empty()
+                    || states
+                        .iter()
+                        .any(|s| s.eq_ignore_ascii_case(g.state().name()))
+            })
+            .map(Group::overview)
+            .collect();
+        out.sort_by(|a, b| a.group_id.cmp(&b.group_id));
+        out
+    }
+
+    /// DeleteGroups: each group's code, and the write to wait for.
+    pub fn delete_groups(&self, ids: &[String]) -> (Vec<i16>, Durable) {
+        let now = Now::current();
+        let mut st = self.inner.lock();
+        let st = &mut *st;
+        let mut records = Vec::new();
+        let codes = ids
+            .iter()
+            .map(|id| {
+                if !valid_group_id(id, true) {
+                    return codes::INVALID_GROUP_ID;
+                }
+                let Some(g) = st.groups.get_mut(id) else {
+                    return codes::GROUP_ID_NOT_FOUND;
+                };
+                match g.mark_deleted(now) {
+                    Ok(()) => {
+                        st.groups.remove(id);
+                        st.offsets.remove_group(id);
+                        if st.journal.live().groups.contains_key(id) {
+                            records.push(Record::DeleteGroup { group: id.clone() });
+                        }
+                        tracing::info!(group = %id, "group deleted");
+                        codes::NONE
+                    }
+                    Err(code) => code,
+                }
+            })
+            .collect();
+        let mut durable = self.durable(None, Vec::new());
+        if !records.is_empty() {
+            match self.inner.append(st, &records) {
+                Ok((file, _)) => durable.file = Some(file),
+                // Kafka logs a failed tombstone write and still answers NONE:
+                // the groups are gone from memory either way.
+                Err(e) => tracing::error!(error = %e, "writing group deletions failed"),
+            }
+        }
+        (codes, durable)
+    }
+
+    fn durable(&self, file: Option<Arc<File>>, visible: Vec<(String, OffsetKey, u64)>) -> Durable {
+        Durable {
+            inner: self.inner.clone(),
+            file,
+            visible,
+        }
+    }
+
+    /// OffsetCommit of already checked partitions (known topic, metadata
+    /// within bounds): the write to wait for, or the code for every
+    /// partition.
+    pub fn commit(
+        &self,
+        group_id: &str,
+        generation: i32,
+        member_id: &str,
+        instance_id: Option<&str>,
+        entries: Vec<(String, i32, Committed)>,
+    ) -> Result<Durable, i16> {
+        self.start_ticker();
+        if !valid_group_id(group_id, true) {
+            return Err(codes::INVALID_GROUP_ID);
+        }
+        let now = Now::current();
+        let mut st = self.inner.lock();
+        let st = &mut *st;
+        if !st.groups.contains_key(group_id) {
+            if generation >= 0 {
+                // A commit from an older generation of a group that is gone.
+                return Err(codes::ILLEGAL_GENERATION);
+            }
+            // A group that uses Kafka only to store offsets.
+            st.groups.insert(
+                group_id.to_string(),
+                Group::new(group_id, &self.inner.config, now),
+            );
+        }
+        if let Some(g) = st.groups.get_mut(group_id) {
+            g.validate_commit(generation, member_id, instance_id, now)?;
+        }
+        if entries.is_empty() {
+            return Ok(self.durable(None, Vec::new()));
+        }
+        let records: Vec<Record> = entries
+            .iter()
+            .map(|(topic, partition, c)| Record::Commit {
+                group: group_id.to_string(),
+                topic: topic.clone(),
+                partition: *partition,
+                committed: c.clone(),
+            })
+            .collect();
+        match self.inner.append(st, &records) {
+            Ok((file, seqs)) => {
+                let visible = entries
+                    .into_iter()
+                    .zip(seqs)
+                    .map(|((t, p, _), seq)| (group_id.to_string(), (t, p), seq))
+                    .collect();
+                Ok(self.durable(Some(file), visible))
+            }
+            Err(e) => {
+                tracing::error!(group = %group_id, error = %e, "offsets journal append failed");
+                Err(codes::NOT_COORDINATOR)
+            }
+        }
+    }
+
+    /// OffsetFetch: the committed offset of each requested partition, or of
+    /// every partition the group has (`None`), by topic.
+    pub fn fetch(
+        &self,
+        group_id: &str,
+        partitions: Option<Vec<(String, Vec<i32>)>>,
+    ) -> Result<Vec<FetchedTopic>, i16> {
+        if !valid_group_id(group_id, true) {
+            return Err(codes::INVALID_GROUP_ID);
+        }
+        let st = self.inner.lock();
+        let exists = st.groups.contains_key(group_id);
+        Ok(match partitions {
+            Some(topics) => topics
+                .into_iter()
+                .map(|(topic, parts)| {
+                    let answers = parts
+                        .into_iter()
+                        .map(|p| {
+                            let c = exists
+                                .then(|| st.offsets.get(group_id, &topic, p).cloned())
+                                .flatten();
+                            (p, c)
+                        })
+                        .collect();
+                    (topic, answers)
+                })
+                .collect(),
+            None => {
+                let mut by_topic: BTreeMap<String, Vec<(i32, Option<Committed>)>> =
+                    BTreeMap::new();
+                if exists {
+                    if let Some(o) = st.offsets.group(group_id) {
+                        for ((t, p), c) in o {
+                            by_topic
+                                .entry(t.clone())
+                                .or_default()
+                                .push((*p, Some(c.clone())));
+                        }
+                    }
+                }
+                by_topic.into_iter().collect()
+            }
+        })
+    }
+
+    /// OffsetDelete of partitions of known topics: each partition's code
+    /// and the write to wait for, or a group-level error.
+    pub fn delete_offsets(
+        &self,
+        group_id: &str,
+        partitions: &[(String, i32)],
+    ) -> Result<(Vec<i16>, Durable), i16> {
+        if !valid_group_id(group_id, false) {
+            return Err(codes::INVALID_GROUP_ID);
+        }
+        let mut st = self.inner.lock();
+        let st = &mut *st;
+        let Some(g) = st.groups.get(group_id) else {
+            return Err(codes::GROUP_ID_NOT_FOUND);
+        };
+        let subscribed = |topic: &str| match g.state() {
+            GroupState::Empty => false,
+            _ => g.is_subscribed(topic),
+        };
+        match g.state() {
+            GroupState::Dead => return Err(codes::GROUP_ID_NOT_FOUND),
+            GroupState::Empty => {}
+            _ if g.protocol_type() == Some("consumer") => {}
+            _ => return Err(codes::NON_EMPTY_GROUP),
+        }
+        let mut records = Vec::new();
+        let codes: Vec<i16> = partitions
+            .iter()
+            .map(|(topic, p)| {
+                if subscribed(topic) {
+                    return codes::GROUP_SUBSCRIBED_TO_TOPIC;
+                }
+                let key = (topic.clone(), *p);
+                st.offsets.remove(group_id, &key);
+                if st.journal.live().seq_of(group_id, &key).is_some() {
+                    records.push(Record::DeleteOffset {
+                        group: group_id.to_string(),
+                        topic: topic.clone(),
+                        partition: *p,
+                    });
+                }
+                codes::NONE
+            })
+            .collect();
+        let mut durable = self.durable(None, Vec::new());
+        if !records.is_empty() {
+            match self.inner.append(st, &records) {
+                Ok((file, _)) => durable.file = Some(file),
+                Err(e) => {
+                    tracing::error!(group = %group_id, error = %e, "offsets journal append failed");
+                    return Err(codes::NOT_COORDINATOR);
+                }
+            }
+        }
+        Ok((codes, durable))
+    }
+
+    /// DeleteTopics hook: drops every group's offsets of `topic`, durably
+    /// before returning (a topic recreated under the same name must not
+    /// inherit them, even across a crash).
+    pub fn topic_deleted(&self, topic: &str) {
+        let file = {
+            let mut st = self.inner.lock();
+            let st = &mut *st;
+            st.offsets.remove_topic(topic);
+            let journaled = st
+                .journal
+                .live()
+                .groups
+                .values()
+                .any(|g| g.offsets.keys().any(|(t, _)| t == topic));
+            if !journaled {
+                return;
+            }
+            match st.journal.append(&[Record::DeleteTopic {
+                topic: topic.to_string(),
+            }]) {
+                Ok((file, _)) => file,
+                Err(e) => {
+                    // Opening the journal drops offsets of missing topics too.
+                    tracing::error!(topic, error = %e, "journaling a topic deletion failed");
+                    return;
+                }
+            }
+        };
+        if self.inner.group_commit.mode() != FsyncMode::Never {
+            if let Err(e) = file.sync_data() {
+                tracing::error!(topic, error = %e, "offsets journal fsync failed");
+            }
+        }
+        tracing::info!(topic, "dropped committed offsets of a deleted topic");
+    }
+
+    /// Whether the group has a member with this id (for tests and metrics).
+    pub fn group_state(&self, group_id: &str) -> Option<(GroupState, i32, usize)> {
+        let st = self.inner.lock();
+        st.groups
+            .get(group_id)
+            .map(|g| (g.state(), g.generation(), g.member_count()))
+    }
+}

@@ -1,0 +1,527 @@
+//! The offsets journal: the one durable file of the group coordinator,
+//! `<data dir>/__groups/offsets.log` (format in [`super::record`]).
+//!
+//! Appends go to the end of the file under the coordinator's lock (a page
+//! cache write); the caller makes them durable through the log's
+//! [`GroupCommit`](crate::log::GroupCommit), so concurrent commits share
+//! one fdatasync. [`Live`] is what replaying the file yields, kept up to
+//! date on every append; it is what a compaction writes out.
+//!
+//! Opening replays the file. A torn or corrupt frame ends the journal: the
+//! file is truncated there (a crash mid-append leaves exactly that). A frame
+//! of an unknown kind refuses the open instead, so a newer format is never
+//! truncated away.
+//!
+//! Compaction rewrites the live state when the file has grown past
+//! `compact_bytes` and holds four times more than the live records. It runs
+//! in three steps so the lock is held only briefly: [`Journal::begin_compaction`]
+//! snapshots the live records (appends made from then on are also kept
+//! aside), [`write_snapshot`] writes and syncs a temporary file without the
+//! lock, and [`Journal::finish_compaction`] appends what was kept aside,
+//! syncs, renames over the journal and syncs the directory. Until the
+//! rename, the old file keeps every record, so a crash at any step loses
+//! nothing.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::record::{Committed, FrameError, GroupMeta, MAGIC, Record};
+
+/// Journal file name inside the coordinator's directory.
+pub const FILE: &str = "offsets.log";
+const TMP: &str = "offsets.log.compact";
+
+/// A key of a committed offset within a group.
+pub type OffsetKey = (String, i32);
+
+/// One group as the journal holds it.
+#[derive(Debug, Clone, Default)]
+pub struct LiveGroup {
+    pub meta: Option<GroupMeta>,
+    /// (topic, partition) → (sequence number of the record, the offset).
+    pub offsets: BTreeMap<OffsetKey, (u64, Committed)>,
+}
+
+/// What replaying the journal yields.
+#[derive(Debug, Clone, Default)]
+pub struct Live {
+    pub groups: HashMap<String, LiveGroup>,
+    /// Bytes the live records take when written out.
+    pub bytes: u64,
+}
+
+impl Live {
+    /// Applies one record (with its sequence number).
+    pub fn apply(&mut self, rec: &Record, seq: u64) {
+        match rec {
+            Record::Commit {
+                group,
+                topic,
+                partition,
+                committed,
+            } => {
+                let g = self.groups.entry(group.clone()).or_default();
+                let add = Record::commit_frame_len(group, topic, committed);
+                if let Some((_, old)) = g
+                    .offsets
+                    .insert((topic.clone(), *partition), (seq, committed.clone()))
+                {
+                    self.bytes = self.bytes.saturating_sub(Record::commit_frame_len(group, topic, &old));
+                }
+                self.bytes += add;
+            }
+            Record::DeleteOffset {
+                group,
+                topic,
+                partition,
+            } => {
+                if let Some(g) = self.groups.get_mut(group) {
+                    if let Some((_, old)) = g.offsets.remove(&(topic.clone(), *partition)) {
+                        self.bytes = self.bytes.saturating_sub(Record::commit_frame_len(group, topic, &old));
+                    }
+                }
+            }
+            Record::GroupMeta { group, meta } => {
+                let g = self.groups.entry(group.clone()).or_default();
+                let rec_len = |m: &GroupMeta| meta_len(group, m);
+                if let Some(old) = g.meta.replace(meta.clone()) {
+                    self.bytes = self.bytes.saturating_sub(rec_len(&old));
+                }
+                self.bytes += rec_len(meta);
+            }
+            Record::DeleteGroup { group } => {
+                if let Some(g) = self.groups.remove(group) {
+                    self.bytes = self.bytes.saturating_sub(group_len(group, &g));
+                }
+            }
+            Record::DeleteTopic { topic } => {
+                for (group, g) in self.groups.iter_mut() {
+                    let gone: Vec<OffsetKey> = g
+                        .offsets
+                        .keys()
+                        .filter(|(t, _)| t == topic)
+                        .cloned()
+                        .collect();
+                    for k in gone {
+                        if let Some((_, old)) = g.offsets.remove(&k) {
+                            self.bytes = self.bytes.saturating_sub(Record::commit_frame_len(group, topic, &old));
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The sequence number of the live record for an offset, if any.
+    pub fn seq_of(&self, group: &str, key: &OffsetKey) -> Option<u64> {
+        self.groups
+            .get(group)
+            .and_then(|g| g.offsets.get(key))
+            .map(|(seq, _)| *seq)
+    }
+
+    /// The records that rebuild this state, as one buffer (magic included).
+    fn snapshot(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(MAGIC.len() + self.bytes as usize);
+        out.extend_from_slice(MAGIC);
+        let mut names: Vec<&String> = self.groups.keys().collect();
+        names.sort();
+        for group in names {
+            let g = &self.groups[group];
+            if let Some(meta) = &g.meta {
+                Record::GroupMeta {
+                    group: group.clone(),
+                    meta: meta.clone(),
+                }
+                .encode_into(&mut out);
+            }
+            for ((topic, partition), (_, committed)) in &g.offsets {
+                Record::Commit {
+                    group: group.clone(),
+                    topic: topic.clone(),
+                    partition: *partition,
+                    committed: committed.clone(),
+                }
+                .encode_into(&mut out);
+            }
+        }
+        out
+    }
+}
+
+fn meta_len(group: &str, m: &GroupMeta) -> u64 {
+    (super::record::FRAME_HEADER
+        + 1
+        + 2
+        + group.len()
+        + 4
+        + 2
+        + m.protocol_type.len()
+        + 2
+        + m.protocol.len()
+        + 8) as u64
+}
+
+fn group_len(group: &str, g: &LiveGroup) -> u64 {
+    g.meta.as_ref().map_or(0, |m| meta_len(group, m))
+        + g.offsets
+            .iter()
+            .map(|((t, _), (_, c))| Record::commit_frame_len(group, t, c))
+            .sum::<u64>()
+}
+
+/// A compaction in progress: the snapshot to write and where.
+#[derive(Debug)]
+pub struct Compaction {
+    pub tmp: PathBuf,
+    pub snapshot: Vec<u8>,
+}
+
+/// The open journal.
+#[derive(Debug)]
+pub struct Journal {
+    dir: PathBuf,
+    file: Arc<File>,
+    len: u64,
+    next_seq: u64,
+    live: Live,
+    /// Frames appended since a compaction began (None when none runs).
+    aside: Option<Vec<u8>>,
+    /// Set when a failed append could not be undone: the file's tail is
+    /// unknown, so nothing more is appended.
+    broken: Option<String>,
+    compact_bytes: u64,
+}
+
+/// What opening found.
+#[derive(Debug)]
+pub struct Opened {
+    pub journal: Journal,
+    /// Bytes dropped from a torn tail (0 for a clean file).
+    pub truncated: u64,
+    pub records: u64,
+}
+
+fn open_append(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .append(true)
+        .create(true)
+        .open(path)
+}
+
+fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+impl Journal {
+    /// Opens (or creates) the journal in `dir`, replaying it.
+    pub fn open(dir: &Path, compact_bytes: u64) -> io::Result<Opened> {
+        fs::create_dir_all(dir)?;
+        let _ = fs::remove_file(dir.join(TMP));
+        let path = dir.join(FILE);
+        let mut file = open_append(&path)?;
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes)?;
+        let mut live = Live::default();
+        let mut next_seq = 1u64;
+        let mut records = 0u64;
+        let mut truncated = 0u64;
+        let valid_end;
+        if bytes.len() < MAGIC.len() {
+            // New, or torn while writing the magic: start over.
+            if !bytes.is_empty() && !MAGIC.starts_with(&bytes) {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("{} is not a kaas offsets journal", path.display()),
+                ));
+            }
+            file.set_len(0)?;
+            file.write_all(MAGIC)?;
+            file.sync_data()?;
+            sync_dir(dir)?;
+            valid_end = MAGIC.len();
+        } else {
+            if &bytes[..MAGIC.len()] != MAGIC {
+                let what = if bytes[..MAGIC.len() - 1] == MAGIC[..MAGIC.len() - 1] {
+                    format!("format version {} (this kaas reads 1)", bytes[MAGIC.len() - 1])
+                } else {
+                    "no kaas offsets journal magic".to_string()
+                };
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("{}: {what}", path.display()),
+                ));
+            }
+            let mut at = MAGIC.len();
+            loop {
+                if at == bytes.len() {
+                    break;
+                }
+                match Record::decode(&bytes[at..]) {
+                    Ok((rec, n)) => {
+                        live.apply(&rec, next_seq);
+                        next_seq += 1;
+                        records += 1;
+                        at += n;
+                    }
+                    Err(FrameError::Torn(why)) => {
+                        truncated = (bytes.len() - at) as u64;
+                        tracing::warn!(
+                            file = %path.display(),
+                            at,
+                            dropped = truncated,
+                            reason = %why,
+                            "offsets journal: truncating a torn tail"
+                        );
+                        file.set_len(at as u64)?;
+                        file.sync_data()?;
+                        break;
+                    }
+                    Err(e @ FrameError::Unknown(_)) => {
+                        return Err(io::Error::new(
+                            io::ErrorKind::InvalidData,
+                            format!("{} at byte {at}: {e}", path.display()),
+                        ));
+                    }
+                }
+            }
+            valid_end = at;
+        }
+        Ok(Opened {
+            journal: Journal {
+                dir: dir.to_path_buf(),
+                file: Arc::new(file),
+                len: valid_end as u64,
+                next_seq,
+                live,
+                aside: None,
+                broken: None,
+                compact_bytes,
+            },
+            truncated,
+            records,
+        })
+    }
+
+    pub fn live(&self) -> &Live {
+        &self.live
+    }
+
+    /// Bytes in the journal file.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len <= MAGIC.len() as u64
+    }
+
+    /// Appends records (one write); returns the file to sync and each
+    /// record's sequence number. The live state includes them at once.
+    pub fn append(&mut self, records: &[Record]) -> io::Result<(Arc<File>, Vec<u64>)> {
+        if let Some(why) = &self.broken {
+            return Err(io::Error::other(format!(
+                "the offsets journal stopped after a failed write: {why}"
+            )));
+        }
+        let mut buf = Vec::with_capacity(records.len() * 64);
+        for r in records {
+            r.encode_into(&mut buf);
+        }
+        if let Err(e) = (&*self.file).write_all(&buf) {
+            // Undo a partial write so later frames follow a valid one.
+            if let Err(e2) = self.file.set_len(self.len) {
+                self.broken = Some(format!("{e}; truncating back failed: {e2}"));
+            }
+            return Err(e);
+        }
+        self.len += buf.len() as u64;
+        if let Some(aside) = &mut self.aside {
+            aside.extend_from_slice(&buf);
+        }
+        let mut seqs = Vec::with_capacity(records.len());
+        for r in records {
+            self.live.apply(r, self.next_seq);
+            seqs.push(self.next_seq);
+            self.next_seq += 1;
+        }
+        Ok((self.file.clone(), seqs))
+    }
+
+    /// Whether the file holds much more than the live state.
+    pub fn compaction_due(&self) -> bool {
+        self.aside.is_none()
+            && self.broken.is_none()
+            && self.len >= self.compact_bytes
+            && self.len > 4 * (self.live.bytes + MAGIC.len() as u64)
+    }
+
+    /// Step 1: snapshot the live state; appends are kept aside from now on.
+    pub fn begin_compaction(&mut self) -> Compaction {
+        self.aside = Some(Vec::new());
+        Compaction {
+            tmp: self.dir.join(TMP),
+            snapshot: self.live.snapshot(),
+        }
+    }
+
+    /// Step 3: add what was appended meanwhile, sync, and swap the files.
+    pub fn finish_compaction(&mut self, c: &Compaction, mut tmp: File) -> io::Result<()> {
+        let aside = self.aside.take().unwrap_or_default();
+        let result = (|| {
+            tmp.write_all(&aside)?;
+            tmp.sync_data()?;
+            drop(tmp);
+            fs::rename(&c.tmp, self.dir.join(FILE))?;
+            sync_dir(&self.dir)?;
+            open_append(&self.dir.join(FILE))
+        })();
+        match result {
+            Ok(file) => {
+                let before = self.len;
+                self.file = Arc::new(file);
+                self.len = (c.snapshot.len() + aside.len()) as u64;
+                tracing::info!(before, after = self.len, "offsets journal compacted");
+                Ok(())
+            }
+            Err(e) => {
+                let _ = fs::remove_file(&c.tmp);
+                Err(e)
+            }
+        }
+    }
+
+    /// Gives up a compaction (the old file still holds everything).
+    pub fn abort_compaction(&mut self, c: &Compaction) {
+        self.aside = None;
+        let _ = fs::remove_file(&c.tmp);
+    }
+}
+
+/// Step 2 (without the lock): writes and syncs the snapshot.
+pub fn write_snapshot(c: &Compaction) -> io::Result<File> {
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&c.tmp)?;
+    f.write_all(&c.snapshot)?;
+    f.sync_data()?;
+    Ok(f)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn commit(group: &str, topic: &str, partition: i32, offset: i64) -> Record {
+        Record::Commit {
+            group: group.into(),
+            topic: topic.into(),
+            partition,
+            committed: Committed {
+                offset,
+                leader_epoch: 0,
+                metadata: format!("m{offset}"),
+                commit_ms: offset,
+                expire_ms: None,
+            },
+        }
+    }
+
+    fn offset_of(live: &Live, group: &str, topic: &str, partition: i32) -> Option<i64> {
+        live.groups
+            .get(group)
+            .and_then(|g| g.offsets.get(&(topic.to_string(), partition)))
+            .map(|(_, c)| c.offset)
+    }
+
+    #[test]
+    fn replay_yields_the_last_record_per_key_and_honours_deletes() {
+        let dir = tempfile::tempdir().expect("tmp");
+        {
+            let mut j = Journal::open(dir.path(), u64::MAX).expect("open").journal;
+            j.append(&[commit("g", "t", 0, 1), commit("g", "t", 0, 5)])
+                .expect("append");
+            j.append(&[commit("g", "u", 1, 7), commit("h", "t", 0, 9)])
+                .expect("append");
+            j.append(&[Record::DeleteTopic { topic: "u".into() }])
+                .expect("append");
+            j.append(&[Record::DeleteGroup { group: "h".into() }])
+                .expect("append");
+        }
+        let o = Journal::open(dir.path(), u64::MAX).expect("reopen");
+        assert_eq!(o.records, 6);
+        assert_eq!(o.truncated, 0);
+        let live = o.journal.live();
+        assert_eq!(offset_of(live, "g", "t", 0), Some(5));
+        assert_eq!(offset_of(live, "g", "u", 1), None);
+        assert!(!live.groups.contains_key("h"));
+    }
+
+    #[test]
+    fn a_torn_tail_is_truncated_and_appends_continue_after_it() {
+        let dir = tempfile::tempdir().expect("tmp");
+        {
+            let mut j = Journal::open(dir.path(), u64::MAX).expect("open").journal;
+            j.append(&[commit("g", "t", 0, 1)]).expect("append");
+        }
+        let path = dir.path().join(FILE);
+        let good = fs::metadata(&path).expect("meta").len();
+        let torn = commit("g", "t", 0, 2).encode();
+        let mut f = OpenOptions::new().append(true).open(&path).expect("open");
+        f.write_all(&torn[..torn.len() - 3]).expect("write");
+        drop(f);
+        {
+            let o = Journal::open(dir.path(), u64::MAX).expect("reopen");
+            assert_eq!(o.truncated, torn.len() as u64 - 3);
+            assert_eq!(fs::metadata(&path).expect("meta").len(), good);
+            let mut j = o.journal;
+            j.append(&[commit("g", "t", 0, 3)]).expect("append");
+        }
+        let o = Journal::open(dir.path(), u64::MAX).expect("reopen");
+        assert_eq!(offset_of(o.journal.live(), "g", "t", 0), Some(3));
+    }
+
+    #[test]
+    fn an_unknown_format_version_is_refused_not_overwritten() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join(FILE);
+        fs::write(&path, b"KAASGRP\x02rest").expect("write");
+        let err = Journal::open(dir.path(), u64::MAX).expect_err("refused");
+        assert!(err.to_string().contains("format version 2"), "{err}");
+        assert_eq!(fs::read(&path).expect("read"), b"KAASGRP\x02rest");
+    }
+
+    #[test]
+    fn compaction_keeps_the_live_state_and_what_was_appended_during_it() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let mut j = Journal::open(dir.path(), 1024).expect("open").journal;
+        for i in 0..200 {
+            j.append(&[commit("g", "t", i % 4, i64::from(i))])
+                .expect("append");
+        }
+        assert!(j.compaction_due());
+        let before = j.len();
+        let c = j.begin_compaction();
+        let tmp = write_snapshot(&c).expect("snapshot");
+        // Appended between the snapshot and the swap.
+        j.append(&[commit("g", "t", 9, 999)]).expect("append");
+        j.finish_compaction(&c, tmp).expect("finish");
+        assert!(j.len() < before / 4, "{} vs {before}", j.len());
+        j.append(&[commit("g", "t", 10, 1000)]).expect("append");
+        drop(j);
+        let o = Journal::open(dir.path(), 1024).expect("reopen");
+        let live = o.journal.live();
+        for p in 0..4 {
+            assert_eq!(offset_of(live, "g", "t", p), Some(196 + i64::from(p)));
+        }
+        assert_eq!(offset_of(live, "g", "t", 9), Some(999));
+        assert_eq!(offset_of(live, "g", "t", 10), Some(1000));
+        assert!(!dir.path().join(TMP).exists());
+    }
+}

@@ -1,0 +1,287 @@
+//! The transaction coordinator as the broker runs it: the policy-driven
+//! [`TxnMachine`], its durable [`TxnStore`], and the side effects of each
+//! durable decision — the in-process fence ring (raise the pid's epoch and
+//! clear its dedupe window on every partition this broker leads) and the
+//! COMMIT/ABORT markers, after which the completion is persisted.
+//!
+//! Order of every transition: decide (policy, checked) → persist the state
+//! record (fsync) → apply in memory → fence → answer → markers → persist
+//! the completion. Nothing is answered before it is durable.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use super::machine::{Answer, AppendError, InitProducerId, MarkerJob, Step, TxnMachine};
+use super::store::TxnStore;
+use crate::broker::Broker;
+use crate::policy::{AddPartitionsRequest, EndTxnRequest, Reply, TopicPartition};
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// Error codes the coordinator maps to.
+mod code {
+    pub const COORDINATOR_NOT_AVAILABLE: i16 = 15;
+    pub const NOT_ENOUGH_REPLICAS: i16 = 19;
+    pub const INVALID_PRODUCER_EPOCH: i16 = 47;
+    pub const INVALID_TXN_STATE: i16 = 48;
+    pub const CONCURRENT_TRANSACTIONS: i16 = 51;
+    pub const PRODUCER_FENCED: i16 = 90;
+    pub const COORDINATOR_LOAD_IN_PROGRESS: i16 = 14;
+    pub const NOT_COORDINATOR: i16 = 16;
+}
+
+/// The coordinator.
+#[derive(Debug)]
+pub struct Coordinator {
+    machine: Mutex<TxnMachine>,
+    store: TxnStore,
+    /// Marker jobs found Prepare* at load, to finish once the broker runs.
+    recovered: Mutex<Vec<MarkerJob>>,
+}
+
+impl Coordinator {
+    /// A coordinator over `machine`, loaded from `store`'s records.
+    pub fn new(
+        mut machine: TxnMachine,
+        store: TxnStore,
+        records: Vec<super::record::StateRecord>,
+    ) -> Self {
+        let jobs = machine.load(records);
+        Coordinator {
+            machine: Mutex::new(machine),
+            store,
+            recovered: Mutex::new(jobs),
+        }
+    }
+
+    /// The state machine (short critical sections only; never held across an await).
+    pub fn machine(&self) -> MutexGuard<'_, TxnMachine> {
+        self.machine.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Finishes the markers of transactions found Prepare* at load.
+    pub fn resume(&self, broker: &Arc<Broker>) {
+        let jobs = std::mem::take(&mut *self.recovered.lock().unwrap_or_else(|p| p.into_inner()));
+        for job in jobs {
+            tracing::info!(txn = %job.transactional_id, commit = job.commit, "finishing markers found at load");
+            tokio::spawn(write_markers(broker.clone(), job));
+        }
+    }
+
+    /// Persists a planned write (if any), applies it, runs side effects.
+    async fn resolve(&self, broker: &Arc<Broker>, step: Step) -> Answer {
+        let answer = match step {
+            Step::Done(a) => a,
+            Step::Write(w) => {
+                let outcome = self.store.append(&w.record).await.map_err(|e| {
+                    tracing::error!(error = %e, "transaction state append failed");
+                    AppendError::Storage(e.to_string())
+                });
+                self.machine().finish(w, outcome)
+            }
+        };
+        if let Some((pid, epoch)) = answer.fence {
+            fence_ring(broker, pid, epoch);
+        }
+        if let Some(job) = answer.markers.clone() {
+            tokio::spawn(write_markers(broker.clone(), job));
+        }
+        answer
+    }
+
+    /// InitProducerId (both paths).
+    pub async fn init_producer_id(&self, broker: &Arc<Broker>, req: &InitProducerId) -> Reply {
+        let candidate = match broker.producer_ids.peek() {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::error!(error = %e, "reserving producer ids failed");
+                return Reply {
+                    error_code: code::COORDINATOR_NOT_AVAILABLE,
+                    producer_id: -1,
+                    producer_epoch: -1,
+                };
+            }
+        };
+        let step = self.machine().init_producer_id(req, now_ms(), candidate);
+        let answer = self.resolve(broker, step).await;
+        if answer.candidate_used {
+            broker.producer_ids.consume(candidate);
+        }
+        answer.reply
+    }
+
+    /// AddPartitionsToTxn / AddOffsetsToTxn: the error and per-partition codes.
+    pub async fn add_partitions(
+        &self,
+        broker: &Arc<Broker>,
+        req: &AddPartitionsRequest,
+    ) -> (i16, Vec<i16>) {
+        let step = self.machine().add_partitions(req);
+        let a = self.resolve(broker, step).await;
+        (a.reply.error_code, a.partition_errors)
+    }
+
+    /// EndTxn.
+    pub async fn end_txn(&self, broker: &Arc<Broker>, req: &EndTxnRequest) -> i16 {
+        let step = self.machine().end_txn(req);
+        self.resolve(broker, step).await.reply.error_code
+    }
+
+    /// KIP-890 part 1: may (pid, epoch) of `txn_id` write to `tp`? Returns
+    /// the Produce error code (0 = yes), mapped as spec §3.6 says.
+    pub fn verify(
+        &self,
+        txn_id: &str,
+        producer_id: i64,
+        producer_epoch: i16,
+        tp: TopicPartition,
+    ) -> i16 {
+        let req = AddPartitionsRequest {
+            transactional_id: txn_id.into(),
+            producer_id,
+            producer_epoch,
+            partitions: vec![tp],
+            version: 4,
+            verify_only: true,
+            now_ms: now_ms(),
+        };
+        let Step::Done(a) = self.machine().add_partitions(&req) else {
+            return code::INVALID_TXN_STATE;
+        };
+        match a.reply.error_code {
+            0 => a
+                .partition_errors
+                .first()
+                .map_or(code::INVALID_TXN_STATE, |&c| {
+                    if c == 0 { 0 } else { code::INVALID_TXN_STATE }
+                }),
+            code::PRODUCER_FENCED | code::INVALID_PRODUCER_EPOCH => code::INVALID_PRODUCER_EPOCH,
+            code::CONCURRENT_TRANSACTIONS
+            | code::COORDINATOR_LOAD_IN_PROGRESS
+            | code::COORDINATOR_NOT_AVAILABLE
+            | code::NOT_COORDINATOR => code::NOT_ENOUGH_REPLICAS,
+            _ => code::INVALID_TXN_STATE,
+        }
+    }
+
+    /// One reaper pass: every overdue Ongoing transaction is fenced and aborted.
+    pub async fn reap(&self, broker: &Arc<Broker>) -> usize {
+        let ids = self.machine().reap_candidates();
+        let mut aborted = 0;
+        for id in ids {
+            let step = self.machine().reap(&id, now_ms());
+            if matches!(step, Step::Write(_)) {
+                aborted += 1;
+            }
+            self.resolve(broker, step).await;
+        }
+        let live = self.machine().snapshot();
+        if let Err(e) = self.store.maybe_compact(&live) {
+            tracing::error!(error = %e, "compacting the transaction state log failed");
+        }
+        aborted
+    }
+
+    /// Runs the reaper every `every` until the process ends.
+    pub async fn run_reaper(broker: Arc<Broker>, every: Duration) {
+        let mut tick = tokio::time::interval(every);
+        loop {
+            tick.tick().await;
+            let n = broker.txn.reap(&broker).await;
+            if n > 0 {
+                tracing::info!(aborted = n, "timed-out transactions aborted");
+            }
+        }
+    }
+}
+
+/// The in-process fence ring: raise `pid`'s epoch and clear its dedupe
+/// window on every partition this broker leads, so a zombie's batches are
+/// refused even where the new session never wrote.
+pub fn fence_ring(broker: &Broker, producer_id: i64, epoch: i16) {
+    let mut fenced = 0;
+    for t in broker.logs.topics() {
+        for p in &t.partitions {
+            if p.fence_producer(producer_id, epoch) {
+                fenced += 1;
+            }
+        }
+    }
+    tracing::debug!(producer_id, epoch, fenced, "fence ring");
+}
+
+/// Writes a transaction's markers to every partition, makes them durable,
+/// then persists the completion. Retries storage errors.
+fn write_markers(broker: Arc<Broker>, job: MarkerJob) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+    Box::pin(async move {
+        let mut pending: Vec<TopicPartition> = job.partitions.clone();
+        let mut delay = Duration::from_millis(10);
+        while !pending.is_empty() {
+            let mut files = Vec::new();
+            let mut written = Vec::new();
+            let mut retry = Vec::new();
+            for tp in pending.drain(..) {
+                if tp.topic == "__consumer_offsets" {
+                    broker.complete_txn_offsets(job.producer_id, job.commit);
+                    continue;
+                }
+                let Some(part) = broker.logs.partition(&tp.topic, tp.partition) else {
+                    tracing::warn!(topic = %tp.topic, partition = tp.partition, "marker for a partition that no longer exists; skipped");
+                    continue;
+                };
+                match part.append_marker(
+                    job.producer_id,
+                    job.producer_epoch,
+                    job.commit,
+                    0,
+                    now_ms(),
+                ) {
+                    Ok(a) => {
+                        if let Some(f) = a.file {
+                            files.push(f);
+                        }
+                        written.push((part, a.end_offset));
+                    }
+                    Err(crate::log::partition::AppendError::Producer(_)) => {
+                        tracing::warn!(topic = %tp.topic, partition = tp.partition, "the partition holds a newer epoch; marker skipped");
+                    }
+                    Err(e) => {
+                        tracing::error!(topic = %tp.topic, partition = tp.partition, error = %e, "marker append failed; retrying");
+                        retry.push(tp);
+                    }
+                }
+            }
+            match broker.logs.group_commit().sync_all(files).await {
+                Ok(()) => {
+                    for (part, end) in written {
+                        part.advance_high_watermark(end);
+                    }
+                    broker.data_ready.notify_waiters();
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "marker fsync failed; rewriting is not possible, the markers stand unsynced");
+                }
+            }
+            if !retry.is_empty() {
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(5));
+            }
+            pending = retry;
+        }
+        let step = broker
+            .txn
+            .machine()
+            .markers_written(&job.transactional_id, now_ms());
+        let a = broker.txn.resolve(&broker, step).await;
+        if a.reply.error_code != 0 {
+            tracing::error!(txn = %job.transactional_id, code = a.reply.error_code, "completing the transaction failed");
+        }
+    })
+}

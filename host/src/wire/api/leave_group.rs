@@ -1,0 +1,50 @@
+//! LeaveGroup (key 13): one member (v0–v2) or a batch of members by member
+//! id or group.instance.id (v3+, KIP-345). Before v3 the member's error is
+//! the response's error.
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::leave_group_response::MemberResponse;
+use kafka_protocol::messages::{LeaveGroupRequest, LeaveGroupResponse, ResponseKind};
+
+use super::sb;
+use crate::broker::Broker;
+use crate::wire::codes;
+
+pub fn handle(broker: &Arc<Broker>, req: LeaveGroupRequest, version: i16) -> ResponseKind {
+    let members: Vec<(String, Option<String>)> = if version >= 3 {
+        req.members
+            .iter()
+            .map(|m| {
+                (
+                    m.member_id.to_string(),
+                    m.group_instance_id.as_ref().map(|s| s.to_string()),
+                )
+            })
+            .collect()
+    } else {
+        vec![(req.member_id.to_string(), None)]
+    };
+    let resp = match broker.groups.leave(&req.group_id.0, &members) {
+        Err(code) => LeaveGroupResponse::default().with_error_code(code),
+        Ok(results) if version >= 3 => LeaveGroupResponse::default().with_members(
+            members
+                .iter()
+                .zip(results)
+                .map(|((m, i), code)| {
+                    MemberResponse::default()
+                        .with_member_id(sb(m))
+                        .with_group_instance_id(i.as_deref().map(sb))
+                        .with_error_code(code)
+                })
+                .collect(),
+        ),
+        Ok(results) => LeaveGroupResponse::default().with_error_code(
+            results
+                .into_iter()
+                .find(|c| *c != codes::NONE)
+                .unwrap_or(codes::NONE),
+        ),
+    };
+    ResponseKind::LeaveGroup(resp)
+}

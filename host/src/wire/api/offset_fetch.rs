@@ -1,0 +1,115 @@
+//! OffsetFetch (key 9): committed offsets of one group (v1–v7) or of
+//! several (v8+ `groups`), for the given partitions or, with a null topic
+//! list (v2+), every partition the group has. A partition without a
+//! committed offset answers offset -1, leader epoch -1, metadata "".
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::offset_fetch_response::{
+    OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
+    OffsetFetchResponseTopic, OffsetFetchResponseTopics,
+};
+use kafka_protocol::messages::{OffsetFetchRequest, OffsetFetchResponse, ResponseKind};
+
+use super::{sb, topic_name};
+use crate::broker::Broker;
+use crate::group::Committed;
+use crate::group::coordinator::FetchedTopic;
+
+/// (offset, leader epoch, metadata) as answered.
+fn answer(c: Option<&Committed>) -> (i64, i32, String) {
+    match c {
+        Some(c) => (c.offset, c.leader_epoch, c.metadata.clone()),
+        None => (-1, -1, String::new()),
+    }
+}
+
+pub fn handle(broker: &Arc<Broker>, req: OffsetFetchRequest, version: i16) -> ResponseKind {
+    if version >= 8 {
+        let groups = req
+            .groups
+            .into_iter()
+            .map(|g| {
+                let wanted = g.topics.map(|ts| {
+                    ts.into_iter()
+                        .map(|t| (t.name.0.to_string(), t.partition_indexes))
+                        .collect()
+                });
+                let base = OffsetFetchResponseGroup::default().with_group_id(g.group_id.clone());
+                match broker.groups.fetch(&g.group_id.0, wanted) {
+                    Err(code) => base.with_error_code(code),
+                    Ok(topics) => base.with_topics(
+                        topics
+                            .into_iter()
+                            .map(|(t, parts)| {
+                                OffsetFetchResponseTopics::default()
+                                    .with_name(topic_name(&t))
+                                    .with_partitions(
+                                        parts
+                                            .into_iter()
+                                            .map(|(p, c)| {
+                                                let (offset, epoch, meta) = answer(c.as_ref());
+                                                OffsetFetchResponsePartitions::default()
+                                                    .with_partition_index(p)
+                                                    .with_committed_offset(offset)
+                                                    .with_committed_leader_epoch(epoch)
+                                                    .with_metadata(Some(sb(&meta)))
+                                            })
+                                            .collect(),
+                                    )
+                            })
+                            .collect(),
+                    ),
+                }
+            })
+            .collect();
+        return ResponseKind::OffsetFetch(OffsetFetchResponse::default().with_groups(groups));
+    }
+    let requested: Option<Vec<(String, Vec<i32>)>> = req.topics.map(|ts| {
+        ts.into_iter()
+            .map(|t| (t.name.0.to_string(), t.partition_indexes))
+            .collect()
+    });
+    let (topics, error): (Vec<FetchedTopic>, i16) =
+        match broker.groups.fetch(&req.group_id.0, requested.clone()) {
+            Ok(t) => (t, 0),
+            // Before v2 there is no top-level error: it goes on every
+            // requested partition.
+            Err(code) if version < 2 => (
+                requested
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|(t, ps)| (t, ps.into_iter().map(|p| (p, None)).collect()))
+                    .collect(),
+                code,
+            ),
+            Err(code) => (Vec::new(), code),
+        };
+    let partition_error = if version < 2 { error } else { 0 };
+    let topics = topics
+        .into_iter()
+        .map(|(t, parts)| {
+            OffsetFetchResponseTopic::default()
+                .with_name(topic_name(&t))
+                .with_partitions(
+                    parts
+                        .into_iter()
+                        .map(|(p, c)| {
+                            let (offset, epoch, meta) = answer(c.as_ref());
+                            OffsetFetchResponsePartition::default()
+                                .with_partition_index(p)
+                                .with_committed_offset(offset)
+                                .with_committed_leader_epoch(epoch)
+                                .with_metadata(Some(sb(&meta)))
+                                .with_error_code(partition_error)
+                        })
+                        .collect(),
+                )
+        })
+        .collect();
+    ResponseKind::OffsetFetch(
+        OffsetFetchResponse::default()
+            .with_topics(topics)
+            .with_error_code(error),
+    )
+}

@@ -1,0 +1,46 @@
+//! SyncGroup (key 14): the leader hands in the assignments; every member
+//! gets its own. During CompletingRebalance the answer is a long poll that
+//! the leader's SyncGroup completes.
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::{ResponseKind, SyncGroupRequest, SyncGroupResponse};
+
+use super::sb;
+use crate::broker::Broker;
+use crate::group::outcome::sync_answer;
+use crate::group::{Reply, SyncOutcome, SyncRequest};
+use crate::wire::Handled;
+
+pub fn handle(broker: &Arc<Broker>, req: SyncGroupRequest, version: i16) -> Handled {
+    let sync = SyncRequest {
+        generation: req.generation_id,
+        member_id: req.member_id.to_string(),
+        instance_id: req.group_instance_id.map(|s| s.to_string()),
+        protocol_type: req.protocol_type.map(|s| s.to_string()),
+        protocol: req.protocol_name.map(|s| s.to_string()),
+        assignments: req
+            .assignments
+            .into_iter()
+            .map(|a| (a.member_id.to_string(), a.assignment))
+            .collect(),
+    };
+    match broker.groups.sync(&req.group_id.0, sync) {
+        Reply::Now(o) => Handled::Now(response(o, version)),
+        Reply::Later(rx) => Handled::Later(Box::pin(async move {
+            response(sync_answer(rx).await, version)
+        })),
+    }
+}
+
+fn response(o: SyncOutcome, version: i16) -> ResponseKind {
+    let r = SyncGroupResponse::default()
+        .with_error_code(o.error)
+        .with_assignment(o.assignment);
+    ResponseKind::SyncGroup(if version >= 5 {
+        r.with_protocol_type(o.protocol_type.as_deref().map(sb))
+            .with_protocol_name(o.protocol.as_deref().map(sb))
+    } else {
+        r
+    })
+}
