@@ -672,8 +672,7 @@ impl GroupCoordinator {
                 })
                 .collect(),
             None => {
-                let mut by_topic: BTreeMap<String, Vec<(i32, Option<Committed>)>> =
-                    BTreeMap::new();
+                let mut by_topic: BTreeMap<String, Vec<(i32, Option<Committed>)>> = BTreeMap::new();
                 if exists {
                     if let Some(o) = st.offsets.group(group_id) {
                         for ((t, p), c) in o {

@@ -69,7 +69,9 @@ impl Live {
                     .offsets
                     .insert((topic.clone(), *partition), (seq, committed.clone()))
                 {
-                    self.bytes = self.bytes.saturating_sub(Record::commit_frame_len(group, topic, &old));
+                    self.bytes = self
+                        .bytes
+                        .saturating_sub(Record::commit_frame_len(group, topic, &old));
                 }
                 self.bytes += add;
             }
@@ -80,7 +82,9 @@ impl Live {
             } => {
                 if let Some(g) = self.groups.get_mut(group) {
                     if let Some((_, old)) = g.offsets.remove(&(topic.clone(), *partition)) {
-                        self.bytes = self.bytes.saturating_sub(Record::commit_frame_len(group, topic, &old));
+                        self.bytes = self
+                            .bytes
+                            .saturating_sub(Record::commit_frame_len(group, topic, &old));
                     }
                 }
             }
@@ -107,7 +111,9 @@ impl Live {
                         .collect();
                     for k in gone {
                         if let Some((_, old)) = g.offsets.remove(&k) {
-                            self.bytes = self.bytes.saturating_sub(Record::commit_frame_len(group, topic, &old));
+                            self.bytes = self
+                                .bytes
+                                .saturating_sub(Record::commit_frame_len(group, topic, &old));
                         }
                     }
                 }
@@ -247,7 +253,10 @@ impl Journal {
         } else {
             if &bytes[..MAGIC.len()] != MAGIC {
                 let what = if bytes[..MAGIC.len() - 1] == MAGIC[..MAGIC.len() - 1] {
-                    format!("format version {} (this kaas reads 1)", bytes[MAGIC.len() - 1])
+                    format!(
+                        "format version {} (this kaas reads 1)",
+                        bytes[MAGIC.len() - 1]
+                    )
                 } else {
                     "no kaas offsets journal magic".to_string()
                 };

@@ -164,8 +164,18 @@ impl Record {
 
     /// Bytes of a Commit frame, without building it (for size accounting).
     pub fn commit_frame_len(group: &str, topic: &str, c: &Committed) -> u64 {
-        (FRAME_HEADER + 1 + 2 + group.len() + 2 + topic.len() + 4 + 8 + 4 + 2 + c.metadata.len() + 16)
-            as u64
+        (FRAME_HEADER
+            + 1
+            + 2
+            + group.len()
+            + 2
+            + topic.len()
+            + 4
+            + 8
+            + 4
+            + 2
+            + c.metadata.len()
+            + 16) as u64
     }
 
     /// Decodes the frame at the start of `b`: the record and the frame's

@@ -331,7 +331,10 @@ impl Group {
             return Reply::Now(JoinOutcome::error(&id, codes::UNKNOWN_MEMBER_ID));
         }
         let is_leader = self.leader.as_deref() == Some(id.as_str());
-        let matches = self.members.get(&id).is_some_and(|m| m.matches(&req.protocols));
+        let matches = self
+            .members
+            .get(&id)
+            .is_some_and(|m| m.matches(&req.protocols));
         match self.state {
             GroupState::PreparingRebalance => self.update_member_and_rebalance(req, now),
             GroupState::CompletingRebalance => {
@@ -413,10 +416,7 @@ impl Group {
 
     fn park_join(&mut self, req: &JoinRequest) -> Reply<JoinOutcome> {
         let Some(m) = self.members.get_mut(&req.member_id) else {
-            return Reply::Now(JoinOutcome::error(
-                &req.member_id,
-                codes::UNKNOWN_MEMBER_ID,
-            ));
+            return Reply::Now(JoinOutcome::error(&req.member_id, codes::UNKNOWN_MEMBER_ID));
         };
         m.protocols = req.protocols.clone();
         m.rebalance_timeout = req.rebalance_timeout;
@@ -493,9 +493,9 @@ impl Group {
             !protocol_type.is_empty() && !protocols.is_empty()
         } else {
             self.protocol_type.as_deref() == Some(protocol_type)
-                && protocols.iter().any(|(name, _)| {
-                    self.members.values().all(|m| m.supports(name))
-                })
+                && protocols
+                    .iter()
+                    .any(|(name, _)| self.members.values().all(|m| m.supports(name)))
         }
     }
 

@@ -37,6 +37,18 @@ mod code {
     pub const NOT_COORDINATOR: i16 = 16;
 }
 
+/// A test-only crash point: with the `fault-injection` feature, the process
+/// aborts when `KAAS_FAULT` names this point, simulating a broker killed at
+/// exactly that moment. Compiled to nothing otherwise.
+#[allow(unused_variables)]
+fn fault_point(name: &str) {
+    #[cfg(feature = "fault-injection")]
+    if std::env::var("KAAS_FAULT").is_ok_and(|v| v == name) {
+        eprintln!("kaas: fault injection: aborting at {name}");
+        std::process::abort();
+    }
+}
+
 /// The coordinator.
 #[derive(Debug)]
 pub struct Coordinator {
@@ -80,10 +92,17 @@ impl Coordinator {
         let answer = match step {
             Step::Done(a) => a,
             Step::Write(w) => {
+                let kind = w.kind;
                 let outcome = self.store.append(&w.record).await.map_err(|e| {
                     tracing::error!(error = %e, "transaction state append failed");
                     AppendError::Storage(e.to_string())
                 });
+                // Durable, not yet applied or answered: the KAFKA-20357 window.
+                fault_point(
+                    &format!("after-append-{kind:?}")
+                        .to_lowercase()
+                        .replace("decisionkind::", ""),
+                );
                 self.machine().finish(w, outcome)
             }
         };
@@ -245,6 +264,14 @@ fn write_markers(broker: Arc<Broker>, job: MarkerJob) -> Pin<Box<dyn Future<Outp
                 ) {
                     Ok(a) => {
                         if let Some(f) = a.file {
+                            if written.is_empty()
+                                && job.partitions.len() > 1
+                                && cfg!(feature = "fault-injection")
+                            {
+                                // Crash with one marker durable and the rest unwritten.
+                                let _ = f.sync_data();
+                                fault_point("markers-half-written");
+                            }
                             files.push(f);
                         }
                         written.push((part, a.end_offset));

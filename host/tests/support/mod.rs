@@ -101,8 +101,13 @@ pub struct Process {
 
 impl Process {
     pub fn spawn(dir: &Path, extra: &[&str]) -> Process {
+        Self::spawn_env(dir, extra, &[])
+    }
+
+    pub fn spawn_env(dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Process {
         use std::io::BufRead;
         let mut child = Command::new(env!("CARGO_BIN_EXE_kaas"))
+            .envs(env.iter().copied())
             .args(["broker", "--listen", "127.0.0.1:0", "--data-dir"])
             .arg(dir)
             .args(["--policy"])
@@ -130,6 +135,11 @@ impl Process {
             }
         };
         Process { child, addr }
+    }
+
+    /// Waits for the process to end by itself (a fault point aborted it).
+    pub fn wait_crash(mut self) -> std::process::ExitStatus {
+        self.child.wait().expect("wait")
     }
 
     pub fn kill9(mut self) {

@@ -22,7 +22,11 @@ pub fn handle(broker: &Arc<Broker>, req: OffsetDeleteRequest, _version: i16) -> 
         let topic = t.name.0.to_string();
         for p in &t.partitions {
             if broker.logs.partition(&topic, p.partition_index).is_none() {
-                slots.push((ti, p.partition_index, Some(codes::UNKNOWN_TOPIC_OR_PARTITION)));
+                slots.push((
+                    ti,
+                    p.partition_index,
+                    Some(codes::UNKNOWN_TOPIC_OR_PARTITION),
+                ));
             } else {
                 slots.push((ti, p.partition_index, None));
                 eligible.push((topic.clone(), p.partition_index));

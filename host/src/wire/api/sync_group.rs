@@ -27,9 +27,11 @@ pub fn handle(broker: &Arc<Broker>, req: SyncGroupRequest, version: i16) -> Hand
     };
     match broker.groups.sync(&req.group_id.0, sync) {
         Reply::Now(o) => Handled::Now(response(o, version)),
-        Reply::Later(rx) => Handled::Later(Box::pin(async move {
-            response(sync_answer(rx).await, version)
-        })),
+        Reply::Later(rx) => {
+            Handled::Later(Box::pin(
+                async move { response(sync_answer(rx).await, version) },
+            ))
+        }
     }
 }
 
