@@ -183,6 +183,7 @@ def test_list_offsets_by_timestamp(broker, topic_name):
             assert tp.error is None, tp.error
             # librdkafka answers -1 (OFFSET_END) when no record is that new.
             answers.append((target, None if tp.offset == -1 else tp.offset))
+        assert answers == timestamp_lookups(timestamps)
         # A partition with no records has no record at or after any time.
         empty = (TS_PARTITION + 1) % PARTITIONS
         [tp] = consumer.offsets_for_times([TopicPartition(topic, empty, timestamps[0])],
@@ -190,7 +191,6 @@ def test_list_offsets_by_timestamp(broker, topic_name):
         assert (tp.error, tp.offset) == (None, -1)
     finally:
         consumer.close()
-    assert answers == timestamp_lookups(timestamps)
 
     # Consume from the offset looked up for a time between two records.
     start = dict(answers)[timestamps[TS_CONSUME_FROM] - 500]

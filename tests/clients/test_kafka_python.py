@@ -156,13 +156,13 @@ def test_list_offsets_by_timestamp(broker, admin, topic_name):
             answers.append((target, None if found is None else found.offset))
             if found is not None:
                 assert found.timestamp == timestamps[found.offset]
+        assert answers == timestamp_lookups(timestamps)
         # A partition with no records has no record at or after any time.
         empty = TopicPartition(topic, (TS_PARTITION + 1) % PARTITIONS)
         assert consumer.offsets_for_times({empty: timestamps[0]},
                                           timeout_ms=OP_TIMEOUT_MS) == {empty: None}
     finally:
         consumer.close(autocommit=False)
-    assert answers == timestamp_lookups(timestamps)
 
     # Consume from the offset looked up for a time between two records.
     start = dict(answers)[timestamps[TS_CONSUME_FROM] - 500]

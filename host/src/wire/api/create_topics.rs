@@ -14,7 +14,7 @@ use crate::broker::Broker;
 use crate::log::CreateError;
 use crate::wire::codes;
 
-pub fn handle(broker: &Arc<Broker>, req: CreateTopicsRequest, _version: i16) -> ResponseKind {
+pub fn handle(broker: &Arc<Broker>, req: CreateTopicsRequest, version: i16) -> ResponseKind {
     let results = req
         .topics
         .into_iter()
@@ -88,5 +88,17 @@ pub fn handle(broker: &Arc<Broker>, req: CreateTopicsRequest, _version: i16) -> 
             }
         })
         .collect();
+    let mut results: Vec<CreatableTopicResult> = results;
+    for r in &mut results {
+        if version < 7 {
+            r.topic_id = uuid::Uuid::nil();
+        }
+        if version < 5 {
+            r.num_partitions = -1;
+            r.replication_factor = -1;
+            r.configs = Some(Vec::new());
+            r.topic_config_error_code = 0;
+        }
+    }
     ResponseKind::CreateTopics(CreateTopicsResponse::default().with_topics(results))
 }

@@ -12,7 +12,7 @@ use super::sb;
 use crate::broker::Broker;
 use crate::wire::codes;
 
-pub fn handle(broker: &Arc<Broker>, req: DeleteTopicsRequest, _version: i16) -> ResponseKind {
+pub fn handle(broker: &Arc<Broker>, req: DeleteTopicsRequest, version: i16) -> ResponseKind {
     let mut names: Vec<(Option<String>, uuid::Uuid)> = req
         .topic_names
         .iter()
@@ -55,5 +55,14 @@ pub fn handle(broker: &Arc<Broker>, req: DeleteTopicsRequest, _version: i16) -> 
             }
         })
         .collect();
+    let mut responses: Vec<DeletableTopicResult> = responses;
+    for r in &mut responses {
+        if version < 5 {
+            r.error_message = None;
+        }
+        if version < 6 {
+            r.topic_id = uuid::Uuid::nil();
+        }
+    }
     ResponseKind::DeleteTopics(DeleteTopicsResponse::default().with_responses(responses))
 }

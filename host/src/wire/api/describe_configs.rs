@@ -38,7 +38,7 @@ fn topic_entries(c: &LogConfig) -> Vec<(&'static str, String, i8)> {
     ]
 }
 
-pub fn handle(broker: &Arc<Broker>, req: DescribeConfigsRequest, _version: i16) -> ResponseKind {
+pub fn handle(broker: &Arc<Broker>, req: DescribeConfigsRequest, version: i16) -> ResponseKind {
     let results = req
         .resources
         .into_iter()
@@ -47,7 +47,7 @@ pub fn handle(broker: &Arc<Broker>, req: DescribeConfigsRequest, _version: i16) 
             let wanted = |k: &str| {
                 r.configuration_keys
                     .as_ref()
-                    .is_none_or(|keys| keys.iter().any(|w| w.as_str() == k))
+                    .is_none_or(|keys| keys.is_empty() || keys.iter().any(|w| w.as_str() == k))
             };
             let base = DescribeConfigsResult::default()
                 .with_resource_type(r.resource_type)
@@ -127,5 +127,13 @@ pub fn handle(broker: &Arc<Broker>, req: DescribeConfigsRequest, _version: i16) 
             }
         })
         .collect();
+    let mut results: Vec<DescribeConfigsResult> = results;
+    if version < 3 {
+        for r in &mut results {
+            for c in &mut r.configs {
+                c.config_type = 0;
+            }
+        }
+    }
     ResponseKind::DescribeConfigs(DescribeConfigsResponse::default().with_results(results))
 }

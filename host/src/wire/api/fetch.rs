@@ -164,6 +164,13 @@ fn gather(broker: &Broker, req: &FetchRequest, version: i16) -> (FetchResponse, 
                 .with_partitions(parts),
         );
     }
+    if version < 5 {
+        for t in &mut responses {
+            for p in &mut t.partitions {
+                p.log_start_offset = -1;
+            }
+        }
+    }
     (
         FetchResponse::default()
             .with_session_id(0)

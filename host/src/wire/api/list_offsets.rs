@@ -12,7 +12,7 @@ use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse, Response
 use crate::broker::Broker;
 use crate::wire::codes;
 
-pub fn handle(broker: &Arc<Broker>, req: ListOffsetsRequest, _version: i16) -> ResponseKind {
+pub fn handle(broker: &Arc<Broker>, req: ListOffsetsRequest, version: i16) -> ResponseKind {
     let read_committed = req.isolation_level == 1;
     let topics = req
         .topics
@@ -25,7 +25,7 @@ pub fn handle(broker: &Arc<Broker>, req: ListOffsetsRequest, _version: i16) -> R
                 .map(|p| {
                     let r = ListOffsetsPartitionResponse::default()
                         .with_partition_index(p.partition_index)
-                        .with_leader_epoch(0);
+                        .with_leader_epoch(if version >= 4 { 0 } else { -1 });
                     let Some(part) = broker.logs.partition(&name, p.partition_index) else {
                         return r
                             .with_error_code(codes::UNKNOWN_TOPIC_OR_PARTITION)

@@ -63,13 +63,13 @@ pub fn handle(broker: &Arc<Broker>, req: MetadataRequest, version: i16) -> Respo
         .with_node_id(node)
         .with_host(sb(&broker.config.advertised_host))
         .with_port(broker.config.advertised_port);
-    ResponseKind::Metadata(
-        MetadataResponse::default()
-            .with_brokers(vec![me])
-            .with_cluster_id(Some(sb(&broker.config.cluster_id)))
-            .with_controller_id(node)
-            .with_topics(topics),
-    )
+    let mut resp = MetadataResponse::default()
+        .with_brokers(vec![me])
+        .with_cluster_id(Some(sb(&broker.config.cluster_id)))
+        .with_controller_id(node)
+        .with_topics(topics);
+    fit_to_version(&mut resp, version);
+    ResponseKind::Metadata(resp)
 }
 
 fn unknown(name: &str, code: i16) -> MetadataResponseTopic {
@@ -96,4 +96,25 @@ fn describe(t: &Topic, node: BrokerId) -> MetadataResponseTopic {
         .with_topic_id(uuid::Uuid::from_bytes(t.id))
         .with_is_internal(false)
         .with_partitions(partitions)
+}
+
+/// Resets fields this version of the response does not carry (the codec
+/// refuses to encode a non-default value in a version without the field).
+fn fit_to_version(resp: &mut MetadataResponse, version: i16) {
+    if version < 1 {
+        resp.controller_id = BrokerId(-1);
+    }
+    if version < 2 {
+        resp.cluster_id = None;
+    }
+    for t in &mut resp.topics {
+        if version < 10 {
+            t.topic_id = uuid::Uuid::nil();
+        }
+        for p in &mut t.partitions {
+            if version < 7 {
+                p.leader_epoch = -1;
+            }
+        }
+    }
 }

@@ -38,7 +38,7 @@ struct Outcome {
     result: Result<Appended, i16>,
 }
 
-pub fn handle(broker: &Arc<Broker>, req: ProduceRequest, _version: i16) -> Handled {
+pub fn handle(broker: &Arc<Broker>, req: ProduceRequest, version: i16) -> Handled {
     let acks = req.acks;
     let mut topics: Vec<(kafka_protocol::messages::TopicName, Vec<Outcome>)> = Vec::new();
     for t in req.topic_data {
@@ -86,12 +86,12 @@ pub fn handle(broker: &Arc<Broker>, req: ProduceRequest, _version: i16) -> Handl
         });
     if !needs_wait {
         broker.data_ready.notify_waiters();
-        return Handled::Now(respond(topics));
+        return Handled::Now(respond(topics, version));
     }
     let broker = broker.clone();
     Handled::Later(Box::pin(async move {
         wait_durable(&broker, &mut topics).await;
-        respond(topics)
+        respond(topics, version)
     }))
 }
 
@@ -164,7 +164,10 @@ async fn wait_durable(
     broker.data_ready.notify_waiters();
 }
 
-fn respond(topics: Vec<(kafka_protocol::messages::TopicName, Vec<Outcome>)>) -> ResponseKind {
+fn respond(
+    topics: Vec<(kafka_protocol::messages::TopicName, Vec<Outcome>)>,
+    version: i16,
+) -> ResponseKind {
     let responses = topics
         .into_iter()
         .map(|(name, outs)| {
@@ -174,7 +177,11 @@ fn respond(topics: Vec<(kafka_protocol::messages::TopicName, Vec<Outcome>)>) -> 
                     let r = PartitionProduceResponse::default()
                         .with_index(o.index)
                         .with_log_append_time_ms(-1);
-                    let start = o.partition.as_ref().map_or(-1, |p| p.log_start_offset());
+                    let start = if version >= 5 {
+                        o.partition.as_ref().map_or(-1, |p| p.log_start_offset())
+                    } else {
+                        -1
+                    };
                     match o.result {
                         Ok(a) => r
                             .with_base_offset(a.base_offset)
