@@ -81,6 +81,22 @@ impl Metrics {
             "# TYPE kaas_fsync_seconds_sum counter\nkaas_fsync_seconds_sum {:.9}",
             st.sync_nanos.load(Ordering::Relaxed) as f64 / 1e9
         );
+        let _ = writeln!(
+            out,
+            "# HELP kaas_txn_entry_epoch Producer epoch per transactional.id, labelled with its state and the policy that made its last transition."
+        );
+        let _ = writeln!(out, "# TYPE kaas_txn_entry_epoch gauge");
+        for (e, by) in broker.txn.machine().entries_with_writer() {
+            let _ = writeln!(
+                out,
+                "kaas_txn_entry_epoch{{transactional_id=\"{}\",producer_id=\"{}\",state=\"{}\",policy=\"{}\"}} {}",
+                escape(&e.transactional_id),
+                e.producer_id,
+                crate::wire::api::describe_transactions::state_name(e.state),
+                escape(by.unwrap_or("unknown")),
+                e.producer_epoch
+            );
+        }
         let _ = writeln!(out, "# TYPE kaas_log_end_offset gauge");
         for t in broker.logs.topics() {
             for p in &t.partitions {
@@ -116,4 +132,11 @@ pub async fn serve(listener: TcpListener, broker: Arc<Broker>) {
             let _ = sock.write_all(body.as_bytes()).await;
         });
     }
+}
+
+/// Escapes a Prometheus label value.
+fn escape(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }

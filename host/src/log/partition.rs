@@ -305,6 +305,16 @@ impl Partition {
         })
     }
 
+    /// Every producer's state on this partition (DescribeProducers).
+    pub fn producers(&self) -> Vec<(i64, super::producer::ProducerEntry)> {
+        self.lock()
+            .producers
+            .entries
+            .iter()
+            .map(|(pid, e)| (*pid, e.clone()))
+            .collect()
+    }
+
     /// Whether `producer_id` has an open transaction on this partition.
     pub fn has_open_txn(&self, producer_id: i64) -> bool {
         self.lock()

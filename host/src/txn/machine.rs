@@ -148,6 +148,8 @@ enum Pending {
 struct Slot {
     entry: Entry,
     pending: Option<Pending>,
+    /// Identity of the policy whose decision produced this entry.
+    written_by: Option<String>,
 }
 
 /// The coordinator's entries and the policy that decides over them.
@@ -183,6 +185,13 @@ impl TxnMachine {
         self.slots.get(txn_id).is_some_and(|s| s.pending.is_some())
     }
 
+    /// Each entry with the identity of the policy that made its last transition.
+    pub fn entries_with_writer(&self) -> impl Iterator<Item = (&Entry, Option<&str>)> {
+        self.slots
+            .values()
+            .map(|s| (&s.entry, s.written_by.as_deref()))
+    }
+
     /// Every entry (for snapshots and admin APIs).
     pub fn entries(&self) -> impl Iterator<Item = &Entry> {
         self.slots.values().map(|s| &s.entry)
@@ -195,6 +204,7 @@ impl TxnMachine {
             Slot {
                 entry,
                 pending: None,
+                written_by: None,
             },
         );
     }
@@ -213,7 +223,15 @@ impl TxnMachine {
         self.slots.clear();
         for record in records {
             match record {
-                StateRecord::Upsert { entry, .. } => self.install(entry),
+                StateRecord::Upsert {
+                    entry, written_by, ..
+                } => {
+                    let id = entry.transactional_id.clone();
+                    self.install(entry);
+                    if let Some(slot) = self.slots.get_mut(&id) {
+                        slot.written_by = written_by;
+                    }
+                }
                 StateRecord::Tombstone { transactional_id } => {
                     self.slots.remove(&transactional_id);
                 }
@@ -402,11 +420,13 @@ impl TxnMachine {
                 let fence = (raised && write.entry.producer_epoch > 0)
                     .then_some((write.entry.producer_id, write.entry.producer_epoch));
                 let pending = markers.clone().map(Pending::Markers);
+                let written_by = Some(self.policy.identity().to_string());
                 self.slots.insert(
                     txn_id,
                     Slot {
                         entry: write.entry,
                         pending,
+                        written_by,
                     },
                 );
                 Answer {

@@ -31,6 +31,9 @@ pub const VERSIONS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::AddOffsetsToTxn, 0, 3),
     (ApiKey::EndTxn, 0, 3),
     (ApiKey::DescribeConfigs, 1, 4),
+    (ApiKey::DescribeProducers, 0, 0),
+    (ApiKey::DescribeTransactions, 0, 0),
+    (ApiKey::ListTransactions, 0, 0),
     // Consumer groups (group::). Kafka 3.7's maxima; minima bounded by what
     // kafka-protocol decodes (OffsetCommit 2+, OffsetFetch 1+,
     // OffsetForLeaderEpoch 2+).
@@ -235,6 +238,15 @@ pub async fn dispatch(broker: &Arc<Broker>, req: Request) -> Handled {
             Handled::Now(api::offset_for_leader_epoch::handle(broker, r, v))
         }
         // End of consumer groups.
+        Some(RequestKind::DescribeProducers(r)) => {
+            Handled::Now(api::describe_producers::handle(broker, r, v))
+        }
+        Some(RequestKind::DescribeTransactions(r)) => {
+            Handled::Now(api::describe_transactions::handle(broker, r, v))
+        }
+        Some(RequestKind::ListTransactions(r)) => {
+            Handled::Now(api::list_transactions::handle(broker, r, v))
+        }
         // Only the APIs of VERSIONS reach here; decode refused the rest.
         Some(_) => Handled::Nothing,
     }

@@ -1,0 +1,68 @@
+//! DescribeTransactions (key 65): the coordinator's entry per
+//! transactional.id, as Kafka's admin client shows it.
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::describe_transactions_response::{TopicData, TransactionState};
+use kafka_protocol::messages::{
+    DescribeTransactionsRequest, DescribeTransactionsResponse, ProducerId, ResponseKind,
+};
+
+use super::{sb, topic_name};
+use crate::broker::Broker;
+use crate::policy::TxnState;
+
+const TRANSACTIONAL_ID_NOT_FOUND: i16 = 105;
+
+/// Kafka's display name of a state.
+pub fn state_name(s: TxnState) -> &'static str {
+    match s {
+        TxnState::Empty => "Empty",
+        TxnState::Ongoing => "Ongoing",
+        TxnState::PrepareCommit => "PrepareCommit",
+        TxnState::PrepareAbort => "PrepareAbort",
+        TxnState::CompleteCommit => "CompleteCommit",
+        TxnState::CompleteAbort => "CompleteAbort",
+        TxnState::Dead => "Dead",
+    }
+}
+
+pub fn handle(
+    broker: &Arc<Broker>,
+    req: DescribeTransactionsRequest,
+    _version: i16,
+) -> ResponseKind {
+    let machine = broker.txn.machine();
+    let states = req
+        .transactional_ids
+        .into_iter()
+        .map(|id| {
+            let base = TransactionState::default().with_transactional_id(id.clone());
+            let Some(e) = machine.entry(&id.0) else {
+                return base
+                    .with_error_code(TRANSACTIONAL_ID_NOT_FOUND)
+                    .with_transaction_state(sb("Dead"));
+            };
+            let mut topics: Vec<TopicData> = Vec::new();
+            for p in &e.partitions {
+                match topics.iter_mut().find(|t| t.topic.0.as_str() == p.topic) {
+                    Some(t) => t.partitions.push(p.partition),
+                    None => topics.push(
+                        TopicData::default()
+                            .with_topic(topic_name(&p.topic))
+                            .with_partitions(vec![p.partition]),
+                    ),
+                }
+            }
+            base.with_transaction_state(sb(state_name(e.state)))
+                .with_transaction_timeout_ms(e.timeout_ms)
+                .with_transaction_start_time_ms(e.start_timestamp_ms)
+                .with_producer_id(ProducerId(e.producer_id))
+                .with_producer_epoch(e.producer_epoch)
+                .with_topics(topics)
+        })
+        .collect();
+    ResponseKind::DescribeTransactions(
+        DescribeTransactionsResponse::default().with_transaction_states(states),
+    )
+}

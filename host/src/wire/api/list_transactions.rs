@@ -1,0 +1,57 @@
+//! ListTransactions (key 66): every transactional.id, filtered by state and
+//! producer id (v0) and by minimum duration (v1+).
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::list_transactions_response::TransactionState;
+use kafka_protocol::messages::{
+    ListTransactionsRequest, ListTransactionsResponse, ProducerId, ResponseKind, TransactionalId,
+};
+
+use super::describe_transactions::state_name;
+use super::sb;
+use crate::broker::Broker;
+use crate::txn::coordinator::now_ms;
+
+const KNOWN: [&str; 6] = [
+    "Empty",
+    "Ongoing",
+    "PrepareCommit",
+    "PrepareAbort",
+    "CompleteCommit",
+    "CompleteAbort",
+];
+
+pub fn handle(broker: &Arc<Broker>, req: ListTransactionsRequest, _version: i16) -> ResponseKind {
+    let filters: Vec<String> = req.state_filters.iter().map(|s| s.to_string()).collect();
+    let unknown: Vec<_> = filters
+        .iter()
+        .filter(|f| !KNOWN.contains(&f.as_str()))
+        .map(|f| sb(f))
+        .collect();
+    let now = now_ms();
+    let machine = broker.txn.machine();
+    let states = machine
+        .entries()
+        .filter(|e| filters.is_empty() || filters.iter().any(|f| f == state_name(e.state)))
+        .filter(|e| {
+            req.producer_id_filters.is_empty()
+                || req.producer_id_filters.iter().any(|p| p.0 == e.producer_id)
+        })
+        .filter(|e| {
+            req.duration_filter < 0
+                || (e.start_timestamp_ms >= 0 && now - e.start_timestamp_ms >= req.duration_filter)
+        })
+        .map(|e| {
+            TransactionState::default()
+                .with_transactional_id(TransactionalId(sb(&e.transactional_id)))
+                .with_producer_id(ProducerId(e.producer_id))
+                .with_transaction_state(sb(state_name(e.state)))
+        })
+        .collect();
+    ResponseKind::ListTransactions(
+        ListTransactionsResponse::default()
+            .with_unknown_state_filters(unknown)
+            .with_transaction_states(states),
+    )
+}
