@@ -27,11 +27,15 @@ struct Cli {
 enum Command {
     /// Run the broker.
     Broker(BrokerArgs),
-    /// Run the conformance vectors against a policy component.
+    /// Run the conformance vectors against a policy component, or the wire
+    /// probes against a live broker (--bootstrap).
     Conformance {
         /// The policy component (.wasm).
-        #[arg(long)]
-        policy: PathBuf,
+        #[arg(long, required_unless_present = "bootstrap")]
+        policy: Option<PathBuf>,
+        /// Probe a live broker at HOST:PORT instead of running vectors.
+        #[arg(long, conflicts_with = "policy")]
+        bootstrap: Option<String>,
         /// Directory of *.json vector files.
         #[arg(long)]
         suite: Option<PathBuf>,
@@ -158,10 +162,33 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Conformance {
+            bootstrap: Some(addr),
+            junit,
+            ..
+        } => {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            let results = rt.block_on(conformance::probes::run(&addr))?;
+            print!("{}", conformance::report(&results));
+            if let Some(path) = junit {
+                std::fs::write(&path, conformance::junit("wire-probes", &results))
+                    .with_context(|| format!("writing {}", path.display()))?;
+            }
+            let ok = results.iter().all(|r| r.failure.is_none());
+            Ok(if ok {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            })
+        }
+        Command::Conformance {
             policy,
             suite,
             junit,
+            ..
         } => {
+            let policy = policy.context("--policy is required without --bootstrap")?;
             let rt = runtime()?;
             let policy = Arc::new(rt.load_file(&policy)?);
             let suite = suite.unwrap_or_else(default_suite);

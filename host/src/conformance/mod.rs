@@ -2,6 +2,8 @@
 //! through the real wasmtime runtime and the coordinator state machine.
 //! Prints `PASS <id>` / `FAIL <id> <diff>` per case and a summary.
 
+pub mod client;
+pub mod probes;
 pub mod runner;
 pub mod vectors;
 

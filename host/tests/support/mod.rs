@@ -9,12 +9,6 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::{Buf, Bytes, BytesMut};
-use kafka_protocol::messages::{RequestHeader, ResponseHeader};
-use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
-
 use kaas::broker::{Broker, BrokerConfig};
 use kaas::log::FsyncMode;
 use kaas::policy::{PolicyRuntime, SandboxLimits};
@@ -105,13 +99,17 @@ impl Process {
     }
 
     pub fn spawn_env(dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Process {
+        Self::spawn_full(dir, "kaas_policy_apache37.wasm", extra, env)
+    }
+
+    pub fn spawn_full(dir: &Path, policy: &str, extra: &[&str], env: &[(&str, &str)]) -> Process {
         use std::io::BufRead;
         let mut child = Command::new(env!("CARGO_BIN_EXE_kaas"))
             .envs(env.iter().copied())
             .args(["broker", "--listen", "127.0.0.1:0", "--data-dir"])
             .arg(dir)
             .args(["--policy"])
-            .arg(wasm("kaas_policy_apache37.wasm"))
+            .arg(wasm(policy))
             .args(extra)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -154,73 +152,42 @@ impl Process {
     }
 }
 
-/// A raw Kafka connection.
-pub struct Client {
-    stream: TcpStream,
-    correlation: i32,
-}
+/// The library client with test-friendly (panicking) methods.
+pub struct Client(kaas::conformance::client::Client);
 
 impl Client {
     pub async fn connect(addr: &str) -> Client {
-        let stream = TcpStream::connect(addr).await.expect("connect");
-        stream.set_nodelay(true).expect("nodelay");
-        Client {
-            stream,
-            correlation: 0,
-        }
-    }
-
-    /// Sends raw bytes as one frame (size prefix added).
-    pub async fn send_raw(&mut self, frame: &[u8]) {
-        self.stream
-            .write_all(&(frame.len() as i32).to_be_bytes())
-            .await
-            .expect("write");
-        self.stream.write_all(frame).await.expect("write");
-    }
-
-    /// Reads one response frame, or None if the broker closed the connection.
-    pub async fn read_frame(&mut self) -> Option<Bytes> {
-        let mut size = [0u8; 4];
-        match tokio::time::timeout(Duration::from_secs(10), self.stream.read_exact(&mut size)).await
-        {
-            Ok(Ok(_)) => {}
-            _ => return None,
-        }
-        let mut buf = BytesMut::zeroed(i32::from_be_bytes(size) as usize);
-        self.stream.read_exact(&mut buf).await.ok()?;
-        Some(buf.freeze())
-    }
-
-    /// Encodes a request frame.
-    pub fn frame<R: Request>(&mut self, req: &R, version: i16) -> (i32, BytesMut) {
-        self.correlation += 1;
-        let header = RequestHeader::default()
-            .with_request_api_key(R::KEY)
-            .with_request_api_version(version)
-            .with_correlation_id(self.correlation)
-            .with_client_id(Some(StrBytes::from_static_str("kaas-test")));
-        let mut buf = BytesMut::new();
-        header
-            .encode(&mut buf, R::header_version(version))
-            .expect("header");
-        req.encode(&mut buf, version).expect("body");
-        (self.correlation, buf)
-    }
-
-    /// Sends a request and decodes its response.
-    pub async fn call<R: Request>(&mut self, req: &R, version: i16) -> R::Response {
-        let (id, frame) = self.frame(req, version);
-        self.send_raw(&frame).await;
-        let mut resp = self.read_frame().await.expect("a response");
-        let header = ResponseHeader::decode(
-            &mut resp,
-            <R::Response as HeaderVersion>::header_version(version),
+        Client(
+            kaas::conformance::client::Client::connect(addr)
+                .await
+                .expect("connect"),
         )
-        .expect("response header");
-        assert_eq!(header.correlation_id, id, "responses come back in order");
-        let body = R::Response::decode(&mut resp, version).expect("response body");
-        assert_eq!(resp.remaining(), 0, "response fully consumed");
-        body
+    }
+
+    pub async fn send_raw(&mut self, frame: &[u8]) {
+        self.0.send_raw(frame).await.expect("write");
+    }
+
+    pub async fn read_frame(&mut self) -> Option<bytes::Bytes> {
+        self.0.read_frame().await
+    }
+
+    pub fn frame<R: kafka_protocol::protocol::Request>(
+        &mut self,
+        req: &R,
+        version: i16,
+    ) -> (i32, bytes::BytesMut) {
+        self.0.frame(req, version).expect("encode")
+    }
+
+    pub async fn call<R: kafka_protocol::protocol::Request>(
+        &mut self,
+        req: &R,
+        version: i16,
+    ) -> R::Response {
+        self.0
+            .call(req, version)
+            .await
+            .expect("a decodable response, in order")
     }
 }
