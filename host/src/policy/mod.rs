@@ -322,8 +322,8 @@ fn deadline_ticks(deadline: Duration) -> u64 {
     (deadline.as_millis() / EPOCH_TICK.as_millis()).max(1) as u64
 }
 
-/// A loaded policy. Calls are serialized on one instance (a decision takes a
-/// few hundred nanoseconds); a trapped instance is replaced on the next call.
+/// A loaded policy. Calls are serialized on one instance (a decision takes
+/// about a microsecond); a trapped instance is replaced on the next call.
 pub struct Policy {
     /// Who this policy is (from `describe()` and the file's hash).
     identity: PolicyIdentity,
@@ -356,7 +356,7 @@ impl Policy {
     fn call<R>(
         &self,
         func: &'static str,
-        f: impl FnOnce(&TxnPolicy, &mut Store<HostState>) -> wasmtime::Result<R>,
+        f: impl Fn(&TxnPolicy, &mut Store<HostState>) -> wasmtime::Result<R>,
     ) -> Result<R, PolicyError> {
         let trap = |cause: String| PolicyError::Trap {
             policy: self.identity.to_string(),
@@ -367,21 +367,37 @@ impl Policy {
             .live
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if guard.is_none() {
-            *guard = Some(
-                Live::new(&self.engine, &self.pre, &self.limits)
-                    .map_err(|e| trap(format!("{e:#}")))?,
-            );
-        }
-        let Some(live) = guard.as_mut() else {
-            return Err(trap("no instance".into()));
-        };
-        live.arm(&self.limits);
-        match f(&live.bindings, &mut live.store) {
-            Ok(r) => Ok(r),
-            Err(e) => {
-                *guard = None;
-                Err(trap(describe_trap(&e)))
+        // A deadline trap after almost no work means the thread was
+        // descheduled mid-call (a loaded machine), not a slow policy: the
+        // policy is pure, so one retry on a fresh instance is safe.
+        let mut retried = false;
+        loop {
+            if guard.is_none() {
+                *guard = Some(
+                    Live::new(&self.engine, &self.pre, &self.limits)
+                        .map_err(|e| trap(format!("{e:#}")))?,
+                );
+            }
+            let Some(live) = guard.as_mut() else {
+                return Err(trap("no instance".into()));
+            };
+            live.arm(&self.limits);
+            match f(&live.bindings, &mut live.store) {
+                Ok(r) => return Ok(r),
+                Err(e) => {
+                    let used = self.limits.fuel_per_call - live.store.get_fuel().unwrap_or(0);
+                    let interrupted = matches!(
+                        e.downcast_ref::<wasmtime::Trap>(),
+                        Some(wasmtime::Trap::Interrupt)
+                    );
+                    *guard = None;
+                    if interrupted && !retried && used < self.limits.fuel_per_call / 100 {
+                        retried = true;
+                        tracing::warn!(policy = %self.identity, func, fuel_used = used, "deadline hit after little work; retrying once");
+                        continue;
+                    }
+                    return Err(trap(describe_trap(&e)));
+                }
             }
         }
     }
