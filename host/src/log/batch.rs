@@ -274,6 +274,126 @@ pub fn control_type(batch: &[u8]) -> Option<i16> {
     Some(i16::from_be_bytes([*b.get(2)?, *b.get(3)?]))
 }
 
+/// Most decompressed bytes [`first_record_at_or_after`] reads from one
+/// batch: a compressed batch is at most `max.message.bytes` on disk, but a
+/// decompression bomb can expand it a thousandfold or more.
+pub const MAX_SCAN_BYTES: u64 = 64 << 20;
+
+/// Attribute bit: record timestamps are the batch's (LogAppendTime).
+const ATTR_LOG_APPEND_TIME: i16 = 0x08;
+
+/// ListOffsets by timestamp inside one stored batch: the offset and
+/// timestamp of its first record whose timestamp is at least `ts`. None when
+/// no record qualifies or the records cannot be read within
+/// [`MAX_SCAN_BYTES`] (the caller then answers with the batch itself).
+///
+/// Records are read as a stream, decompressing on the fly, and only their
+/// length, timestamp delta and offset delta are parsed: nothing is allocated
+/// from a count or length in the batch. (kafka-protocol's batch decoder,
+/// used here before, reserved capacity from the record count of a
+/// compressed batch and from each record's header count, and decompressed
+/// without bound; a batch our validation accepts could abort the process.)
+pub fn first_record_at_or_after(batch: &[u8], h: &BatchHeader, ts: i64) -> Option<(i64, i64)> {
+    use std::io::Read;
+    let records = batch.get(HEADER_LEN..h.size)?;
+    if h.attributes & ATTR_LOG_APPEND_TIME != 0 {
+        return (h.max_timestamp >= ts).then_some((h.base_offset, h.max_timestamp));
+    }
+    let limit = MAX_SCAN_BYTES;
+    match h.compression() {
+        0 => scan_records(records, h, ts),
+        1 => scan_records(
+            flate2::read::MultiGzDecoder::new(records).take(limit),
+            h,
+            ts,
+        ),
+        2 => scan_records(&snappy_decompress(records, limit)?[..], h, ts),
+        3 => scan_records(lz4::Decoder::new(records).ok()?.take(limit), h, ts),
+        4 => scan_records(
+            zstd::stream::read::Decoder::new(records).ok()?.take(limit),
+            h,
+            ts,
+        ),
+        _ => None,
+    }
+}
+
+/// Walks records from `r` (each a varint length, attributes, varlong
+/// timestamp delta, varint offset delta, then the rest, skipped).
+fn scan_records(r: impl std::io::Read, h: &BatchHeader, ts: i64) -> Option<(i64, i64)> {
+    use std::io::Read;
+    let mut r = std::io::BufReader::new(r);
+    for _ in 0..h.record_count {
+        let len = read_varlong_io(&mut r)?;
+        let mut rec = (&mut r).take(u64::try_from(len).ok()?);
+        let mut attributes = [0u8; 1];
+        rec.read_exact(&mut attributes).ok()?;
+        let timestamp = h.base_timestamp.wrapping_add(read_varlong_io(&mut rec)?);
+        let offset = h
+            .base_offset
+            .saturating_add(i64::from(i32::try_from(read_varlong_io(&mut rec)?).ok()?));
+        if timestamp >= ts {
+            return Some((offset, timestamp));
+        }
+        std::io::copy(&mut rec, &mut std::io::sink()).ok()?;
+        if rec.limit() != 0 {
+            return None; // truncated
+        }
+    }
+    None
+}
+
+/// A zigzag varlong (at most 10 bytes) from a reader.
+fn read_varlong_io(r: &mut impl std::io::Read) -> Option<i64> {
+    let mut value: u64 = 0;
+    for i in 0..10 {
+        let mut b = [0u8; 1];
+        r.read_exact(&mut b).ok()?;
+        value |= u64::from(b[0] & 0x7f) << (7 * i);
+        if b[0] & 0x80 == 0 {
+            return Some(((value >> 1) as i64) ^ -((value & 1) as i64));
+        }
+    }
+    None
+}
+
+/// Kafka's snappy: xerial framing (magic, version, compatible version, then
+/// length-prefixed raw blocks) or, as Java accepts it, one raw block. Every
+/// block's declared length is checked against `limit` before allocating.
+fn snappy_decompress(data: &[u8], limit: u64) -> Option<Vec<u8>> {
+    const XERIAL: &[u8] = b"\x82SNAPPY\x00";
+    let mut out = Vec::new();
+    let block = |raw: &[u8], out: &mut Vec<u8>| -> Option<()> {
+        // A snappy block expands at most ~21 times (a 3-byte copy of 64
+        // bytes): a larger declared length is a lie, refused before the
+        // zero-filled buffer is made.
+        let len = snap::raw::decompress_len(raw).ok()?;
+        if len > raw.len().saturating_mul(22) || (out.len() + len) as u64 > limit {
+            return None;
+        }
+        let start = out.len();
+        out.resize(start + len, 0);
+        let n = snap::raw::Decoder::new()
+            .decompress(raw, &mut out[start..])
+            .ok()?;
+        out.truncate(start + n);
+        Some(())
+    };
+    match data.strip_prefix(XERIAL) {
+        None => block(data, &mut out)?,
+        Some(rest) => {
+            let mut rest = rest.get(8..)?; // version, compatible version
+            while !rest.is_empty() {
+                let len = u32::from_be_bytes(rest.get(..4)?.try_into().ok()?) as usize;
+                let raw = rest.get(4..4 + len)?;
+                block(raw, &mut out)?;
+                rest = &rest[4 + len..];
+            }
+        }
+    }
+    Some(out)
+}
+
 /// Writes the assigned base offset (and leader epoch 0) into a batch; neither
 /// field is covered by the CRC.
 pub fn assign_offset(batch: &mut [u8], base_offset: i64) {
@@ -499,5 +619,115 @@ mod tests {
             false,
         );
         assert_eq!(parse_header(&b).map(|h| h.last_sequence()), Some(0));
+    }
+
+    fn encoded(compression: kafka_protocol::records::Compression, n: i64) -> Vec<u8> {
+        use kafka_protocol::records::*;
+        let records: Vec<Record> = (0..n)
+            .map(|i| Record {
+                transactional: false,
+                control: false,
+                delete_horizon: false,
+                partition_leader_epoch: NO_PARTITION_LEADER_EPOCH,
+                producer_id: NO_PRODUCER_ID,
+                producer_epoch: NO_PRODUCER_EPOCH,
+                sequence: i as i32,
+                timestamp_type: TimestampType::Creation,
+                offset: i,
+                timestamp: 1000 + 10 * i,
+                key: Some(bytes::Bytes::from("k")),
+                value: Some(bytes::Bytes::from(vec![b'v'; 100])),
+                headers: [(
+                    kafka_protocol::protocol::StrBytes::from_static_str("h"),
+                    Some(bytes::Bytes::from("x")),
+                )]
+                .into_iter()
+                .collect(),
+            })
+            .collect();
+        let mut buf = bytes::BytesMut::new();
+        RecordBatchEncoder::encode(
+            &mut buf,
+            &records,
+            &RecordEncodeOptions {
+                version: 2,
+                compression,
+            },
+        )
+        .expect("encodes");
+        buf.to_vec()
+    }
+
+    #[test]
+    fn the_first_record_at_or_after_a_timestamp_is_found_in_every_codec() {
+        use kafka_protocol::records::Compression::*;
+        for codec in [None, Gzip, Snappy, Lz4, Zstd] {
+            let mut b = encoded(codec, 5);
+            validate_client_batch(&b, 1 << 20).expect("a client would send this");
+            assign_offset(&mut b, 100);
+            let h = parse_header(&b).expect("header");
+            let find = |ts| first_record_at_or_after(&b, &h, ts);
+            assert_eq!(find(i64::MIN), Some((100, 1000)), "{codec:?}");
+            assert_eq!(find(1015), Some((102, 1020)), "{codec:?}");
+            assert_eq!(find(1040), Some((104, 1040)), "{codec:?}");
+            assert_eq!(find(1041), Option::None, "{codec:?}");
+        }
+    }
+
+    #[test]
+    fn a_lying_count_or_header_count_allocates_nothing() {
+        // Uncompressed, one record whose header count says 2^31-1: the
+        // scanner never reads past the timestamp and offset deltas.
+        let mut record = vec![0u8];
+        put_varint(&mut record, 0);
+        put_varint(&mut record, 0);
+        put_varint(&mut record, -1);
+        put_varint(&mut record, 1);
+        record.push(b'v');
+        put_varint(&mut record, i64::from(i32::MAX));
+        let mut b = data_batch(&[(None, b"v")], 7, None, false);
+        b.truncate(HEADER_LEN);
+        put_varint(&mut b, record.len() as i64);
+        b.extend_from_slice(&record);
+        let len = (b.len() - LOG_OVERHEAD) as i32;
+        b[8..12].copy_from_slice(&len.to_be_bytes());
+        let crc = crc32c::crc32c(&b[CRC_START..]);
+        b[17..21].copy_from_slice(&crc.to_be_bytes());
+        let h = validate_client_batch(&b, 1 << 20).expect("validation looks at lengths only");
+        assert_eq!(first_record_at_or_after(&b, &h, 0), Some((0, 7)));
+
+        // Compressed with a record count of 2^31-1 and one real record.
+        let mut b = encoded(kafka_protocol::records::Compression::Gzip, 1);
+        b[57..61].copy_from_slice(&i32::MAX.to_be_bytes());
+        b[23..27].copy_from_slice(&(i32::MAX - 1).to_be_bytes());
+        let crc = crc32c::crc32c(&b[CRC_START..]);
+        b[17..21].copy_from_slice(&crc.to_be_bytes());
+        let h = validate_client_batch(&b, 1 << 20).expect("compressed counts are not checked");
+        assert_eq!(first_record_at_or_after(&b, &h, 1000), Some((0, 1000)));
+        assert_eq!(first_record_at_or_after(&b, &h, 2000), Option::None);
+    }
+
+    #[test]
+    fn a_decompression_bomb_stops_at_the_scan_limit() {
+        // 100 MiB of 7-byte records (timestamp delta 0) gzip to ~100 KiB; the
+        // one record that matches lies past MAX_SCAN_BYTES, so it is not
+        // found: the scan stopped reading.
+        let filler = [0x0c, 0, 0, 0, 1, 1, 0];
+        let mut plain = filler.repeat((100 << 20) / filler.len());
+        plain.extend_from_slice(&[0x0c, 0, 0x0a, 0, 1, 1, 0]); // delta 5
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+        std::io::Write::write_all(&mut gz, &plain).expect("gzip");
+        let body = gz.finish().expect("gzip");
+        let mut b = data_batch(&[(None, b"v")], 1, None, false);
+        b.truncate(HEADER_LEN);
+        b.extend_from_slice(&body);
+        b[21..23].copy_from_slice(&1i16.to_be_bytes());
+        b[57..61].copy_from_slice(&i32::MAX.to_be_bytes());
+        let len = (b.len() - LOG_OVERHEAD) as i32;
+        b[8..12].copy_from_slice(&len.to_be_bytes());
+        let h = parse_header(&b).expect("header");
+        assert!(b.len() < 1 << 20, "the bomb fits in max.message.bytes");
+        assert_eq!(first_record_at_or_after(&b, &h, 1), Some((0, 1)));
+        assert_eq!(first_record_at_or_after(&b, &h, 5), None);
     }
 }

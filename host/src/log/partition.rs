@@ -608,16 +608,10 @@ impl Partition {
     }
 }
 
-/// The first record of an (optionally compressed) batch with timestamp ≥ ts.
+/// The first record of an (optionally compressed) batch with timestamp ≥ ts;
+/// the batch itself when none is found or its records cannot be read.
 fn first_record_at_or_after(bytes: &[u8], h: &BatchHeader, ts: i64) -> (i64, i64) {
-    use kafka_protocol::records::RecordBatchDecoder;
-    let mut buf = bytes::Bytes::copy_from_slice(bytes);
-    if let Ok(set) = RecordBatchDecoder::decode(&mut buf) {
-        if let Some(r) = set.records.iter().find(|r| r.timestamp >= ts) {
-            return (r.offset, r.timestamp);
-        }
-    }
-    (h.base_offset, h.max_timestamp)
+    batch::first_record_at_or_after(bytes, h, ts).unwrap_or((h.base_offset, h.max_timestamp))
 }
 
 /// Replays one segment's batches from `from`, in log order: data batches
