@@ -49,6 +49,21 @@ fn fault_point(name: &str) {
     }
 }
 
+/// A test-only one-shot fault: with the `fault-injection` feature, returns
+/// true exactly once per process when `KAAS_FAULT` names `name`.
+#[allow(unused_variables)]
+pub fn fault_once(name: &str) -> bool {
+    #[cfg(feature = "fault-injection")]
+    {
+        static FIRED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+        if std::env::var("KAAS_FAULT").is_ok_and(|v| v == name) && !FIRED.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            eprintln!("kaas: fault injection: {name}");
+            return true;
+        }
+    }
+    false
+}
+
 /// The coordinator.
 #[derive(Debug)]
 pub struct Coordinator {

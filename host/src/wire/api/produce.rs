@@ -103,6 +103,11 @@ fn append(
 ) -> Result<Appended, i16> {
     let header = crate::log::batch::parse_header(&bytes);
     if let Some(h) = header.filter(|h| h.is_transactional()) {
+        // Test-only: answer one transactional batch OUT_OF_ORDER_SEQUENCE_NUMBER
+        // so a client must recover with a KIP-360 epoch bump.
+        if crate::txn::coordinator::fault_once("produce-out-of-order-once") {
+            return Err(codes::OUT_OF_ORDER_SEQUENCE_NUMBER);
+        }
         let Some(txn_id) = transactional_id else {
             return Err(codes::INVALID_RECORD);
         };
