@@ -95,6 +95,9 @@ pub fn handle(broker: &Arc<Broker>, req: ProduceRequest, version: i16) -> Handle
     }))
 }
 
+/// Only ever sent by the test-only fault below; 3.7 never sends it from Produce.
+const UNKNOWN_PRODUCER_ID: i16 = 59;
+
 fn append(
     broker: &Broker,
     part: &Partition,
@@ -103,10 +106,13 @@ fn append(
 ) -> Result<Appended, i16> {
     let header = crate::log::batch::parse_header(&bytes);
     if let Some(h) = header.filter(|h| h.is_transactional()) {
-        // Test-only: answer one transactional batch OUT_OF_ORDER_SEQUENCE_NUMBER
-        // so a client must recover with a KIP-360 epoch bump.
-        if crate::txn::coordinator::fault_once("produce-out-of-order-once") {
-            return Err(codes::OUT_OF_ORDER_SEQUENCE_NUMBER);
+        // Test-only: answer one later transactional batch as if the broker had
+        // lost the producer's state (UNKNOWN_PRODUCER_ID), so the client must
+        // recover with a KIP-360 epoch bump. (librdkafka treats an
+        // OUT_OF_ORDER_SEQUENCE_NUMBER on the next expected sequence as fatal
+        // "sequence desynchronization", so that code cannot drive the bump.)
+        if h.base_sequence > 0 && crate::txn::coordinator::fault_once("produce-unknown-producer-id-once") {
+            return Err(UNKNOWN_PRODUCER_ID);
         }
         let Some(txn_id) = transactional_id else {
             return Err(codes::INVALID_RECORD);
