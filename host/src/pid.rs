@@ -47,6 +47,20 @@ impl ProducerIdAllocator {
         Ok(st.0)
     }
 
+    /// Hands out a fresh id. Concurrent callers never get the same one; an
+    /// id that ends up unused is simply skipped (ids are plentiful).
+    pub fn allocate(&self) -> io::Result<i64> {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if st.0 >= st.1 {
+            let end = st.1 + BLOCK;
+            crate::log::partition::write_atomically(&self.path, end.to_string().as_bytes())?;
+            st.1 = end;
+        }
+        let id = st.0;
+        st.0 += 1;
+        Ok(id)
+    }
+
     /// Marks `id` (the peeked one) as handed out.
     pub fn consume(&self, id: i64) {
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());

@@ -4,8 +4,9 @@
 //!
 //! Requests on one connection are decoded and dispatched in order, so
 //! appends keep their order; a handler's slow part (durability, long poll)
-//! resolves in a per-connection queue drained by a writer task, which is
-//! what lets pipelined produces share one fdatasync. Malformed frames,
+//! resolves in a per-connection queue drained by a writer task; Produce
+//! joins the group commit when it is dispatched (not when the writer
+//! reaches it), so pipelined produces share one fdatasync. Malformed frames,
 //! unknown APIs and unsupported versions close the connection, as Kafka
 //! does; nothing a client sends can panic the broker.
 

@@ -56,7 +56,9 @@ pub fn fault_once(name: &str) -> bool {
     #[cfg(feature = "fault-injection")]
     {
         static FIRED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-        if std::env::var("KAAS_FAULT").is_ok_and(|v| v == name) && !FIRED.swap(true, std::sync::atomic::Ordering::SeqCst) {
+        if std::env::var("KAAS_FAULT").is_ok_and(|v| v == name)
+            && !FIRED.swap(true, std::sync::atomic::Ordering::SeqCst)
+        {
             eprintln!("kaas: fault injection: {name}");
             return true;
         }
@@ -71,7 +73,13 @@ pub struct Coordinator {
     store: TxnStore,
     /// Marker jobs found Prepare* at load, to finish once the broker runs.
     recovered: Mutex<Vec<MarkerJob>>,
+    /// Woken whenever a transaction's completion is durable.
+    completed: tokio::sync::Notify,
 }
+
+/// How long a request waits for a transaction's markers before it is
+/// answered CONCURRENT_TRANSACTIONS, as Kafka would answer at once.
+const MARKER_WAIT: Duration = Duration::from_millis(500);
 
 impl Coordinator {
     /// A coordinator over `machine`, loaded from `store`'s records.
@@ -85,6 +93,7 @@ impl Coordinator {
             machine: Mutex::new(machine),
             store,
             recovered: Mutex::new(jobs),
+            completed: tokio::sync::Notify::new(),
         }
     }
 
@@ -99,6 +108,25 @@ impl Coordinator {
         for job in jobs {
             tracing::info!(txn = %job.transactional_id, commit = job.commit, "finishing markers found at load");
             tokio::spawn(write_markers(broker.clone(), job));
+        }
+    }
+
+    /// Waits (bounded) while `txn_id`'s markers are being written, so a
+    /// client's next request is decided on the completed entry instead of
+    /// bouncing off CONCURRENT_TRANSACTIONS and backing off. The decision
+    /// itself is unchanged: after the wait the policy decides as usual.
+    async fn await_markers(&self, txn_id: &str) {
+        let deadline = tokio::time::Instant::now() + MARKER_WAIT;
+        loop {
+            let notified = self.completed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if !self.machine().awaiting_markers(txn_id) {
+                return;
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                return;
+            }
         }
     }
 
@@ -132,7 +160,12 @@ impl Coordinator {
 
     /// InitProducerId (both paths).
     pub async fn init_producer_id(&self, broker: &Arc<Broker>, req: &InitProducerId) -> Reply {
-        let candidate = match broker.producer_ids.peek() {
+        if let Some(id) = &req.transactional_id {
+            self.await_markers(id).await;
+        }
+        // Allocated up front: two concurrent InitProducerIds must never be
+        // offered the same candidate. An unused candidate is skipped.
+        let candidate = match broker.producer_ids.allocate() {
             Ok(c) => c,
             Err(e) => {
                 tracing::error!(error = %e, "reserving producer ids failed");
@@ -145,9 +178,6 @@ impl Coordinator {
         };
         let step = self.machine().init_producer_id(req, now_ms(), candidate);
         let answer = self.resolve(broker, step).await;
-        if answer.candidate_used {
-            broker.producer_ids.consume(candidate);
-        }
         answer.reply
     }
 
@@ -157,6 +187,9 @@ impl Coordinator {
         broker: &Arc<Broker>,
         req: &AddPartitionsRequest,
     ) -> (i16, Vec<i16>) {
+        if !req.verify_only {
+            self.await_markers(&req.transactional_id).await;
+        }
         let step = self.machine().add_partitions(req);
         let a = self.resolve(broker, step).await;
         (a.reply.error_code, a.partition_errors)
@@ -164,6 +197,7 @@ impl Coordinator {
 
     /// EndTxn.
     pub async fn end_txn(&self, broker: &Arc<Broker>, req: &EndTxnRequest) -> i16 {
+        self.await_markers(&req.transactional_id).await;
         let step = self.machine().end_txn(req);
         self.resolve(broker, step).await.reply.error_code
     }
@@ -322,6 +356,7 @@ fn write_markers(broker: Arc<Broker>, job: MarkerJob) -> Pin<Box<dyn Future<Outp
             .machine()
             .markers_written(&job.transactional_id, now_ms());
         let a = broker.txn.resolve(&broker, step).await;
+        broker.txn.completed.notify_waiters();
         if a.reply.error_code != 0 {
             tracing::error!(txn = %job.transactional_id, code = a.reply.error_code, "completing the transaction failed");
         }

@@ -89,9 +89,18 @@ pub fn handle(broker: &Arc<Broker>, req: ProduceRequest, version: i16) -> Handle
         return Handled::Now(respond(topics, version));
     }
     let broker = broker.clone();
-    Handled::Later(Box::pin(async move {
+    // Join the group commit now, not when the connection's writer gets to
+    // this response: pipelined produces on one connection then share one
+    // fdatasync instead of syncing one after another.
+    let durable = tokio::spawn(async move {
         wait_durable(&broker, &mut topics).await;
         respond(topics, version)
+    });
+    Handled::Later(Box::pin(async move {
+        durable.await.unwrap_or_else(|e| {
+            tracing::error!(error = %e, "the durability wait failed");
+            ResponseKind::Produce(ProduceResponse::default())
+        })
     }))
 }
 

@@ -1,0 +1,198 @@
+//! Transaction throughput and InitProducerId latency over the wire, next to
+//! the fdatasync latency of the same disk measured in the same run.
+//!
+//! Run: `cargo run --release -p kaas --example txn_bench -- [--seconds N] [--data-dir DIR]`
+//!
+//! A transaction as a client sees it: AddPartitionsToTxn (durable state
+//! record), Produce (durable data), EndTxn (durable PrepareCommit) — k = 3
+//! durable writes on the critical path; markers and the completion record
+//! follow the EndTxn reply. The target for one producer is
+//! ≥ 0.75 × 1 / (k × fdatasync latency); 8 producers should reach ≥ 4× one
+//! producer through group commit.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
+
+use kaas::broker::BrokerConfig;
+use kaas::conformance::client::Client;
+use kaas::log::FsyncMode;
+use kaas::log::batch::data_batch;
+use kaas::policy::{PolicyRuntime, SandboxLimits};
+
+const K: f64 = 3.0;
+
+fn s(v: &str) -> StrBytes {
+    StrBytes::from_string(v.into())
+}
+
+fn percentile(v: &mut [f64], p: f64) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[((v.len() as f64 - 1.0) * p).round() as usize]
+}
+
+/// fdatasync latency of 4 KiB appends in `dir` (median, ms).
+fn fdatasync_ms(dir: &std::path::Path) -> anyhow::Result<f64> {
+    use std::io::Write;
+    let path = dir.join("fsync-probe");
+    let mut f = std::fs::File::create(&path)?;
+    let block = vec![7u8; 4096];
+    let mut lat = Vec::new();
+    for _ in 0..200 {
+        f.write_all(&block)?;
+        let t = Instant::now();
+        f.sync_data()?;
+        lat.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    std::fs::remove_file(&path)?;
+    Ok(percentile(&mut lat, 0.5))
+}
+
+async fn producer(addr: String, id: usize, records: usize, until: Instant) -> anyhow::Result<(usize, Vec<f64>)> {
+    let mut c = Client::connect(&addr).await?;
+    let txn = format!("bench-{id}-{records}");
+    let mut init_lat = Vec::new();
+    let t = Instant::now();
+    let r = c
+        .call(&InitProducerIdRequest::default().with_transactional_id(Some(TransactionalId(s(&txn)))).with_transaction_timeout_ms(60_000), 4)
+        .await?;
+    init_lat.push(t.elapsed().as_secs_f64() * 1e3);
+    anyhow::ensure!(r.error_code == 0, "InitProducerId: {}", r.error_code);
+    let (pid, epoch) = (r.producer_id.0, r.producer_epoch);
+    let partition = (id % 8) as i32;
+    let value = vec![b'x'; 100];
+    let mut seq = 0i32;
+    let mut done = 0;
+    while Instant::now() < until {
+        let add = AddPartitionsToTxnRequest::default()
+            .with_v3_and_below_transactional_id(TransactionalId(s(&txn)))
+            .with_v3_and_below_producer_id(ProducerId(pid))
+            .with_v3_and_below_producer_epoch(epoch)
+            .with_v3_and_below_topics(vec![AddPartitionsToTxnTopic::default().with_name(TopicName(s("bench"))).with_partitions(vec![partition])]);
+        let code = c.call(&add, 3).await?.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code;
+        if code == 51 {
+            continue; // the previous transaction's markers are still being written
+        }
+        anyhow::ensure!(code == 0, "AddPartitionsToTxn: {code}");
+        let recs: Vec<(Option<&[u8]>, &[u8])> = (0..records).map(|_| (None, &value[..])).collect();
+        let batch = data_batch(&recs, 1, Some((pid, epoch, seq)), true);
+        seq += records as i32;
+        let produce = ProduceRequest::default().with_transactional_id(Some(TransactionalId(s(&txn)))).with_acks(-1).with_timeout_ms(5000).with_topic_data(vec![
+            TopicProduceData::default().with_name(TopicName(s("bench"))).with_partition_data(vec![
+                PartitionProduceData::default().with_index(partition).with_records(Some(Bytes::from(batch))),
+            ]),
+        ]);
+        let code = c.call(&produce, 9).await?.responses[0].partition_responses[0].error_code;
+        anyhow::ensure!(code == 0, "Produce: {code}");
+        let end = EndTxnRequest::default().with_transactional_id(TransactionalId(s(&txn))).with_producer_id(ProducerId(pid)).with_producer_epoch(epoch).with_committed(true);
+        let code = c.call(&end, 3).await?.error_code;
+        anyhow::ensure!(code == 0, "EndTxn: {code}");
+        done += 1;
+    }
+    // InitProducerId latency samples on an idle entry (bumps).
+    for _ in 0..20 {
+        loop {
+            let t = Instant::now();
+            let r = c.call(&InitProducerIdRequest::default().with_transactional_id(Some(TransactionalId(s(&txn)))).with_transaction_timeout_ms(60_000), 4).await?;
+            if r.error_code == 51 {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                continue;
+            }
+            anyhow::ensure!(r.error_code == 0, "InitProducerId: {}", r.error_code);
+            init_lat.push(t.elapsed().as_secs_f64() * 1e3);
+            break;
+        }
+    }
+    Ok((done, init_lat))
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().collect();
+    let arg = |name: &str| args.iter().position(|a| a == name).and_then(|i| args.get(i + 1).cloned());
+    let seconds: u64 = arg("--seconds").and_then(|v| v.parse().ok()).unwrap_or(5);
+    let base = arg("--data-dir").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../target/bench-data")));
+    std::fs::create_dir_all(&base)?;
+    let dir = tempfile::tempdir_in(&base)?;
+    let fsync = fdatasync_ms(dir.path())?;
+
+    let wasm = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../target/wasm32-wasip2/release/kaas_policy_apache37.wasm"));
+    let rt = PolicyRuntime::new(SandboxLimits::default(), None)?;
+    let policy = Arc::new(rt.load_file(&wasm)?);
+    // The policy's own cost per InitProducerId decision, for the 1% target.
+    let decision_us = {
+        let entry = kaas::policy::Entry {
+            transactional_id: "x".into(),
+            producer_id: 1000,
+            producer_epoch: 5,
+            last_producer_id: 1000,
+            last_producer_epoch: -1,
+            state: kaas::policy::TxnState::Empty,
+            partitions: vec![],
+            timeout_ms: 60_000,
+            start_timestamp_ms: -1,
+            last_update_timestamp_ms: 1,
+            has_failed_epoch_fence: false,
+        };
+        let req = kaas::policy::InitRequest {
+            transactional_id: Some("x".into()),
+            claim: None,
+            version: 4,
+            timeout_ms: 60_000,
+            candidate_producer_id: 2000,
+            now_ms: 2,
+        };
+        let n = 20_000;
+        let t = Instant::now();
+        for _ in 0..n {
+            policy.init_producer_id(Some(&entry), &req, kaas::txn::machine::DEFAULT_LIMITS)?;
+        }
+        t.elapsed().as_secs_f64() * 1e6 / f64::from(n)
+    };
+
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?.to_string();
+    let broker = kaas::broker::open(BrokerConfig::new(dir.path()), FsyncMode::Always, policy)?;
+    kaas::broker::spawn_tasks(&broker, Duration::from_secs(10));
+    tokio::spawn(kaas::server::run(listener, broker.clone(), std::future::pending()));
+    let mut c = Client::connect(&addr).await?;
+    let create = CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default().with_name(TopicName(s("bench"))).with_num_partitions(8).with_replication_factor(1)]);
+    anyhow::ensure!(c.call(&create, 5).await?.topics[0].error_code == 0, "create topic");
+
+    println!("fdatasync p50: {fsync:.3} ms   (k = {K} durable writes per transaction on the client's path)");
+    println!("policy decision (checked, in the sandbox): {decision_us:.2} µs");
+    let target_one = 0.75 / (K * fsync / 1e3);
+    let mut one_rate = 0.0;
+    let mut init_all = Vec::new();
+    for records in [1usize, 100] {
+        for producers in [1usize, 8] {
+            let until = Instant::now() + Duration::from_secs(seconds);
+            let started = Instant::now();
+            let tasks: Vec<_> = (0..producers).map(|i| tokio::spawn(producer(addr.clone(), i + producers * 1000, records, until))).collect();
+            let mut total = 0;
+            for t in tasks {
+                let (n, lat) = t.await??;
+                total += n;
+                init_all.extend(lat);
+            }
+            let rate = total as f64 / started.elapsed().as_secs_f64();
+            if producers == 1 && records == 1 {
+                one_rate = rate;
+            }
+            let vs = if producers == 8 { format!("  ({:.1}× one producer)", rate / one_rate.max(1e-9)) } else { String::new() };
+            println!("{records:>3}-record transactions, {producers} producer(s): {rate:8.1} txn/s{vs}");
+        }
+    }
+    let p50 = percentile(&mut init_all.clone(), 0.5);
+    let p99 = percentile(&mut init_all, 0.99);
+    println!("InitProducerId latency: p50 {p50:.3} ms, p99 {p99:.3} ms; the policy is {:.2}% of p50", decision_us / 1e3 / p50 * 100.0);
+    println!("target one producer ≥ 0.75/(k·fsync) = {target_one:.1} txn/s: {}", if one_rate >= target_one { "PASS" } else { "MISS" });
+    Ok(())
+}
