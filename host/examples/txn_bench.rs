@@ -55,13 +55,23 @@ fn fdatasync_ms(dir: &std::path::Path) -> anyhow::Result<f64> {
     Ok(percentile(&mut lat, 0.5))
 }
 
-async fn producer(addr: String, id: usize, records: usize, until: Instant) -> anyhow::Result<(usize, Vec<f64>)> {
+async fn producer(
+    addr: String,
+    id: usize,
+    records: usize,
+    until: Instant,
+) -> anyhow::Result<(usize, Vec<f64>)> {
     let mut c = Client::connect(&addr).await?;
     let txn = format!("bench-{id}-{records}");
     let mut init_lat = Vec::new();
     let t = Instant::now();
     let r = c
-        .call(&InitProducerIdRequest::default().with_transactional_id(Some(TransactionalId(s(&txn)))).with_transaction_timeout_ms(60_000), 4)
+        .call(
+            &InitProducerIdRequest::default()
+                .with_transactional_id(Some(TransactionalId(s(&txn))))
+                .with_transaction_timeout_ms(60_000),
+            4,
+        )
         .await?;
     init_lat.push(t.elapsed().as_secs_f64() * 1e3);
     anyhow::ensure!(r.error_code == 0, "InitProducerId: {}", r.error_code);
@@ -75,8 +85,13 @@ async fn producer(addr: String, id: usize, records: usize, until: Instant) -> an
             .with_v3_and_below_transactional_id(TransactionalId(s(&txn)))
             .with_v3_and_below_producer_id(ProducerId(pid))
             .with_v3_and_below_producer_epoch(epoch)
-            .with_v3_and_below_topics(vec![AddPartitionsToTxnTopic::default().with_name(TopicName(s("bench"))).with_partitions(vec![partition])]);
-        let code = c.call(&add, 3).await?.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code;
+            .with_v3_and_below_topics(vec![
+                AddPartitionsToTxnTopic::default()
+                    .with_name(TopicName(s("bench")))
+                    .with_partitions(vec![partition]),
+            ]);
+        let code = c.call(&add, 3).await?.results_by_topic_v3_and_below[0].results_by_partition[0]
+            .partition_error_code;
         if code == 51 {
             continue; // the previous transaction's markers are still being written
         }
@@ -84,14 +99,26 @@ async fn producer(addr: String, id: usize, records: usize, until: Instant) -> an
         let recs: Vec<(Option<&[u8]>, &[u8])> = (0..records).map(|_| (None, &value[..])).collect();
         let batch = data_batch(&recs, 1, Some((pid, epoch, seq)), true);
         seq += records as i32;
-        let produce = ProduceRequest::default().with_transactional_id(Some(TransactionalId(s(&txn)))).with_acks(-1).with_timeout_ms(5000).with_topic_data(vec![
-            TopicProduceData::default().with_name(TopicName(s("bench"))).with_partition_data(vec![
-                PartitionProduceData::default().with_index(partition).with_records(Some(Bytes::from(batch))),
-            ]),
-        ]);
+        let produce = ProduceRequest::default()
+            .with_transactional_id(Some(TransactionalId(s(&txn))))
+            .with_acks(-1)
+            .with_timeout_ms(5000)
+            .with_topic_data(vec![
+                TopicProduceData::default()
+                    .with_name(TopicName(s("bench")))
+                    .with_partition_data(vec![
+                        PartitionProduceData::default()
+                            .with_index(partition)
+                            .with_records(Some(Bytes::from(batch))),
+                    ]),
+            ]);
         let code = c.call(&produce, 9).await?.responses[0].partition_responses[0].error_code;
         anyhow::ensure!(code == 0, "Produce: {code}");
-        let end = EndTxnRequest::default().with_transactional_id(TransactionalId(s(&txn))).with_producer_id(ProducerId(pid)).with_producer_epoch(epoch).with_committed(true);
+        let end = EndTxnRequest::default()
+            .with_transactional_id(TransactionalId(s(&txn)))
+            .with_producer_id(ProducerId(pid))
+            .with_producer_epoch(epoch)
+            .with_committed(true);
         let code = c.call(&end, 3).await?.error_code;
         anyhow::ensure!(code == 0, "EndTxn: {code}");
         done += 1;
@@ -100,7 +127,14 @@ async fn producer(addr: String, id: usize, records: usize, until: Instant) -> an
     for _ in 0..20 {
         loop {
             let t = Instant::now();
-            let r = c.call(&InitProducerIdRequest::default().with_transactional_id(Some(TransactionalId(s(&txn)))).with_transaction_timeout_ms(60_000), 4).await?;
+            let r = c
+                .call(
+                    &InitProducerIdRequest::default()
+                        .with_transactional_id(Some(TransactionalId(s(&txn))))
+                        .with_transaction_timeout_ms(60_000),
+                    4,
+                )
+                .await?;
             if r.error_code == 51 {
                 tokio::time::sleep(Duration::from_millis(1)).await;
                 continue;
@@ -116,14 +150,23 @@ async fn producer(addr: String, id: usize, records: usize, until: Instant) -> an
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
-    let arg = |name: &str| args.iter().position(|a| a == name).and_then(|i| args.get(i + 1).cloned());
+    let arg = |name: &str| {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1).cloned())
+    };
     let seconds: u64 = arg("--seconds").and_then(|v| v.parse().ok()).unwrap_or(5);
-    let base = arg("--data-dir").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../target/bench-data")));
+    let base = arg("--data-dir").map(PathBuf::from).unwrap_or_else(|| {
+        PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../target/bench-data"))
+    });
     std::fs::create_dir_all(&base)?;
     let dir = tempfile::tempdir_in(&base)?;
     let fsync = fdatasync_ms(dir.path())?;
 
-    let wasm = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../target/wasm32-wasip2/release/kaas_policy_apache37.wasm"));
+    let wasm = PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../target/wasm32-wasip2/release/kaas_policy_apache37.wasm"
+    ));
     let rt = PolicyRuntime::new(SandboxLimits::default(), None)?;
     let policy = Arc::new(rt.load_file(&wasm)?);
     // The policy's own cost per InitProducerId decision, for the 1% target.
@@ -161,12 +204,26 @@ async fn main() -> anyhow::Result<()> {
     let addr = listener.local_addr()?.to_string();
     let broker = kaas::broker::open(BrokerConfig::new(dir.path()), FsyncMode::Always, policy)?;
     kaas::broker::spawn_tasks(&broker, Duration::from_secs(10));
-    tokio::spawn(kaas::server::run(listener, broker.clone(), std::future::pending()));
+    tokio::spawn(kaas::server::run(
+        listener,
+        broker.clone(),
+        std::future::pending(),
+    ));
     let mut c = Client::connect(&addr).await?;
-    let create = CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default().with_name(TopicName(s("bench"))).with_num_partitions(8).with_replication_factor(1)]);
-    anyhow::ensure!(c.call(&create, 5).await?.topics[0].error_code == 0, "create topic");
+    let create = CreateTopicsRequest::default().with_topics(vec![
+        CreatableTopic::default()
+            .with_name(TopicName(s("bench")))
+            .with_num_partitions(8)
+            .with_replication_factor(1),
+    ]);
+    anyhow::ensure!(
+        c.call(&create, 5).await?.topics[0].error_code == 0,
+        "create topic"
+    );
 
-    println!("fdatasync p50: {fsync:.3} ms   (k = {K} durable writes per transaction on the client's path)");
+    println!(
+        "fdatasync p50: {fsync:.3} ms   (k = {K} durable writes per transaction on the client's path)"
+    );
     println!("policy decision (checked, in the sandbox): {decision_us:.2} µs");
     let target_one = 0.75 / (K * fsync / 1e3);
     let mut one_rate = 0.0;
@@ -175,7 +232,9 @@ async fn main() -> anyhow::Result<()> {
         for producers in [1usize, 8] {
             let until = Instant::now() + Duration::from_secs(seconds);
             let started = Instant::now();
-            let tasks: Vec<_> = (0..producers).map(|i| tokio::spawn(producer(addr.clone(), i + producers * 1000, records, until))).collect();
+            let tasks: Vec<_> = (0..producers)
+                .map(|i| tokio::spawn(producer(addr.clone(), i + producers * 1000, records, until)))
+                .collect();
             let mut total = 0;
             for t in tasks {
                 let (n, lat) = t.await??;
@@ -186,13 +245,29 @@ async fn main() -> anyhow::Result<()> {
             if producers == 1 && records == 1 {
                 one_rate = rate;
             }
-            let vs = if producers == 8 { format!("  ({:.1}× one producer)", rate / one_rate.max(1e-9)) } else { String::new() };
-            println!("{records:>3}-record transactions, {producers} producer(s): {rate:8.1} txn/s{vs}");
+            let vs = if producers == 8 {
+                format!("  ({:.1}× one producer)", rate / one_rate.max(1e-9))
+            } else {
+                String::new()
+            };
+            println!(
+                "{records:>3}-record transactions, {producers} producer(s): {rate:8.1} txn/s{vs}"
+            );
         }
     }
     let p50 = percentile(&mut init_all.clone(), 0.5);
     let p99 = percentile(&mut init_all, 0.99);
-    println!("InitProducerId latency: p50 {p50:.3} ms, p99 {p99:.3} ms; the policy is {:.2}% of p50", decision_us / 1e3 / p50 * 100.0);
-    println!("target one producer ≥ 0.75/(k·fsync) = {target_one:.1} txn/s: {}", if one_rate >= target_one { "PASS" } else { "MISS" });
+    println!(
+        "InitProducerId latency: p50 {p50:.3} ms, p99 {p99:.3} ms; the policy is {:.2}% of p50",
+        decision_us / 1e3 / p50 * 100.0
+    );
+    println!(
+        "target one producer ≥ 0.75/(k·fsync) = {target_one:.1} txn/s: {}",
+        if one_rate >= target_one {
+            "PASS"
+        } else {
+            "MISS"
+        }
+    );
     Ok(())
 }

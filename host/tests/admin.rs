@@ -22,36 +22,106 @@ async fn transactions_are_visible_to_admin_apis_and_metrics_name_their_policy() 
     let dir = tempfile::tempdir().expect("tmp");
     let b = InProcess::start(dir.path(), FsyncMode::Always).await;
     let mut c = Client::connect(&b.addr.to_string()).await;
-    let create = CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default().with_name(TopicName(s("t"))).with_num_partitions(1).with_replication_factor(1)]);
+    let create = CreateTopicsRequest::default().with_topics(vec![
+        CreatableTopic::default()
+            .with_name(TopicName(s("t")))
+            .with_num_partitions(1)
+            .with_replication_factor(1),
+    ]);
     assert_eq!(c.call(&create, 5).await.topics[0].error_code, 0);
-    let init = InitProducerIdRequest::default().with_transactional_id(Some(TransactionalId(s("tx-admin")))).with_transaction_timeout_ms(30_000);
+    let init = InitProducerIdRequest::default()
+        .with_transactional_id(Some(TransactionalId(s("tx-admin"))))
+        .with_transaction_timeout_ms(30_000);
     let r = c.call(&init, 4).await;
     let (pid, epoch) = (r.producer_id.0, r.producer_epoch);
     let add = AddPartitionsToTxnRequest::default()
         .with_v3_and_below_transactional_id(TransactionalId(s("tx-admin")))
         .with_v3_and_below_producer_id(ProducerId(pid))
         .with_v3_and_below_producer_epoch(epoch)
-        .with_v3_and_below_topics(vec![AddPartitionsToTxnTopic::default().with_name(TopicName(s("t"))).with_partitions(vec![0])]);
-    assert_eq!(c.call(&add, 3).await.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code, 0);
+        .with_v3_and_below_topics(vec![
+            AddPartitionsToTxnTopic::default()
+                .with_name(TopicName(s("t")))
+                .with_partitions(vec![0]),
+        ]);
+    assert_eq!(
+        c.call(&add, 3).await.results_by_topic_v3_and_below[0].results_by_partition[0]
+            .partition_error_code,
+        0
+    );
 
-    let d = c.call(&DescribeTransactionsRequest::default().with_transactional_ids(vec![TransactionalId(s("tx-admin")), TransactionalId(s("nope"))]), 0).await;
-    assert_eq!(d.transaction_states[0].transaction_state.as_str(), "Ongoing");
-    assert_eq!((d.transaction_states[0].producer_id.0, d.transaction_states[0].transaction_timeout_ms), (pid, 30_000));
+    let d = c
+        .call(
+            &DescribeTransactionsRequest::default().with_transactional_ids(vec![
+                TransactionalId(s("tx-admin")),
+                TransactionalId(s("nope")),
+            ]),
+            0,
+        )
+        .await;
+    assert_eq!(
+        d.transaction_states[0].transaction_state.as_str(),
+        "Ongoing"
+    );
+    assert_eq!(
+        (
+            d.transaction_states[0].producer_id.0,
+            d.transaction_states[0].transaction_timeout_ms
+        ),
+        (pid, 30_000)
+    );
     assert_eq!(d.transaction_states[0].topics[0].partitions, vec![0]);
-    assert_eq!(d.transaction_states[1].error_code, 105, "TRANSACTIONAL_ID_NOT_FOUND");
+    assert_eq!(
+        d.transaction_states[1].error_code, 105,
+        "TRANSACTIONAL_ID_NOT_FOUND"
+    );
 
-    let l = c.call(&ListTransactionsRequest::default().with_state_filters(vec![s("Ongoing"), s("Bogus")]).with_duration_filter(-1), 0).await;
+    let l = c
+        .call(
+            &ListTransactionsRequest::default()
+                .with_state_filters(vec![s("Ongoing"), s("Bogus")])
+                .with_duration_filter(-1),
+            0,
+        )
+        .await;
     assert_eq!(l.transaction_states.len(), 1);
-    assert_eq!(l.unknown_state_filters.iter().map(|f| f.to_string()).collect::<Vec<_>>(), vec!["Bogus"]);
-    let none = c.call(&ListTransactionsRequest::default().with_state_filters(vec![s("Empty")]).with_duration_filter(-1), 0).await;
+    assert_eq!(
+        l.unknown_state_filters
+            .iter()
+            .map(|f| f.to_string())
+            .collect::<Vec<_>>(),
+        vec!["Bogus"]
+    );
+    let none = c
+        .call(
+            &ListTransactionsRequest::default()
+                .with_state_filters(vec![s("Empty")])
+                .with_duration_filter(-1),
+            0,
+        )
+        .await;
     assert!(none.transaction_states.is_empty());
 
-    let p = c.call(&DescribeProducersRequest::default().with_topics(vec![TopicRequest::default().with_name(TopicName(s("t"))).with_partition_indexes(vec![0, 9])]), 0).await;
+    let p = c
+        .call(
+            &DescribeProducersRequest::default().with_topics(vec![
+                TopicRequest::default()
+                    .with_name(TopicName(s("t")))
+                    .with_partition_indexes(vec![0, 9]),
+            ]),
+            0,
+        )
+        .await;
     assert_eq!(p.topics[0].partitions[0].error_code, 0);
     assert_eq!(p.topics[0].partitions[1].error_code, 3);
 
     let text = b.broker.metrics.render(&b.broker);
-    let line = text.lines().find(|l| l.starts_with("kaas_txn_entry_epoch{transactional_id=\"tx-admin\"")).expect("metrics line for the entry");
-    assert!(line.contains("state=\"Ongoing\"") && line.contains("policy=\"apache37@"), "{line}");
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("kaas_txn_entry_epoch{transactional_id=\"tx-admin\""))
+        .expect("metrics line for the entry");
+    assert!(
+        line.contains("state=\"Ongoing\"") && line.contains("policy=\"apache37@"),
+        "{line}"
+    );
     b.stop().await;
 }

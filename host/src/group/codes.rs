@@ -16,7 +16,6 @@ pub const INVALID_SESSION_TIMEOUT: i16 = 26;
 pub const REBALANCE_IN_PROGRESS: i16 = 27;
 pub const NON_EMPTY_GROUP: i16 = 68;
 pub const GROUP_ID_NOT_FOUND: i16 = 69;
-pub const FENCED_LEADER_EPOCH: i16 = 74;
 pub const UNKNOWN_LEADER_EPOCH: i16 = 76;
 pub const MEMBER_ID_REQUIRED: i16 = 79;
 pub const GROUP_MAX_SIZE_REACHED: i16 = 81;

@@ -95,11 +95,11 @@ impl Durable {
     /// storage error on the offsets log: the client looks up the
     /// coordinator again and retries).
     pub async fn wait(self) -> Result<(), i16> {
-        if let Some(file) = self.file {
-            if let Err(e) = self.inner.group_commit.sync(file).await {
-                tracing::error!(error = %e, "offsets journal fsync failed");
-                return Err(codes::NOT_COORDINATOR);
-            }
+        if let Some(file) = self.file
+            && let Err(e) = self.inner.group_commit.sync(file).await
+        {
+            tracing::error!(error = %e, "offsets journal fsync failed");
+            return Err(codes::NOT_COORDINATOR);
         }
         if !self.visible.is_empty() {
             let mut st = self.inner.lock();
@@ -163,11 +163,11 @@ impl Inner {
             };
             self.append_in_background(st, &[rec]);
         }
-        if let Some(d) = next {
-            if st.planned_wake.is_none_or(|w| d < w) {
-                st.planned_wake = Some(d);
-                self.wake.notify_one();
-            }
+        if let Some(d) = next
+            && st.planned_wake.is_none_or(|w| d < w)
+        {
+            st.planned_wake = Some(d);
+            self.wake.notify_one();
         }
     }
 
@@ -176,15 +176,15 @@ impl Inner {
     fn append_in_background(&self, st: &mut State, records: &[Record]) {
         match st.journal.append(records) {
             Ok((file, _)) => {
-                if self.group_commit.mode() != FsyncMode::Never {
-                    if let Ok(rt) = tokio::runtime::Handle::try_current() {
-                        let gc = self.group_commit.clone();
-                        rt.spawn(async move {
-                            if let Err(e) = gc.sync(file).await {
-                                tracing::error!(error = %e, "offsets journal fsync failed");
-                            }
-                        });
-                    }
+                if self.group_commit.mode() != FsyncMode::Never
+                    && let Ok(rt) = tokio::runtime::Handle::try_current()
+                {
+                    let gc = self.group_commit.clone();
+                    rt.spawn(async move {
+                        if let Err(e) = gc.sync(file).await {
+                            tracing::error!(error = %e, "offsets journal fsync failed");
+                        }
+                    });
                 }
             }
             Err(e) => tracing::error!(error = %e, "offsets journal append failed"),
@@ -385,13 +385,13 @@ impl GroupCoordinator {
         if self.ticker.load(Ordering::Acquire) {
             return;
         }
-        if let Ok(rt) = tokio::runtime::Handle::try_current() {
-            if !self.ticker.swap(true, Ordering::AcqRel) {
-                rt.spawn(super::ticker::run(
-                    Arc::downgrade(&self.inner),
-                    self.inner.wake.clone(),
-                ));
-            }
+        if let Ok(rt) = tokio::runtime::Handle::try_current()
+            && !self.ticker.swap(true, Ordering::AcqRel)
+        {
+            rt.spawn(super::ticker::run(
+                Arc::downgrade(&self.inner),
+                self.inner.wake.clone(),
+            ));
         }
     }
 
@@ -673,14 +673,12 @@ impl GroupCoordinator {
                 .collect(),
             None => {
                 let mut by_topic: BTreeMap<String, Vec<(i32, Option<Committed>)>> = BTreeMap::new();
-                if exists {
-                    if let Some(o) = st.offsets.group(group_id) {
-                        for ((t, p), c) in o {
-                            by_topic
-                                .entry(t.clone())
-                                .or_default()
-                                .push((*p, Some(c.clone())));
-                        }
+                if exists && let Some(o) = st.offsets.group(group_id) {
+                    for ((t, p), c) in o {
+                        by_topic
+                            .entry(t.clone())
+                            .or_default()
+                            .push((*p, Some(c.clone())));
                     }
                 }
                 by_topic.into_iter().collect()
@@ -773,19 +771,11 @@ impl GroupCoordinator {
                 }
             }
         };
-        if self.inner.group_commit.mode() != FsyncMode::Never {
-            if let Err(e) = file.sync_data() {
-                tracing::error!(topic, error = %e, "offsets journal fsync failed");
-            }
+        if self.inner.group_commit.mode() != FsyncMode::Never
+            && let Err(e) = file.sync_data()
+        {
+            tracing::error!(topic, error = %e, "offsets journal fsync failed");
         }
         tracing::info!(topic, "dropped committed offsets of a deleted topic");
-    }
-
-    /// Whether the group has a member with this id (for tests and metrics).
-    pub fn group_state(&self, group_id: &str) -> Option<(GroupState, i32, usize)> {
-        let st = self.inner.lock();
-        st.groups
-            .get(group_id)
-            .map(|g| (g.state(), g.generation(), g.member_count()))
     }
 }

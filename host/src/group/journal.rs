@@ -80,12 +80,12 @@ impl Live {
                 topic,
                 partition,
             } => {
-                if let Some(g) = self.groups.get_mut(group) {
-                    if let Some((_, old)) = g.offsets.remove(&(topic.clone(), *partition)) {
-                        self.bytes = self
-                            .bytes
-                            .saturating_sub(Record::commit_frame_len(group, topic, &old));
-                    }
+                if let Some(g) = self.groups.get_mut(group)
+                    && let Some((_, old)) = g.offsets.remove(&(topic.clone(), *partition))
+                {
+                    self.bytes = self
+                        .bytes
+                        .saturating_sub(Record::commit_frame_len(group, topic, &old));
                 }
             }
             Record::GroupMeta { group, meta } => {

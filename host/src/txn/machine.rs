@@ -183,7 +183,9 @@ impl TxnMachine {
     /// Whether `txn_id`'s markers are being written (Prepare* durable,
     /// completion not yet).
     pub fn awaiting_markers(&self, txn_id: &str) -> bool {
-        self.slots.get(txn_id).is_some_and(|s| matches!(s.pending, Some(Pending::Markers(_))))
+        self.slots
+            .get(txn_id)
+            .is_some_and(|s| matches!(s.pending, Some(Pending::Markers(_))))
     }
 
     /// Whether a transition of `txn_id` is in flight.

@@ -120,7 +120,9 @@ fn append(
         // recover with a KIP-360 epoch bump. (librdkafka treats an
         // OUT_OF_ORDER_SEQUENCE_NUMBER on the next expected sequence as fatal
         // "sequence desynchronization", so that code cannot drive the bump.)
-        if h.base_sequence > 0 && crate::txn::coordinator::fault_once("produce-unknown-producer-id-once") {
+        if h.base_sequence > 0
+            && crate::txn::coordinator::fault_once("produce-unknown-producer-id-once")
+        {
             return Err(UNKNOWN_PRODUCER_ID);
         }
         let Some(txn_id) = transactional_id else {
