@@ -77,7 +77,7 @@ async fn producer(
     anyhow::ensure!(r.error_code == 0, "InitProducerId: {}", r.error_code);
     let (pid, epoch) = (r.producer_id.0, r.producer_epoch);
     let partition = (id % 8) as i32;
-    let value = vec![b'x'; 100];
+    let value = [b'x'; 100];
     let mut seq = 0i32;
     let mut done = 0;
     while Instant::now() < until {

@@ -196,12 +196,12 @@ fn run_case(policy: &Arc<Policy>, case: &Case) -> Result<(), String> {
         now: NOW0,
         case,
     };
-    if let Some(v) = &case.entry {
-        if !v.is_null() {
-            run.machine.install(parse_entry(&case.txn, v)?);
-            if case.pending {
-                run.machine.set_external_pending(&case.txn);
-            }
+    if let Some(v) = &case.entry
+        && !v.is_null()
+    {
+        run.machine.install(parse_entry(&case.txn, v)?);
+        if case.pending {
+            run.machine.set_external_pending(&case.txn);
         }
     }
     let name = policy.identity().name.clone();
@@ -498,13 +498,13 @@ impl CaseRun<'_> {
                 ));
             }
         }
-        if let Some(allocated) = x.new_pid_allocated {
-            if allocated != obs.candidate_used {
-                return Err(format!(
-                    "expected new_pid_allocated {allocated}, got {}",
-                    obs.candidate_used
-                ));
-            }
+        if let Some(allocated) = x.new_pid_allocated
+            && allocated != obs.candidate_used
+        {
+            return Err(format!(
+                "expected new_pid_allocated {allocated}, got {}",
+                obs.candidate_used
+            ));
         }
         if let Some(f) = &x.fence {
             let want: Option<(i64, i16)> =

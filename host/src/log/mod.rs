@@ -363,10 +363,10 @@ fn new_topic_id(name: &str) -> [u8; 16] {
 
 fn parse_id(s: &str) -> [u8; 16] {
     let mut id = [0u8; 16];
-    if let Ok(b) = hex::decode(s) {
-        if b.len() == 16 {
-            id.copy_from_slice(&b);
-        }
+    if let Ok(b) = hex::decode(s)
+        && b.len() == 16
+    {
+        id.copy_from_slice(&b);
     }
     id
 }

@@ -353,14 +353,13 @@ impl Partition {
         if let Some(done) =
             st.producers
                 .record_marker(producer_id, epoch, coordinator_epoch, base, !commit)
+            && done.aborted
         {
-            if done.aborted {
-                st.aborted.push(AbortedTxn {
-                    producer_id,
-                    first_offset: done.first_offset,
-                    last_offset: base,
-                });
-            }
+            st.aborted.push(AbortedTxn {
+                producer_id,
+                first_offset: done.first_offset,
+                last_offset: base,
+            });
         }
         let end = st.log_end();
         drop(st);
@@ -640,14 +639,13 @@ fn replay_segment(
                     -1,
                     h.base_offset,
                     !commit,
-                ) {
-                    if done.aborted {
-                        aborted.push(AbortedTxn {
-                            producer_id: done.producer_id,
-                            first_offset: done.first_offset,
-                            last_offset: done.marker_offset,
-                        });
-                    }
+                ) && done.aborted
+                {
+                    aborted.push(AbortedTxn {
+                        producer_id: done.producer_id,
+                        first_offset: done.first_offset,
+                        last_offset: done.marker_offset,
+                    });
                 }
             }
             Err(e) => failure = Some(e),
@@ -795,7 +793,8 @@ mod tests {
             .join(format!("{}.log", super::super::segment::stem(0)));
         let mut bytes = std::fs::read(&seg).expect("read segment");
         let good = bytes.len();
-        bytes.extend_from_slice(&bytes[..40].to_vec()); // half a header: a torn write
+        let half_header = bytes[..40].to_owned();
+        bytes.extend_from_slice(&half_header); // a torn write
         std::fs::write(&seg, &bytes).expect("write");
         let p = Partition::open(dir.path(), "t", 0, LogConfig::default(), true).expect("recover");
         assert_eq!(p.log_end_offset(), 10);

@@ -94,14 +94,13 @@ impl ProducerTable {
             return Ok(Verdict::Append);
         };
         let (first, last) = (h.base_sequence, h.last_sequence());
-        if h.producer_epoch == e.epoch {
-            if let Some(dup) = e
+        if h.producer_epoch == e.epoch
+            && let Some(dup) = e
                 .batches
                 .iter()
                 .find(|b| b.first_seq == first && b.last_seq == last)
-            {
-                return Ok(Verdict::Duplicate(*dup));
-            }
+        {
+            return Ok(Verdict::Duplicate(*dup));
         }
         if h.producer_epoch < e.epoch {
             return Err(ProducerError::StaleEpoch);

@@ -208,12 +208,13 @@ impl Segment {
         let mut buf = vec![0u8; want];
         self.file.read_exact_at(&mut buf, pos)?;
         // Make sure the first batch is whole even if it exceeds max_bytes.
-        if let Some(h) = batch::parse_header(&buf) {
-            if h.size > want && h.base_offset < below_offset {
-                want = h.size.min(avail);
-                buf.resize(want, 0);
-                self.file.read_exact_at(&mut buf, pos)?;
-            }
+        if let Some(h) = batch::parse_header(&buf)
+            && h.size > want
+            && h.base_offset < below_offset
+        {
+            want = h.size.min(avail);
+            buf.resize(want, 0);
+            self.file.read_exact_at(&mut buf, pos)?;
         }
         let mut end = 0;
         while let Some(h) = batch::parse_header(&buf[end..]) {

@@ -125,6 +125,8 @@ impl Answer {
 }
 
 /// What a request leads to.
+// Moved once per request; boxing the write would only add an allocation.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone)]
 pub enum Step {
     /// Answer now; nothing to persist.
@@ -275,10 +277,10 @@ impl TxnMachine {
                 producer_epoch,
             }),
         };
-        if let Some(id) = &req.transactional_id {
-            if self.is_pending(id) {
-                return Step::Done(Answer::error(code::CONCURRENT_TRANSACTIONS));
-            }
+        if let Some(id) = &req.transactional_id
+            && self.is_pending(id)
+        {
+            return Step::Done(Answer::error(code::CONCURRENT_TRANSACTIONS));
         }
         let facts = InitRequest {
             transactional_id: req.transactional_id.clone(),
@@ -453,10 +455,10 @@ impl TxnMachine {
                 };
                 if let Some(slot) = self.slots.get_mut(&txn_id) {
                     slot.pending = None;
-                    if err == AppendError::NotEnoughReplicas {
-                        if let Some(keep) = write.on_failure {
-                            slot.entry = keep;
-                        }
+                    if err == AppendError::NotEnoughReplicas
+                        && let Some(keep) = write.on_failure
+                    {
+                        slot.entry = keep;
                     }
                 }
                 Answer {

@@ -69,6 +69,8 @@ pub fn api_name(key: i16) -> String {
 pub type Pending = Pin<Box<dyn Future<Output = ResponseKind> + Send>>;
 
 /// What a handler produced.
+// Moved once per request; boxing the response would only add an allocation.
+#[allow(clippy::large_enum_variant)]
 pub enum Handled {
     /// Respond with this.
     Now(ResponseKind),

@@ -46,7 +46,7 @@ pub fn handle(broker: &Arc<Broker>, req: ProduceRequest, version: i16) -> Handle
         let mut outs = Vec::new();
         for p in t.partition_data {
             let part = broker.logs.partition(&name, p.index);
-            let result = if !matches!(acks, 0 | 1 | -1) {
+            let result = if !matches!(acks, -1..=1) {
                 Err(codes::INVALID_REQUIRED_ACKS)
             } else if let Some(part) = &part {
                 match p.records {
@@ -162,10 +162,10 @@ async fn wait_durable(
     let mut files = Vec::new();
     for (_, outs) in topics.iter() {
         for o in outs {
-            if let Ok(Appended { file: Some(f), .. }) = &o.result {
-                if !files.iter().any(|g| Arc::ptr_eq(g, f)) {
-                    files.push(f.clone());
-                }
+            if let Ok(Appended { file: Some(f), .. }) = &o.result
+                && !files.iter().any(|g| Arc::ptr_eq(g, f))
+            {
+                files.push(f.clone());
             }
         }
     }

@@ -77,10 +77,10 @@ pub fn init_producer_id(current: Option<Entry>, req: &InitRequest, limits: &Limi
     let initializing = current.is_none();
     let entry = current.unwrap_or_else(|| fresh_entry(txn_id, req));
 
-    if let Some(claim) = &req.claim {
-        if !claim_is_valid(&entry, claim, limits) {
-            return Decision::reject(fenced(req.version, INIT_FENCED_SINCE));
-        }
+    if let Some(claim) = &req.claim
+        && !claim_is_valid(&entry, claim, limits)
+    {
+        return Decision::reject(fenced(req.version, INIT_FENCED_SINCE));
     }
     match entry.state {
         TxnState::PrepareCommit | TxnState::PrepareAbort => {
