@@ -22,7 +22,10 @@ MEMBER = HERE / "group_member.py"
 SESSION_MS = 6000
 HEARTBEAT_MS = 500
 # Deadline for a group to settle or a takeover to complete.
-GROUP_TIMEOUT = 60.0
+# Generous: kafka-python members polled from one thread occasionally take
+# ~40 s to settle their first rebalance on a loaded machine (under
+# investigation; the convergence benchmark measures the normal case).
+GROUP_TIMEOUT = 150.0
 
 
 def values(n, prefix):
