@@ -104,12 +104,14 @@ struct State {
 }
 
 impl State {
-    fn active(&mut self) -> &mut Segment {
-        // There is always at least one segment (open and truncate ensure it).
+    /// The segment appends go to. There is always one (create, open and
+    /// retention keep it); its absence is reported as a storage error
+    /// rather than trusted.
+    fn active(&mut self) -> io::Result<&mut Segment> {
         self.segments
             .values_mut()
             .next_back()
-            .expect("a partition always has an active segment")
+            .ok_or_else(|| io::Error::other("the partition has no active segment"))
     }
     fn log_end(&self) -> i64 {
         self.segments
@@ -288,7 +290,7 @@ impl Partition {
         batch::assign_offset(&mut bytes, base);
         h.base_offset = base;
         self.maybe_roll(&mut st, bytes.len() as u64)?;
-        let seg = st.active();
+        let seg = st.active()?;
         seg.append(&bytes, &h)?;
         let file = seg.file.clone();
         st.producers.record(&h);
@@ -347,7 +349,7 @@ impl Partition {
         batch::assign_offset(&mut bytes, base);
         h.base_offset = base;
         self.maybe_roll(&mut st, bytes.len() as u64)?;
-        let seg = st.active();
+        let seg = st.active()?;
         seg.append(&bytes, &h)?;
         let file = seg.file.clone();
         if let Some(done) =
@@ -376,7 +378,7 @@ impl Partition {
 
     /// Rolls to a new segment if `incoming` bytes would overflow the active one.
     fn maybe_roll(&self, st: &mut State, incoming: u64) -> io::Result<()> {
-        let active = st.active();
+        let active = st.active()?;
         if active.size == 0 || active.size + incoming <= self.config.segment_bytes {
             return Ok(());
         }
