@@ -113,7 +113,11 @@ impl Broker {
     /// yet, so no transactional offsets can be pending and there is nothing
     /// to make visible or drop; this is where they will be completed.
     pub fn complete_txn_offsets(&self, producer_id: i64, commit: bool) {
-        tracing::debug!(producer_id, commit, "offsets-partition marker (no transactional offsets are kept yet)");
+        tracing::debug!(
+            producer_id,
+            commit,
+            "offsets-partition marker (no transactional offsets are kept yet)"
+        );
     }
 }
 
