@@ -92,7 +92,7 @@ impl Metrics {
                 "kaas_txn_entry_epoch{{transactional_id=\"{}\",producer_id=\"{}\",state=\"{}\",policy=\"{}\"}} {}",
                 escape(&e.transactional_id),
                 e.producer_id,
-                crate::wire::api::describe_transactions::state_name(e.state),
+                crate::policy::state_name(e.state),
                 escape(by.unwrap_or("unknown")),
                 e.producer_epoch
             );

@@ -36,17 +36,6 @@ impl ProducerIdAllocator {
         })
     }
 
-    /// The id the next allocation will return (reserving a block if needed).
-    pub fn peek(&self) -> io::Result<i64> {
-        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        if st.0 >= st.1 {
-            let end = st.1 + BLOCK;
-            crate::log::partition::write_atomically(&self.path, end.to_string().as_bytes())?;
-            st.1 = end;
-        }
-        Ok(st.0)
-    }
-
     /// Hands out a fresh id. Concurrent callers never get the same one; an
     /// id that ends up unused is simply skipped (ids are plentiful).
     pub fn allocate(&self) -> io::Result<i64> {
@@ -60,14 +49,6 @@ impl ProducerIdAllocator {
         st.0 += 1;
         Ok(id)
     }
-
-    /// Marks `id` (the peeked one) as handed out.
-    pub fn consume(&self, id: i64) {
-        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        if st.0 == id {
-            st.0 += 1;
-        }
-    }
 }
 
 #[cfg(test)]
@@ -79,14 +60,12 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("ids");
         let a = ProducerIdAllocator::open(&path).expect("open");
-        let first = a.peek().expect("peek");
-        a.consume(first);
-        let second = a.peek().expect("peek");
-        a.consume(second);
+        let first = a.allocate().expect("allocate");
+        let second = a.allocate().expect("allocate");
         assert_eq!(second, first + 1);
         drop(a);
         let b = ProducerIdAllocator::open(&path).expect("reopen");
-        let third = b.peek().expect("peek");
+        let third = b.allocate().expect("allocate");
         assert!(third > second, "{third} after restart must exceed {second}");
         assert_eq!(third, BLOCK);
     }

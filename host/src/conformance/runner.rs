@@ -6,7 +6,9 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::vectors::{Case, Expect, Step, error_code};
-use crate::policy::{AddPartitionsRequest, EndTxnRequest, Entry, Policy, TopicPartition, TxnState};
+use crate::policy::{
+    AddPartitionsRequest, EndTxnRequest, Entry, Policy, TopicPartition, TxnState, state_name,
+};
 use crate::txn::machine::{self, Answer, AppendError, InitProducerId, MarkerJob, TxnMachine};
 use crate::txn::record::StateRecord;
 
@@ -96,18 +98,6 @@ pub fn parse_entry(txn: &str, v: &Value) -> Result<Entry, String> {
         e.start_timestamp_ms = NOW0 - AGE_MS;
     }
     Ok(e)
-}
-
-fn state_name(s: TxnState) -> &'static str {
-    match s {
-        TxnState::Empty => "Empty",
-        TxnState::Ongoing => "Ongoing",
-        TxnState::PrepareCommit => "PrepareCommit",
-        TxnState::PrepareAbort => "PrepareAbort",
-        TxnState::CompleteCommit => "CompleteCommit",
-        TxnState::CompleteAbort => "CompleteAbort",
-        TxnState::Dead => "Dead",
-    }
 }
 
 fn parse_state(s: &str) -> Result<TxnState, String> {

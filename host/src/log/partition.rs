@@ -213,11 +213,11 @@ impl Partition {
                     Ok(s) => s,
                     Err(e) => {
                         tracing::warn!(dir = %dir.display(), base, error = %e, "index unusable; rescanning the segment");
-                        Segment::open(&dir, *base, true, |_| {})?
+                        Segment::open(&dir, *base, true)?
                     }
                 }
             } else {
-                Segment::open(&dir, *base, Some(*base) == last, |_| {})?
+                Segment::open(&dir, *base, Some(*base) == last)?
             };
             segments.insert(*base, seg);
         }

@@ -74,13 +74,8 @@ impl Segment {
 
     /// Opens an existing segment. When `verify` is set every batch's CRC is
     /// checked and a torn or corrupt tail is truncated; otherwise headers
-    /// are trusted. `on_batch` sees every batch header kept, in order.
-    pub fn open(
-        dir: &Path,
-        base_offset: i64,
-        verify: bool,
-        mut on_batch: impl FnMut(&BatchHeader),
-    ) -> io::Result<Self> {
+    /// are trusted.
+    pub fn open(dir: &Path, base_offset: i64, verify: bool) -> io::Result<Self> {
         let path = dir.join(format!("{}.log", stem(base_offset)));
         let file = OpenOptions::new().read(true).write(true).open(&path)?;
         let len = file.metadata()?.len();
@@ -115,7 +110,6 @@ impl Segment {
                 }
             }
             seg.note_batch(&h, pos);
-            on_batch(&h);
             pos += h.size as u64;
         }
         if pos < len {

@@ -29,6 +29,19 @@ use bindings::{TxnPolicy, TxnPolicyPre};
 pub use cache::ArtifactCache;
 pub use check::{Api, Violation};
 
+/// Kafka's display name of a coordinator state (admin APIs, metrics, diffs).
+pub fn state_name(s: TxnState) -> &'static str {
+    match s {
+        TxnState::Empty => "Empty",
+        TxnState::Ongoing => "Ongoing",
+        TxnState::PrepareCommit => "PrepareCommit",
+        TxnState::PrepareAbort => "PrepareAbort",
+        TxnState::CompleteCommit => "CompleteCommit",
+        TxnState::CompleteAbort => "CompleteAbort",
+        TxnState::Dead => "Dead",
+    }
+}
+
 /// Resource bounds for every call into a policy.
 #[derive(Debug, Clone)]
 pub struct SandboxLimits {

@@ -250,9 +250,11 @@ impl Coordinator {
             }
             self.resolve(broker, step).await;
         }
-        let live = self.machine().snapshot();
-        if let Err(e) = self.store.maybe_compact(&live) {
-            tracing::error!(error = %e, "compacting the transaction state log failed");
+        if self.store.compaction_worth_checking() {
+            let live = self.machine().snapshot();
+            if let Err(e) = self.store.maybe_compact(&live) {
+                tracing::error!(error = %e, "compacting the transaction state log failed");
+            }
         }
         aborted
     }

@@ -27,7 +27,6 @@ const COMPACT_MIN_BYTES: u64 = 8 << 20;
 struct Inner {
     file: Arc<File>,
     size: u64,
-    live: BTreeMap<String, u64>,
 }
 
 /// The transaction state log.
@@ -109,9 +108,7 @@ impl TxnStore {
         let live: Vec<StateRecord> = latest.into_values().collect();
         // Compact on open: the file holds exactly the live records afterwards.
         let mut compacted = Vec::new();
-        let mut offsets = BTreeMap::new();
         for r in &live {
-            offsets.insert(r.transactional_id().to_owned(), compacted.len() as u64);
             compacted.extend_from_slice(&frame(r));
         }
         crate::log::partition::write_atomically(&path, &compacted)?;
@@ -127,7 +124,6 @@ impl TxnStore {
             inner: Mutex::new(Inner {
                 file: Arc::new(file),
                 size: compacted.len() as u64,
-                live: offsets,
             }),
             group_commit,
         };
@@ -140,39 +136,29 @@ impl TxnStore {
         let file = {
             let mut st = self.inner.lock().unwrap_or_else(|p| p.into_inner());
             st.file.write_all_at(&bytes, st.size)?;
-            let at = st.size;
             st.size += bytes.len() as u64;
-            match record {
-                StateRecord::Tombstone { transactional_id } => {
-                    st.live.remove(transactional_id);
-                }
-                StateRecord::Upsert { .. } => {
-                    st.live.insert(record.transactional_id().to_owned(), at);
-                }
-            }
             st.file.clone()
         };
         self.group_commit.sync(file).await
     }
 
-    /// Rewrites the log with only `live` records when it has grown large.
+    /// Whether the log is big enough that compaction may pay off; cheap, so
+    /// callers ask before gathering the live records.
+    pub fn compaction_worth_checking(&self) -> bool {
+        self.size() >= COMPACT_MIN_BYTES
+    }
+
+    /// Rewrites the log with only `live` records when it has outgrown them.
     pub fn maybe_compact(&self, live: &[StateRecord]) -> io::Result<bool> {
+        let bytes: Vec<u8> = live.iter().flat_map(frame).collect();
         let mut st = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        let live_bytes: u64 = live.iter().map(|r| frame(r).len() as u64).sum();
-        if st.size < COMPACT_MIN_BYTES || st.size < 4 * live_bytes.max(1) {
+        if st.size < COMPACT_MIN_BYTES || st.size < 4 * (bytes.len() as u64).max(1) {
             return Ok(false);
         }
         let path = self.dir.join("state.log");
-        let mut bytes = Vec::with_capacity(live_bytes as usize);
-        let mut offsets = BTreeMap::new();
-        for r in live {
-            offsets.insert(r.transactional_id().to_owned(), bytes.len() as u64);
-            bytes.extend_from_slice(&frame(r));
-        }
         crate::log::partition::write_atomically(&path, &bytes)?;
         st.file = Arc::new(OpenOptions::new().read(true).write(true).open(&path)?);
         st.size = bytes.len() as u64;
-        st.live = offsets;
         Ok(true)
     }
 

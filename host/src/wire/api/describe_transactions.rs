@@ -10,22 +10,9 @@ use kafka_protocol::messages::{
 
 use super::{sb, topic_name};
 use crate::broker::Broker;
-use crate::policy::TxnState;
+use crate::policy::state_name;
 
 const TRANSACTIONAL_ID_NOT_FOUND: i16 = 105;
-
-/// Kafka's display name of a state.
-pub fn state_name(s: TxnState) -> &'static str {
-    match s {
-        TxnState::Empty => "Empty",
-        TxnState::Ongoing => "Ongoing",
-        TxnState::PrepareCommit => "PrepareCommit",
-        TxnState::PrepareAbort => "PrepareAbort",
-        TxnState::CompleteCommit => "CompleteCommit",
-        TxnState::CompleteAbort => "CompleteAbort",
-        TxnState::Dead => "Dead",
-    }
-}
 
 pub fn handle(
     broker: &Arc<Broker>,

@@ -106,11 +106,7 @@ fn gather(broker: &Broker, req: &FetchRequest, version: i16) -> (FetchResponse, 
             // their offsets but no records; the first non-empty one always
             // gets at least one batch.
             let max = if budget == 0 { 0 } else { max.max(1) };
-            match part.read(
-                p.fetch_offset,
-                if max == 0 { 0 } else { max },
-                read_committed,
-            ) {
+            match part.read(p.fetch_offset, max, read_committed) {
                 Ok(r) => {
                     let n = if max == 0 { 0 } else { r.records.len() };
                     budget = budget.saturating_sub(n);

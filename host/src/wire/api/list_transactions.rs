@@ -8,9 +8,9 @@ use kafka_protocol::messages::{
     ListTransactionsRequest, ListTransactionsResponse, ProducerId, ResponseKind, TransactionalId,
 };
 
-use super::describe_transactions::state_name;
 use super::sb;
 use crate::broker::Broker;
+use crate::policy::state_name;
 use crate::txn::coordinator::now_ms;
 
 const KNOWN: [&str; 6] = [
