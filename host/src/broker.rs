@@ -107,18 +107,6 @@ impl Broker {
     pub fn policy(&self) -> Arc<Policy> {
         self.txn.machine().policy().clone()
     }
-
-    /// A COMMIT/ABORT marker reached a group's `__consumer_offsets`
-    /// partition (added by AddOffsetsToTxn). TxnOffsetCommit is not served
-    /// yet, so no transactional offsets can be pending and there is nothing
-    /// to make visible or drop; this is where they will be completed.
-    pub fn complete_txn_offsets(&self, producer_id: i64, commit: bool) {
-        tracing::debug!(
-            producer_id,
-            commit,
-            "offsets-partition marker (no transactional offsets are kept yet)"
-        );
-    }
 }
 
 /// Opens the data directory and assembles a broker (recovering the log).

@@ -124,8 +124,10 @@ impl Durable {
     }
 }
 
-/// A partition's answer in OffsetFetch: its committed offset, if any.
-pub type FetchedTopic = (String, Vec<(i32, Option<Committed>)>);
+/// A partition's answer in OffsetFetch: its committed offset, if any, and
+/// its error code (UNSTABLE_OFFSET_COMMIT while a transaction holds a
+/// pending offset for it and the client asked for stable offsets).
+pub type FetchedTopic = (String, Vec<(i32, Option<Committed>, i16)>);
 
 fn valid_group_id(id: &str, may_be_empty: bool) -> bool {
     (may_be_empty || !id.is_empty()) && id.len() <= MAX_GROUP_ID_BYTES
@@ -325,7 +327,12 @@ impl GroupCoordinator {
             .live()
             .groups
             .values()
-            .flat_map(|g| g.offsets.keys().map(|(t, _)| t.clone()))
+            .flat_map(|g| {
+                g.offsets
+                    .keys()
+                    .chain(g.pending.values().flat_map(|p| p.keys()))
+                    .map(|(t, _)| t.clone())
+            })
             .filter(|t| !topic_exists(t))
             .collect();
         missing.sort();
@@ -644,46 +651,166 @@ impl GroupCoordinator {
     }
 
     /// OffsetFetch: the committed offset of each requested partition, or of
-    /// every partition the group has (`None`), by topic.
+    /// every partition the group has (`None`), by topic. With
+    /// `require_stable`, a partition a transaction holds a pending offset for
+    /// answers UNSTABLE_OFFSET_COMMIT (the client retries).
     pub fn fetch(
         &self,
         group_id: &str,
         partitions: Option<Vec<(String, Vec<i32>)>>,
+        require_stable: bool,
     ) -> Result<Vec<FetchedTopic>, i16> {
         if !valid_group_id(group_id, true) {
             return Err(codes::INVALID_GROUP_ID);
         }
         let st = self.inner.lock();
         let exists = st.groups.contains_key(group_id);
+        let live = st.journal.live().groups.get(group_id);
+        let answer = |topic: &str, p: i32| -> (i32, Option<Committed>, i16) {
+            let key = (topic.to_string(), p);
+            if require_stable && live.is_some_and(|g| g.has_pending(&key)) {
+                return (p, None, codes::UNSTABLE_OFFSET_COMMIT);
+            }
+            let c = exists
+                .then(|| st.offsets.get(group_id, topic, p).cloned())
+                .flatten();
+            (p, c, codes::NONE)
+        };
         Ok(match partitions {
             Some(topics) => topics
                 .into_iter()
                 .map(|(topic, parts)| {
-                    let answers = parts
-                        .into_iter()
-                        .map(|p| {
-                            let c = exists
-                                .then(|| st.offsets.get(group_id, &topic, p).cloned())
-                                .flatten();
-                            (p, c)
-                        })
-                        .collect();
+                    let answers = parts.into_iter().map(|p| answer(&topic, p)).collect();
                     (topic, answers)
                 })
                 .collect(),
             None => {
-                let mut by_topic: BTreeMap<String, Vec<(i32, Option<Committed>)>> = BTreeMap::new();
+                let mut keys: Vec<OffsetKey> = Vec::new();
                 if exists && let Some(o) = st.offsets.group(group_id) {
-                    for ((t, p), c) in o {
-                        by_topic
-                            .entry(t.clone())
-                            .or_default()
-                            .push((*p, Some(c.clone())));
-                    }
+                    keys.extend(o.keys().cloned());
+                }
+                if require_stable && let Some(g) = live {
+                    keys.extend(g.pending.values().flat_map(|p| p.keys().cloned()));
+                }
+                keys.sort();
+                keys.dedup();
+                let mut by_topic: BTreeMap<String, Vec<(i32, Option<Committed>, i16)>> =
+                    BTreeMap::new();
+                for (t, p) in keys {
+                    let a = answer(&t, p);
+                    by_topic.entry(t).or_default().push(a);
                 }
                 by_topic.into_iter().collect()
             }
         })
+    }
+
+    /// TxnOffsetCommit of already checked partitions, after the transaction
+    /// coordinator verified that `producer_id` added this group's offsets
+    /// partition: the offsets are journaled as pending (invisible to
+    /// OffsetFetch) until [`Self::complete_txn`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn txn_commit(
+        &self,
+        group_id: &str,
+        generation: i32,
+        member_id: &str,
+        instance_id: Option<&str>,
+        producer_id: i64,
+        producer_epoch: i16,
+        entries: Vec<(String, i32, Committed)>,
+    ) -> Result<Durable, i16> {
+        self.start_ticker();
+        if !valid_group_id(group_id, false) {
+            return Err(codes::INVALID_GROUP_ID);
+        }
+        let now = Now::current();
+        let mut st = self.inner.lock();
+        let st = &mut *st;
+        let group = st
+            .groups
+            .entry(group_id.to_string())
+            .or_insert_with(|| Group::new(group_id, &self.inner.config, now));
+        group.validate_txn_commit(generation, member_id, instance_id, now)?;
+        if entries.is_empty() {
+            return Ok(self.durable(None, Vec::new()));
+        }
+        let records: Vec<Record> = entries
+            .into_iter()
+            .map(|(topic, partition, committed)| Record::TxnCommit {
+                group: group_id.to_string(),
+                producer_id,
+                producer_epoch,
+                topic,
+                partition,
+                committed,
+            })
+            .collect();
+        match self.inner.append(st, &records) {
+            Ok((file, _)) => Ok(self.durable(Some(file), Vec::new())),
+            Err(e) => {
+                tracing::error!(group = %group_id, error = %e, "offsets journal append failed");
+                Err(codes::NOT_COORDINATOR)
+            }
+        }
+    }
+
+    /// A COMMIT (or ABORT) marker of `producer_id` reached offsets
+    /// partition `offsets_partition`: every group mapped there with
+    /// pending offsets of that producer gets a TxnEnd, which commits
+    /// (or drops) them. The write to wait for (it publishes the committed
+    /// offsets), or None when nothing was pending.
+    pub fn complete_txn(
+        &self,
+        producer_id: i64,
+        offsets_partition: i32,
+        commit: bool,
+    ) -> io::Result<Option<Durable>> {
+        let mut st = self.inner.lock();
+        let st = &mut *st;
+        let groups: Vec<String> = st
+            .journal
+            .live()
+            .groups
+            .iter()
+            .filter(|(name, g)| {
+                g.pending.contains_key(&producer_id)
+                    && crate::txn::offsets_partition(name) == offsets_partition
+            })
+            .map(|(name, _)| name.clone())
+            .collect();
+        if groups.is_empty() {
+            return Ok(None);
+        }
+        let keys: Vec<(String, OffsetKey)> = groups
+            .iter()
+            .flat_map(|name| {
+                st.journal.live().groups[name].pending[&producer_id]
+                    .keys()
+                    .map(|k| (name.clone(), k.clone()))
+            })
+            .collect();
+        let records: Vec<Record> = groups
+            .iter()
+            .map(|g| Record::TxnEnd {
+                group: g.clone(),
+                producer_id,
+                commit,
+            })
+            .collect();
+        let (file, seqs) = self.inner.append(st, &records)?;
+        let visible = if commit {
+            keys.into_iter()
+                .filter_map(|(group, key)| {
+                    let i = groups.iter().position(|g| *g == group)?;
+                    Some((group, key, seqs[i]))
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        tracing::debug!(producer_id, commit, groups = ?groups, "transactional offsets completed");
+        Ok(Some(self.durable(Some(file), visible)))
     }
 
     /// OffsetDelete of partitions of known topics: each partition's code
@@ -751,12 +878,12 @@ impl GroupCoordinator {
             let mut st = self.inner.lock();
             let st = &mut *st;
             st.offsets.remove_topic(topic);
-            let journaled = st
-                .journal
-                .live()
-                .groups
-                .values()
-                .any(|g| g.offsets.keys().any(|(t, _)| t == topic));
+            let journaled = st.journal.live().groups.values().any(|g| {
+                g.offsets
+                    .keys()
+                    .chain(g.pending.values().flat_map(|p| p.keys()))
+                    .any(|(t, _)| t == topic)
+            });
             if !journaled {
                 return;
             }

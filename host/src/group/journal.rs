@@ -43,6 +43,17 @@ pub struct LiveGroup {
     pub meta: Option<GroupMeta>,
     /// (topic, partition) → (sequence number of the record, the offset).
     pub offsets: BTreeMap<OffsetKey, (u64, Committed)>,
+    /// Transactional offsets awaiting their transaction's end: producer id
+    /// → (topic, partition) → (sequence number, producer epoch, the offset).
+    pub pending: BTreeMap<i64, BTreeMap<OffsetKey, (u64, i16, Committed)>>,
+}
+
+impl LiveGroup {
+    /// Whether a transaction has an offset for `key` that is not yet
+    /// committed or aborted.
+    pub fn has_pending(&self, key: &OffsetKey) -> bool {
+        self.pending.values().any(|p| p.contains_key(key))
+    }
 }
 
 /// What replaying the journal yields.
@@ -101,8 +112,74 @@ impl Live {
                     self.bytes = self.bytes.saturating_sub(group_len(group, &g));
                 }
             }
+            Record::TxnCommit {
+                group,
+                producer_id,
+                producer_epoch,
+                topic,
+                partition,
+                committed,
+            } => {
+                let g = self.groups.entry(group.clone()).or_default();
+                let add = Record::txn_commit_frame_len(group, topic, committed);
+                if let Some((_, _, old)) = g.pending.entry(*producer_id).or_default().insert(
+                    (topic.clone(), *partition),
+                    (seq, *producer_epoch, committed.clone()),
+                ) {
+                    self.bytes = self
+                        .bytes
+                        .saturating_sub(Record::txn_commit_frame_len(group, topic, &old));
+                }
+                self.bytes += add;
+            }
+            Record::TxnEnd {
+                group,
+                producer_id,
+                commit,
+            } => {
+                let Some(g) = self.groups.get_mut(group) else {
+                    return;
+                };
+                let Some(pending) = g.pending.remove(producer_id) else {
+                    return;
+                };
+                for ((topic, partition), (pseq, _, c)) in pending {
+                    self.bytes = self
+                        .bytes
+                        .saturating_sub(Record::txn_commit_frame_len(group, &topic, &c));
+                    // A plain commit written after the transactional one wins.
+                    let newer = g
+                        .offsets
+                        .get(&(topic.clone(), partition))
+                        .is_some_and(|(s, _)| *s > pseq);
+                    if !*commit || newer {
+                        continue;
+                    }
+                    self.bytes += Record::commit_frame_len(group, &topic, &c);
+                    if let Some((_, old)) = g.offsets.insert((topic.clone(), partition), (seq, c)) {
+                        self.bytes = self
+                            .bytes
+                            .saturating_sub(Record::commit_frame_len(group, &topic, &old));
+                    }
+                }
+            }
             Record::DeleteTopic { topic } => {
                 for (group, g) in self.groups.iter_mut() {
+                    for pending in g.pending.values_mut() {
+                        let gone: Vec<OffsetKey> = pending
+                            .keys()
+                            .filter(|(t, _)| t == topic)
+                            .cloned()
+                            .collect();
+                        for k in gone {
+                            if let Some((_, _, old)) = pending.remove(&k) {
+                                self.bytes = self.bytes.saturating_sub(
+                                    Record::txn_commit_frame_len(group, topic, &old),
+                                );
+                            }
+                        }
+                    }
+                    g.pending.retain(|_, p| !p.is_empty());
                     let gone: Vec<OffsetKey> = g
                         .offsets
                         .keys()
@@ -144,14 +221,37 @@ impl Live {
                 }
                 .encode_into(&mut out);
             }
-            for ((topic, partition), (_, committed)) in &g.offsets {
-                Record::Commit {
-                    group: group.clone(),
-                    topic: topic.clone(),
-                    partition: *partition,
-                    committed: committed.clone(),
+            // In sequence order: which of a plain and a transactional
+            // commit of one partition came last decides the TxnEnd.
+            let mut recs: Vec<(u64, Record)> = g
+                .offsets
+                .iter()
+                .map(|((topic, partition), (seq, committed))| {
+                    let rec = Record::Commit {
+                        group: group.clone(),
+                        topic: topic.clone(),
+                        partition: *partition,
+                        committed: committed.clone(),
+                    };
+                    (*seq, rec)
+                })
+                .collect();
+            for (pid, pending) in &g.pending {
+                for ((topic, partition), (seq, epoch, committed)) in pending {
+                    let rec = Record::TxnCommit {
+                        group: group.clone(),
+                        producer_id: *pid,
+                        producer_epoch: *epoch,
+                        topic: topic.clone(),
+                        partition: *partition,
+                        committed: committed.clone(),
+                    };
+                    recs.push((*seq, rec));
                 }
-                .encode_into(&mut out);
+            }
+            recs.sort_by_key(|(seq, _)| *seq);
+            for (_, rec) in recs {
+                rec.encode_into(&mut out);
             }
         }
         out
@@ -176,6 +276,11 @@ fn group_len(group: &str, g: &LiveGroup) -> u64 {
         + g.offsets
             .iter()
             .map(|((t, _), (_, c))| Record::commit_frame_len(group, t, c))
+            .sum::<u64>()
+        + g.pending
+            .values()
+            .flat_map(|p| p.iter())
+            .map(|((t, _), (_, _, c))| Record::txn_commit_frame_len(group, t, c))
             .sum::<u64>()
 }
 
@@ -532,5 +637,80 @@ mod tests {
         assert_eq!(offset_of(live, "g", "t", 9), Some(999));
         assert_eq!(offset_of(live, "g", "t", 10), Some(1000));
         assert!(!dir.path().join(TMP).exists());
+    }
+
+    fn txn_commit(group: &str, pid: i64, partition: i32, offset: i64) -> Record {
+        Record::TxnCommit {
+            group: group.into(),
+            producer_id: pid,
+            producer_epoch: 0,
+            topic: "t".into(),
+            partition,
+            committed: Committed {
+                offset,
+                leader_epoch: -1,
+                metadata: String::new(),
+                commit_ms: offset,
+                expire_ms: None,
+            },
+        }
+    }
+
+    fn txn_end(group: &str, pid: i64, commit: bool) -> Record {
+        Record::TxnEnd {
+            group: group.into(),
+            producer_id: pid,
+            commit,
+        }
+    }
+
+    #[test]
+    fn txn_offsets_stay_pending_until_their_end_and_a_later_plain_commit_wins() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let mut j = Journal::open(dir.path(), u64::MAX).expect("open").journal;
+        j.append(&[txn_commit("g", 7, 0, 10), txn_commit("g", 8, 1, 11)])
+            .expect("append");
+        assert_eq!(offset_of(j.live(), "g", "t", 0), None);
+        assert!(j.live().groups["g"].has_pending(&("t".into(), 0)));
+        // A plain commit of partition 1 after pid 8's transactional one.
+        j.append(&[commit("g", "t", 1, 50)]).expect("append");
+        j.append(&[txn_end("g", 7, true), txn_end("g", 8, true)])
+            .expect("append");
+        assert_eq!(offset_of(j.live(), "g", "t", 0), Some(10));
+        assert_eq!(offset_of(j.live(), "g", "t", 1), Some(50));
+        j.append(&[txn_commit("g", 7, 0, 20), txn_end("g", 7, false)])
+            .expect("append");
+        assert_eq!(offset_of(j.live(), "g", "t", 0), Some(10));
+        assert!(j.live().groups["g"].pending.is_empty());
+        drop(j);
+        let o = Journal::open(dir.path(), u64::MAX).expect("reopen");
+        assert_eq!(offset_of(o.journal.live(), "g", "t", 0), Some(10));
+        assert_eq!(offset_of(o.journal.live(), "g", "t", 1), Some(50));
+    }
+
+    #[test]
+    fn compaction_keeps_pending_txn_offsets_in_their_order() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let mut j = Journal::open(dir.path(), 1024).expect("open").journal;
+        for i in 0..100 {
+            j.append(&[commit("g", "t", 0, i)]).expect("append");
+        }
+        // Pending for partition 1, then a plain commit of partition 1 after it.
+        j.append(&[txn_commit("g", 9, 1, 5), commit("g", "t", 1, 6)])
+            .expect("append");
+        // And pending for partition 2 after its plain commit.
+        j.append(&[commit("g", "t", 2, 1), txn_commit("g", 9, 2, 2)])
+            .expect("append");
+        assert!(j.compaction_due());
+        let c = j.begin_compaction();
+        let tmp = write_snapshot(&c).expect("snapshot");
+        j.finish_compaction(&c, tmp).expect("finish");
+        drop(j);
+        let mut j = Journal::open(dir.path(), 1024).expect("reopen").journal;
+        assert!(j.live().groups["g"].has_pending(&("t".into(), 2)));
+        j.append(&[txn_end("g", 9, true)]).expect("append");
+        assert_eq!(offset_of(j.live(), "g", "t", 1), Some(6));
+        assert_eq!(offset_of(j.live(), "g", "t", 2), Some(2));
+        assert_eq!(offset_of(j.live(), "g", "t", 0), Some(99));
     }
 }

@@ -13,6 +13,12 @@
 //! | 3    | GroupMeta     | group, i32 generation, protocol type, protocol name, i64 state ms      |
 //! | 4    | DeleteGroup   | group                                                                  |
 //! | 5    | DeleteTopic   | topic                                                                  |
+//! | 6    | TxnCommit     | group, i64 producer id, i16 producer epoch, then a Commit's fields from topic on |
+//! | 7    | TxnEnd        | group, i64 producer id, u8 commit (1) or abort (0)                     |
+//!
+//! A TxnCommit is a transactional offset (TxnOffsetCommit): pending until
+//! the TxnEnd of its producer id and group makes it committed (commit) or
+//! drops it (abort).
 //!
 //! Decoding checks every length against what remains: a short or corrupt
 //! frame is [`FrameError::Torn`] (the journal truncates there), a frame with
@@ -77,6 +83,22 @@ pub enum Record {
     },
     DeleteTopic {
         topic: String,
+    },
+    /// A transactional offset, pending until its producer's TxnEnd.
+    TxnCommit {
+        group: String,
+        producer_id: i64,
+        producer_epoch: i16,
+        topic: String,
+        partition: i32,
+        committed: Committed,
+    },
+    /// The COMMIT or ABORT marker of `producer_id`'s transaction reached
+    /// this group's offsets partition.
+    TxnEnd {
+        group: String,
+        producer_id: i64,
+        commit: bool,
     },
 }
 
@@ -148,6 +170,36 @@ impl Record {
                 out.push(5);
                 put_str(out, topic);
             }
+            Record::TxnCommit {
+                group,
+                producer_id,
+                producer_epoch,
+                topic,
+                partition,
+                committed: c,
+            } => {
+                out.push(6);
+                put_str(out, group);
+                out.extend_from_slice(&producer_id.to_be_bytes());
+                out.extend_from_slice(&producer_epoch.to_be_bytes());
+                put_str(out, topic);
+                out.extend_from_slice(&partition.to_be_bytes());
+                out.extend_from_slice(&c.offset.to_be_bytes());
+                out.extend_from_slice(&c.leader_epoch.to_be_bytes());
+                put_str(out, &c.metadata);
+                out.extend_from_slice(&c.commit_ms.to_be_bytes());
+                out.extend_from_slice(&c.expire_ms.unwrap_or(-1).to_be_bytes());
+            }
+            Record::TxnEnd {
+                group,
+                producer_id,
+                commit,
+            } => {
+                out.push(7);
+                put_str(out, group);
+                out.extend_from_slice(&producer_id.to_be_bytes());
+                out.push(u8::from(*commit));
+            }
         }
         let body_len = (out.len() - start - FRAME_HEADER) as u32;
         let crc = crc32c::crc32c(&out[start + FRAME_HEADER..]);
@@ -178,6 +230,11 @@ impl Record {
             + 16) as u64
     }
 
+    /// Bytes of a TxnCommit frame, without building it.
+    pub fn txn_commit_frame_len(group: &str, topic: &str, c: &Committed) -> u64 {
+        Self::commit_frame_len(group, topic, c) + 8 + 2
+    }
+
     /// Decodes the frame at the start of `b`: the record and the frame's
     /// length.
     pub fn decode(b: &[u8]) -> Result<(Record, usize), FrameError> {
@@ -205,16 +262,7 @@ impl Record {
                 group: r.string().map_err(torn)?,
                 topic: r.string().map_err(torn)?,
                 partition: r.i32().map_err(torn)?,
-                committed: Committed {
-                    offset: r.i64().map_err(torn)?,
-                    leader_epoch: r.i32().map_err(torn)?,
-                    metadata: r.string().map_err(torn)?,
-                    commit_ms: r.i64().map_err(torn)?,
-                    expire_ms: match r.i64().map_err(torn)? {
-                        -1 => None,
-                        ms => Some(ms),
-                    },
-                },
+                committed: r.committed().map_err(torn)?,
             },
             2 => Record::DeleteOffset {
                 group: r.string().map_err(torn)?,
@@ -235,6 +283,23 @@ impl Record {
             },
             5 => Record::DeleteTopic {
                 topic: r.string().map_err(torn)?,
+            },
+            6 => Record::TxnCommit {
+                group: r.string().map_err(torn)?,
+                producer_id: r.i64().map_err(torn)?,
+                producer_epoch: r.i16().map_err(torn)?,
+                topic: r.string().map_err(torn)?,
+                partition: r.i32().map_err(torn)?,
+                committed: r.committed().map_err(torn)?,
+            },
+            7 => Record::TxnEnd {
+                group: r.string().map_err(torn)?,
+                producer_id: r.i64().map_err(torn)?,
+                commit: match r.take(1).map_err(torn)?[0] {
+                    0 => false,
+                    1 => true,
+                    b => return Err(FrameError::Torn(format!("commit flag {b}"))),
+                },
             },
             k => return Err(FrameError::Unknown(k)),
         };
@@ -260,6 +325,25 @@ impl<'a> Reader<'a> {
         let (head, rest) = self.b.split_at(n);
         self.b = rest;
         Ok(head)
+    }
+
+    fn i16(&mut self) -> Result<i16, String> {
+        let s = self.take(2)?;
+        Ok(i16::from_be_bytes([s[0], s[1]]))
+    }
+
+    /// A Commit's offset fields (offset to expire ms).
+    fn committed(&mut self) -> Result<Committed, String> {
+        Ok(Committed {
+            offset: self.i64()?,
+            leader_epoch: self.i32()?,
+            metadata: self.string()?,
+            commit_ms: self.i64()?,
+            expire_ms: match self.i64()? {
+                -1 => None,
+                ms => Some(ms),
+            },
+        })
     }
 
     fn i32(&mut self) -> Result<i32, String> {
@@ -328,6 +412,30 @@ mod tests {
             },
             Record::DeleteGroup { group: "g".into() },
             Record::DeleteTopic { topic: "t".into() },
+            Record::TxnCommit {
+                group: "g".into(),
+                producer_id: 4000,
+                producer_epoch: 3,
+                topic: "t".into(),
+                partition: 2,
+                committed: Committed {
+                    offset: 17,
+                    leader_epoch: -1,
+                    metadata: "tx".into(),
+                    commit_ms: 12,
+                    expire_ms: None,
+                },
+            },
+            Record::TxnEnd {
+                group: "g".into(),
+                producer_id: 4000,
+                commit: true,
+            },
+            Record::TxnEnd {
+                group: "g".into(),
+                producer_id: 4001,
+                commit: false,
+            },
         ]
     }
 
@@ -347,6 +455,18 @@ mod tests {
             {
                 assert_eq!(
                     Record::commit_frame_len(group, topic, committed),
+                    bytes.len() as u64
+                );
+            }
+            if let Record::TxnCommit {
+                group,
+                topic,
+                committed,
+                ..
+            } = &rec
+            {
+                assert_eq!(
+                    Record::txn_commit_frame_len(group, topic, committed),
                     bytes.len() as u64
                 );
             }

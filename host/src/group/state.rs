@@ -961,6 +961,34 @@ impl Group {
         }
     }
 
+    /// TxnOffsetCommit's member checks (spec §2.3 step 4): looser than a
+    /// plain commit. No member information is accepted in any state; a
+    /// member id or instance id given must be current, and a generation
+    /// given (≥ 0) must match.
+    pub fn validate_txn_commit(
+        &mut self,
+        generation: i32,
+        member_id: &str,
+        instance_id: Option<&str>,
+        now: Now,
+    ) -> Result<(), i16> {
+        if self.state == GroupState::Dead {
+            return Err(codes::COORDINATOR_NOT_AVAILABLE);
+        }
+        if (!member_id.is_empty() || instance_id.is_some())
+            && let Some(e) = self.validate_current_member(member_id, instance_id)
+        {
+            return Err(e);
+        }
+        if generation >= 0 && generation != self.generation {
+            return Err(codes::ILLEGAL_GENERATION);
+        }
+        if let Some(m) = self.members.get_mut(member_id) {
+            m.touch(now.at);
+        }
+        Ok(())
+    }
+
     /// DeleteGroups: only an Empty group may go (it becomes Dead).
     pub fn mark_deleted(&mut self, now: Now) -> Result<(), i16> {
         match self.state {

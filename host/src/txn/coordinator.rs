@@ -35,6 +35,7 @@ mod code {
     pub const PRODUCER_FENCED: i16 = 90;
     pub const COORDINATOR_LOAD_IN_PROGRESS: i16 = 14;
     pub const NOT_COORDINATOR: i16 = 16;
+    pub const INVALID_PRODUCER_ID_MAPPING: i16 = 49;
 }
 
 /// A test-only crash point: with the `fault-injection` feature, the process
@@ -202,15 +203,15 @@ impl Coordinator {
         self.resolve(broker, step).await.reply.error_code
     }
 
-    /// KIP-890 part 1: may (pid, epoch) of `txn_id` write to `tp`? Returns
-    /// the Produce error code (0 = yes), mapped as spec §3.6 says.
-    pub fn verify(
+    /// The VerifyOnly check of one partition: the coordinator's code and,
+    /// when that is NONE, the partition's (0 = in the transaction).
+    fn verify_only(
         &self,
         txn_id: &str,
         producer_id: i64,
         producer_epoch: i16,
         tp: TopicPartition,
-    ) -> i16 {
+    ) -> (i16, i16) {
         let req = AddPartitionsRequest {
             transactional_id: txn_id.into(),
             producer_id,
@@ -221,20 +222,69 @@ impl Coordinator {
             now_ms: now_ms(),
         };
         let Step::Done(a) = self.machine().add_partitions(&req) else {
-            return code::INVALID_TXN_STATE;
+            return (0, code::INVALID_TXN_STATE);
         };
-        match a.reply.error_code {
-            0 => a
-                .partition_errors
-                .first()
-                .map_or(code::INVALID_TXN_STATE, |&c| {
-                    if c == 0 { 0 } else { code::INVALID_TXN_STATE }
-                }),
-            code::PRODUCER_FENCED | code::INVALID_PRODUCER_EPOCH => code::INVALID_PRODUCER_EPOCH,
-            code::CONCURRENT_TRANSACTIONS
-            | code::COORDINATOR_LOAD_IN_PROGRESS
-            | code::COORDINATOR_NOT_AVAILABLE
-            | code::NOT_COORDINATOR => code::NOT_ENOUGH_REPLICAS,
+        let partition = a
+            .partition_errors
+            .first()
+            .copied()
+            .unwrap_or(code::INVALID_TXN_STATE);
+        (a.reply.error_code, partition)
+    }
+
+    /// KIP-890 part 1: may (pid, epoch) of `txn_id` write to `tp`? Returns
+    /// the Produce error code (0 = yes), mapped as spec §3.6 says.
+    pub fn verify(
+        &self,
+        txn_id: &str,
+        producer_id: i64,
+        producer_epoch: i16,
+        tp: TopicPartition,
+    ) -> i16 {
+        match self.verify_only(txn_id, producer_id, producer_epoch, tp) {
+            (0, 0) => 0,
+            (0, _) => code::INVALID_TXN_STATE,
+            (code::PRODUCER_FENCED | code::INVALID_PRODUCER_EPOCH, _) => {
+                code::INVALID_PRODUCER_EPOCH
+            }
+            (
+                code::CONCURRENT_TRANSACTIONS
+                | code::COORDINATOR_LOAD_IN_PROGRESS
+                | code::COORDINATOR_NOT_AVAILABLE
+                | code::NOT_COORDINATOR,
+                _,
+            ) => code::NOT_ENOUGH_REPLICAS,
+            _ => code::INVALID_TXN_STATE,
+        }
+    }
+
+    /// TxnOffsetCommit's verification (spec §2.3 step 3): did (pid, epoch)
+    /// of `txn_id` add the offsets partition `partition`? 0 = yes, else the
+    /// TxnOffsetCommit error code.
+    pub fn verify_offsets(
+        &self,
+        txn_id: &str,
+        producer_id: i64,
+        producer_epoch: i16,
+        partition: i32,
+    ) -> i16 {
+        let tp = TopicPartition {
+            topic: super::OFFSETS_TOPIC.into(),
+            partition,
+        };
+        match self.verify_only(txn_id, producer_id, producer_epoch, tp) {
+            (0, 0) => 0,
+            (code::PRODUCER_FENCED | code::INVALID_PRODUCER_EPOCH, _) => {
+                code::INVALID_PRODUCER_EPOCH
+            }
+            (code::INVALID_PRODUCER_ID_MAPPING, _) => code::INVALID_PRODUCER_ID_MAPPING,
+            (
+                code::CONCURRENT_TRANSACTIONS
+                | code::COORDINATOR_LOAD_IN_PROGRESS
+                | code::COORDINATOR_NOT_AVAILABLE
+                | code::NOT_COORDINATOR,
+                _,
+            ) => code::COORDINATOR_LOAD_IN_PROGRESS,
             _ => code::INVALID_TXN_STATE,
         }
     }
@@ -287,6 +337,17 @@ pub fn fence_ring(broker: &Broker, producer_id: i64, epoch: i16) {
     tracing::debug!(producer_id, epoch, fenced, "fence ring");
 }
 
+/// Waits for every journal write; the first failure's code, if any.
+async fn wait_all(writes: Vec<crate::group::coordinator::Durable>) -> Option<i16> {
+    let mut failed = None;
+    for w in writes {
+        if let Err(code) = w.wait().await {
+            failed.get_or_insert(code);
+        }
+    }
+    failed
+}
+
 /// Writes a transaction's markers to every partition, makes them durable,
 /// then persists the completion. Retries storage errors.
 fn write_markers(broker: Arc<Broker>, job: MarkerJob) -> Pin<Box<dyn Future<Output = ()> + Send>> {
@@ -297,9 +358,20 @@ fn write_markers(broker: Arc<Broker>, job: MarkerJob) -> Pin<Box<dyn Future<Outp
             let mut files = Vec::new();
             let mut written = Vec::new();
             let mut retry = Vec::new();
+            let mut offsets = Vec::new();
             for tp in pending.drain(..) {
-                if tp.topic == "__consumer_offsets" {
-                    broker.complete_txn_offsets(job.producer_id, job.commit);
+                if tp.topic == super::OFFSETS_TOPIC {
+                    match broker
+                        .groups
+                        .complete_txn(job.producer_id, tp.partition, job.commit)
+                    {
+                        Ok(Some(d)) => offsets.push(d),
+                        Ok(None) => {}
+                        Err(e) => {
+                            tracing::error!(partition = tp.partition, error = %e, "journaling transactional offsets failed; retrying");
+                            retry.push(tp);
+                        }
+                    }
                     continue;
                 }
                 let Some(part) = broker.logs.partition(&tp.topic, tp.partition) else {
@@ -336,7 +408,18 @@ fn write_markers(broker: Arc<Broker>, job: MarkerJob) -> Pin<Box<dyn Future<Outp
                     }
                 }
             }
-            match broker.logs.group_commit().sync_all(files).await {
+            // The offsets journal's fsync runs in the same group-commit round.
+            let (synced, offsets_synced) = tokio::join!(
+                broker.logs.group_commit().sync_all(files),
+                wait_all(offsets)
+            );
+            if let Some(code) = offsets_synced {
+                tracing::error!(
+                    code,
+                    "offsets journal fsync failed; the transactional offsets stand unsynced"
+                );
+            }
+            match synced {
                 Ok(()) => {
                     for (part, end) in written {
                         part.advance_high_watermark(end);

@@ -7,6 +7,11 @@ pub mod machine;
 pub mod record;
 pub mod store;
 
+/// The topic whose partitions stand for groups in a transaction
+/// (AddOffsetsToTxn); kaas keeps no log for it: its markers complete the
+/// group coordinator's pending transactional offsets.
+pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
+
 /// Kafka's partition of `__consumer_offsets` for a group (50 partitions):
 /// abs'(javaStringHash(group)) % 50, abs' mapping i32::MIN to 0.
 pub fn offsets_partition(group: &str) -> i32 {

@@ -30,6 +30,7 @@ pub const VERSIONS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::AddPartitionsToTxn, 0, 4),
     (ApiKey::AddOffsetsToTxn, 0, 3),
     (ApiKey::EndTxn, 0, 3),
+    (ApiKey::TxnOffsetCommit, 0, 3),
     (ApiKey::DescribeConfigs, 1, 4),
     (ApiKey::DescribeProducers, 0, 0),
     (ApiKey::DescribeTransactions, 0, 0),
@@ -220,6 +221,7 @@ pub async fn dispatch(broker: &Arc<Broker>, req: Request) -> Handled {
         }
         Some(RequestKind::AddOffsetsToTxn(r)) => api::add_offsets_to_txn::handle(broker, r, v),
         Some(RequestKind::EndTxn(r)) => api::end_txn::handle(broker, r, v),
+        Some(RequestKind::TxnOffsetCommit(r)) => api::txn_offset_commit::handle(broker, r, v),
         // Consumer groups (group::).
         Some(RequestKind::FindCoordinator(r)) => {
             Handled::Now(api::find_coordinator::handle(broker, r, v))

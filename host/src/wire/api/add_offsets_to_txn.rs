@@ -15,7 +15,7 @@ pub fn handle(broker: &Arc<Broker>, req: AddOffsetsToTxnRequest, version: i16) -
     let broker = broker.clone();
     Handled::Later(Box::pin(async move {
         let tp = TopicPartition {
-            topic: "__consumer_offsets".into(),
+            topic: crate::txn::OFFSETS_TOPIC.into(),
             partition: crate::txn::offsets_partition(&req.group_id.0),
         };
         let request = AddPartitionsRequest {

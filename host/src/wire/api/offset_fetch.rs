@@ -2,6 +2,8 @@
 //! several (v8+ `groups`), for the given partitions or, with a null topic
 //! list (v2+), every partition the group has. A partition without a
 //! committed offset answers offset -1, leader epoch -1, metadata "".
+//! With `require_stable` (v7+), a partition a transaction holds a pending
+//! offset for answers UNSTABLE_OFFSET_COMMIT (KIP-447).
 
 use std::sync::Arc;
 
@@ -36,7 +38,10 @@ pub fn handle(broker: &Arc<Broker>, req: OffsetFetchRequest, version: i16) -> Re
                         .collect()
                 });
                 let base = OffsetFetchResponseGroup::default().with_group_id(g.group_id.clone());
-                match broker.groups.fetch(&g.group_id.0, wanted) {
+                match broker
+                    .groups
+                    .fetch(&g.group_id.0, wanted, req.require_stable)
+                {
                     Err(code) => base.with_error_code(code),
                     Ok(topics) => base.with_topics(
                         topics
@@ -47,10 +52,11 @@ pub fn handle(broker: &Arc<Broker>, req: OffsetFetchRequest, version: i16) -> Re
                                     .with_partitions(
                                         parts
                                             .into_iter()
-                                            .map(|(p, c)| {
+                                            .map(|(p, c, code)| {
                                                 let (offset, epoch, meta) = answer(c.as_ref());
                                                 OffsetFetchResponsePartitions::default()
                                                     .with_partition_index(p)
+                                                    .with_error_code(code)
                                                     .with_committed_offset(offset)
                                                     .with_committed_leader_epoch(epoch)
                                                     .with_metadata(Some(sb(&meta)))
@@ -70,21 +76,24 @@ pub fn handle(broker: &Arc<Broker>, req: OffsetFetchRequest, version: i16) -> Re
             .map(|t| (t.name.0.to_string(), t.partition_indexes))
             .collect()
     });
-    let (topics, error): (Vec<FetchedTopic>, i16) =
-        match broker.groups.fetch(&req.group_id.0, requested.clone()) {
-            Ok(t) => (t, 0),
-            // Before v2 there is no top-level error: it goes on every
-            // requested partition.
-            Err(code) if version < 2 => (
-                requested
-                    .unwrap_or_default()
-                    .into_iter()
-                    .map(|(t, ps)| (t, ps.into_iter().map(|p| (p, None)).collect()))
-                    .collect(),
-                code,
-            ),
-            Err(code) => (Vec::new(), code),
-        };
+    let (topics, error): (Vec<FetchedTopic>, i16) = match broker.groups.fetch(
+        &req.group_id.0,
+        requested.clone(),
+        version >= 7 && req.require_stable,
+    ) {
+        Ok(t) => (t, 0),
+        // Before v2 there is no top-level error: it goes on every
+        // requested partition.
+        Err(code) if version < 2 => (
+            requested
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(t, ps)| (t, ps.into_iter().map(|p| (p, None, 0)).collect()))
+                .collect(),
+            code,
+        ),
+        Err(code) => (Vec::new(), code),
+    };
     let partition_error = if version < 2 { error } else { 0 };
     let topics = topics
         .into_iter()
@@ -94,14 +103,14 @@ pub fn handle(broker: &Arc<Broker>, req: OffsetFetchRequest, version: i16) -> Re
                 .with_partitions(
                     parts
                         .into_iter()
-                        .map(|(p, c)| {
+                        .map(|(p, c, code)| {
                             let (offset, epoch, meta) = answer(c.as_ref());
                             OffsetFetchResponsePartition::default()
                                 .with_partition_index(p)
                                 .with_committed_offset(offset)
                                 .with_committed_leader_epoch(epoch)
                                 .with_metadata(Some(sb(&meta)))
-                                .with_error_code(partition_error)
+                                .with_error_code(if code != 0 { code } else { partition_error })
                         })
                         .collect(),
                 )

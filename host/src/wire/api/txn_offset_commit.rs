@@ -1,0 +1,124 @@
+//! TxnOffsetCommit (key 28, v0–3): a transactional producer commits a
+//! consumer group's offsets inside its transaction (spec §2.3). The offsets
+//! partition of the group must be in the transaction (AddOffsetsToTxn,
+//! checked with the coordinator's VerifyOnly rule); the group checks the
+//! member fields of v3; the offsets are journaled as pending and become
+//! visible only when the transaction's COMMIT marker completes them.
+//! Partitions of unknown topics get UNKNOWN_TOPIC_OR_PARTITION, metadata
+//! over `offset.metadata.max.bytes` OFFSET_METADATA_TOO_LARGE.
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::txn_offset_commit_response::{
+    TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
+};
+use kafka_protocol::messages::{
+    ResponseKind, TopicName, TxnOffsetCommitRequest, TxnOffsetCommitResponse,
+};
+
+use crate::broker::Broker;
+use crate::group::{Committed, codes};
+use crate::wire::Handled;
+
+/// (topic index, partition, code or None while it waits on the group).
+type Slot = (usize, i32, Option<i16>);
+
+pub fn handle(broker: &Arc<Broker>, req: TxnOffsetCommitRequest, version: i16) -> Handled {
+    let now_ms = crate::txn::coordinator::now_ms();
+    let max_metadata = broker
+        .groups
+        .config()
+        .offset_metadata_max_bytes
+        .min(i16::MAX as usize);
+    let mut slots: Vec<Slot> = Vec::new();
+    let mut entries = Vec::new();
+    for (ti, t) in req.topics.iter().enumerate() {
+        let topic = t.name.0.to_string();
+        for p in &t.partitions {
+            let metadata = p
+                .committed_metadata
+                .as_ref()
+                .map(|m| m.to_string())
+                .unwrap_or_default();
+            let code = if broker.logs.partition(&topic, p.partition_index).is_none() {
+                Some(codes::UNKNOWN_TOPIC_OR_PARTITION)
+            } else if metadata.len() > max_metadata {
+                Some(codes::OFFSET_METADATA_TOO_LARGE)
+            } else {
+                entries.push((
+                    topic.clone(),
+                    p.partition_index,
+                    Committed {
+                        offset: p.committed_offset,
+                        leader_epoch: if version >= 2 {
+                            p.committed_leader_epoch
+                        } else {
+                            -1
+                        },
+                        metadata,
+                        commit_ms: now_ms,
+                        expire_ms: None,
+                    },
+                ));
+                None
+            };
+            slots.push((ti, p.partition_index, code));
+        }
+    }
+    let names: Vec<TopicName> = req.topics.iter().map(|t| t.name.clone()).collect();
+    // Old clients know 15, not 14 (spec §2.3).
+    let for_version = move |code: i16| {
+        if version < 2 && code == crate::wire::codes::COORDINATOR_LOAD_IN_PROGRESS {
+            codes::COORDINATOR_NOT_AVAILABLE
+        } else {
+            code
+        }
+    };
+    let group = req.group_id.0.to_string();
+    if group.is_empty() {
+        return Handled::Now(response(&names, &slots, codes::INVALID_GROUP_ID));
+    }
+    let verified = broker.txn.verify_offsets(
+        &req.transactional_id.0,
+        req.producer_id.0,
+        req.producer_epoch,
+        crate::txn::offsets_partition(&group),
+    );
+    if verified != codes::NONE {
+        return Handled::Now(response(&names, &slots, for_version(verified)));
+    }
+    let instance = req.group_instance_id.as_ref().map(|s| s.to_string());
+    match broker.groups.txn_commit(
+        &group,
+        req.generation_id,
+        &req.member_id,
+        instance.as_deref(),
+        req.producer_id.0,
+        req.producer_epoch,
+        entries,
+    ) {
+        Err(code) => Handled::Now(response(&names, &slots, for_version(code))),
+        Ok(durable) => Handled::Later(Box::pin(async move {
+            let code = match durable.wait().await {
+                Ok(()) => codes::NONE,
+                Err(code) => code,
+            };
+            response(&names, &slots, for_version(code))
+        })),
+    }
+}
+
+fn response(names: &[TopicName], slots: &[Slot], group_code: i16) -> ResponseKind {
+    let mut topics: Vec<TxnOffsetCommitResponseTopic> = names
+        .iter()
+        .map(|n| TxnOffsetCommitResponseTopic::default().with_name(n.clone()))
+        .collect();
+    for &(ti, partition, code) in slots {
+        topics[ti].partitions.push(
+            TxnOffsetCommitResponsePartition::default()
+                .with_partition_index(partition)
+                .with_error_code(code.unwrap_or(group_code)),
+        );
+    }
+    ResponseKind::TxnOffsetCommit(TxnOffsetCommitResponse::default().with_topics(topics))
+}
