@@ -668,12 +668,18 @@ impl GroupCoordinator {
         let live = st.journal.live().groups.get(group_id);
         let answer = |topic: &str, p: i32| -> (i32, Option<Committed>, i16) {
             let key = (topic.to_string(), p);
-            if require_stable && live.is_some_and(|g| g.has_pending(&key)) {
-                return (p, None, codes::UNSTABLE_OFFSET_COMMIT);
-            }
             let c = exists
                 .then(|| st.offsets.get(group_id, topic, p).cloned())
                 .flatten();
+            // Unstable: a transaction holds an offset for it, or a newer
+            // commit (plain, or one a COMMIT marker just made) is journaled
+            // but not yet durable, so `c` is about to change.
+            let unpublished = live
+                .and_then(|g| g.offsets.get(&key))
+                .is_some_and(|(_, newest)| c.as_ref() != Some(newest));
+            if require_stable && (unpublished || live.is_some_and(|g| g.has_pending(&key))) {
+                return (p, None, codes::UNSTABLE_OFFSET_COMMIT);
+            }
             (p, c, codes::NONE)
         };
         Ok(match partitions {
