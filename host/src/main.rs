@@ -91,6 +91,16 @@ struct BrokerArgs {
     /// How often the transaction timeout reaper runs.
     #[arg(long, default_value_t = 10_000)]
     txn_reaper_interval_ms: u64,
+    /// group.initial.rebalance.delay.ms: how long a new group waits for more
+    /// members before its first rebalance.
+    #[arg(long, default_value_t = 3_000)]
+    group_initial_rebalance_delay_ms: u64,
+    /// group.min.session.timeout.ms: the shortest session a member may ask for.
+    #[arg(long, default_value_t = 6_000)]
+    group_min_session_timeout_ms: u64,
+    /// group.max.session.timeout.ms: the longest session a member may ask for.
+    #[arg(long, default_value_t = 1_800_000)]
+    group_max_session_timeout_ms: u64,
     /// Log format.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
@@ -250,6 +260,14 @@ async fn broker(args: BrokerArgs) -> anyhow::Result<()> {
     config.default_partitions = args.default_partitions;
     config.max_request_bytes = args.max_request_bytes;
     config.max_connections = args.max_connections;
+    config.groups.initial_rebalance_delay =
+        std::time::Duration::from_millis(args.group_initial_rebalance_delay_ms);
+    config.groups.min_session_timeout =
+        std::time::Duration::from_millis(args.group_min_session_timeout_ms);
+    config.groups.max_session_timeout = std::time::Duration::from_millis(
+        args.group_max_session_timeout_ms
+            .max(args.group_min_session_timeout_ms),
+    );
     let started = std::time::Instant::now();
     let broker = kaas::broker::open(config, args.fsync, Arc::new(policy))
         .with_context(|| format!("opening the data directory {}", args.data_dir.display()))?;

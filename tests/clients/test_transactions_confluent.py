@@ -27,10 +27,12 @@ POLICIES = {
 }
 
 
-def start(tmp_path: Path, policy: str, env: dict | None = None) -> KaasBroker:
+def start(tmp_path: Path, policy: str, env: dict | None = None,
+          extra_args: tuple[str, ...] = ()) -> KaasBroker:
     metrics = free_port()
     b = KaasBroker(data_dir=tmp_path / "data", log_dir=tmp_path / "logs",
-                   extra_args=("--policy", str(POLICIES[policy]), "--metrics-listen", f"127.0.0.1:{metrics}"))
+                   extra_args=("--policy", str(POLICIES[policy]), "--metrics-listen", f"127.0.0.1:{metrics}",
+                               *extra_args))
     b.metrics = f"http://127.0.0.1:{metrics}/metrics"
     old = {k: os.environ.get(k) for k in (env or {})}
     os.environ.update(env or {})
