@@ -13,7 +13,7 @@
 
 use std::fmt;
 
-use super::bindings::{
+use super::types::{
     AddPartitionsRequest, Decision, DecisionKind, EndTxnRequest, Entry, InitRequest, TxnState,
 };
 
