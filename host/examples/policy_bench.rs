@@ -26,22 +26,25 @@
 //!   illegal-decision error for `noop checked`), so a run can never quietly
 //!   time a trap or an error path instead of a decision.
 //! - Inputs are `black_box`ed and outputs are dropped inside the timed loop in
-//!   every case (the WASM path lifts the decision into fresh host strings and
-//!   vectors, so dropping them is part of its cost; the native path gets the
-//!   same treatment).
+//!   every case (the checked WASM path completes the decided entry into a
+//!   full host `Entry` with a fresh transactional.id string, so dropping it
+//!   is part of its cost; the native path gets the same treatment).
 //!
 //! Which calls are compared (the fairness question):
-//! - `native`: `kaas_apache37_rules::init_producer_id` on the guest SDK types,
-//!   including the `Entry` clone the by-value API needs (the guest receives a
-//!   freshly lifted entry too). No host check.
+//! - `native`: `kaas_apache37_rules::init_producer_id` on the guest SDK types
+//!   (ABI 2.0's fixed-size entry view, copied in as the guest receives it).
+//!   No host check.
 //! - `wasm checked`: `Policy::init_producer_id` on the apache37 component, the
-//!   production path: lock, fuel and deadline re-arm, lowering the entry and
-//!   request, the guest's rules, lifting the decision, the host invariant check.
-//! - `wasm call`: the same call without the host check
-//!   (`Policy::init_producer_id_call_cost`).
+//!   production path: lock, fuel and deadline re-arm, mapping the host's
+//!   entry and request onto ABI 2.0 and lowering them, the guest's rules,
+//!   lifting the decision, completing the decided entry with the fields the
+//!   host keeps, the host invariant check.
+//! - `wasm call`: the same call without completing the entry and without the
+//!   host check (`Policy::init_producer_id_call_cost`).
 //! - `noop call`: the same unchecked call into the noop component, whose
-//!   init-producer-id returns the entry it was given. This is the floor: the
-//!   full argument and result traffic of a real decision with no logic.
+//!   init-producer-id (the same WIT function, so the same signature shape as
+//!   the real hot call) returns the entry it was given. This is the floor:
+//!   the full argument and result traffic of a real decision with no logic.
 //!   The noop is *not* timed through the checked `Policy::init_producer_id`
 //!   for the floor: its decision (kind no-change carrying an entry) breaks the
 //!   host's `shape` invariant, so the check bails out after a few comparisons
@@ -876,7 +879,8 @@ fn investigate(
     noop_wasm: &[u8],
 ) -> anyhow::Result<()> {
     let hi = host_inputs(&BUMP);
-    // The same entry with 16 partitions (the noop does not care about state).
+    // The same entry with 16 stored partitions: ABI 2.0 does not pass them,
+    // so this should cost what the plain entry costs.
     let mut wide = hi.entry.clone();
     wide.partitions = (0..16)
         .map(|p| host::TopicPartition {
@@ -923,7 +927,7 @@ fn investigate(
         case("noop call, entry (as above)", || {
             outcome(noop.init_producer_id_call_cost(Some(black_box(&hi.entry)), &hi.req, limits))
         }),
-        case("noop call, entry + 16 partitions", || {
+        case("noop call, entry + 16 stored partitions", || {
             outcome(noop.init_producer_id_call_cost(Some(black_box(&wide)), &hi.req, limits))
         }),
         case("noop call, no entry, txn request", || {
