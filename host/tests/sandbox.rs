@@ -23,8 +23,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kaas::policy::{
-    DecisionKind, Entry, InitRequest, Policy, PolicyError, PolicyRuntime, SandboxLimits, TxnState,
-    WIT_VERSION,
+    DecisionKind, Entry, InitRequest, Limits, Policy, PolicyError, PolicyRuntime, SandboxLimits,
+    TxnState, WIT_VERSION,
 };
 use kaas::txn::machine::{DEFAULT_LIMITS, InitProducerId, Step, TxnMachine, code};
 
@@ -263,6 +263,41 @@ fn panicking_policy_traps_and_its_replaced_instance_answers_the_next_call() {
     assert_eq!((entry.producer_id, entry.producer_epoch), (CANDIDATE, 0));
     assert_eq!(entry.state, TxnState::Empty);
     assert_eq!(entry.timeout_ms, NO_TRAP_TIMEOUT_MS);
+}
+
+#[test]
+fn limits_reach_every_instance_once_and_follow_a_change() {
+    // ABI 2.0 gives limits once per instance (`configure`), not per call.
+    let rt = runtime(SandboxLimits::default());
+    let good = load_apache37(&rt);
+    let tight = Limits {
+        max_timeout_ms: 30_000,
+        ..DEFAULT_LIMITS
+    };
+    let timeout = |policy: &Policy, req: &InitRequest, limits: Limits| {
+        let d = policy
+            .init_producer_id(None, req, limits)
+            .expect("the policy decides");
+        (d.kind, d.reply.error_code)
+    };
+    let rejected = (DecisionKind::Reject, 50); // INVALID_TRANSACTION_TIMEOUT
+    let initialized = (DecisionKind::Initialize, code::NONE);
+    // A 60 s timeout is over the tight limit, within the default one; the
+    // instance follows each change of the caller's limits.
+    let req = init_request("limits");
+    assert_eq!(timeout(&good, &req, tight), rejected);
+    assert_eq!(timeout(&good, &req, DEFAULT_LIMITS), initialized);
+    assert_eq!(timeout(&good, &req, tight), rejected);
+
+    // The instance that replaces a trapped one is configured again.
+    let trap = load(&rt, "kaas_test_policy_trap.wasm", "hostile-trap");
+    let no_trap = init_request_with_timeout("limits", NO_TRAP_TIMEOUT_MS);
+    assert_eq!(timeout(&trap, &no_trap, tight), rejected);
+    contained("trap (panic)", || {
+        trap.init_producer_id(None, &init_request("trap"), tight)
+    });
+    assert_eq!(timeout(&trap, &no_trap, tight), rejected);
+    assert_eq!(timeout(&trap, &no_trap, DEFAULT_LIMITS), initialized);
 }
 
 #[test]

@@ -476,4 +476,74 @@ mod tests {
         );
         assert_eq!(d.reply.error_code, code::INVALID_PRODUCER_EPOCH);
     }
+
+    fn add(epoch: i16, partitions: u32, new_partitions: u32) -> AddPartitionsRequest {
+        AddPartitionsRequest {
+            transactional_id: TransactionalId::Present,
+            producer_id: 1000,
+            producer_epoch: epoch,
+            version: 3,
+            partitions,
+            new_partitions,
+        }
+    }
+
+    #[test]
+    fn add_partitions_starts_or_grows_a_transaction_and_is_a_no_op_when_nothing_is_new() {
+        let empty = entry(TxnState::Empty, 1000, 5, 1000, -1);
+        let d = add_partitions(Some(empty), &add(5, 2, 2));
+        assert_eq!(d.kind, DecisionKind::AddPartitions);
+        assert_eq!(d.entry.map(|e| e.state), Some(TxnState::Ongoing));
+        let ongoing = entry(TxnState::Ongoing, 1000, 5, 1000, -1);
+        assert_eq!(
+            add_partitions(Some(ongoing), &add(5, 2, 1)).kind,
+            DecisionKind::AddPartitions
+        );
+        let d = add_partitions(Some(ongoing), &add(5, 2, 0));
+        assert_eq!(
+            (d.kind, identity(&d)),
+            (DecisionKind::NoChange, (0, 1000, 5))
+        );
+        assert_eq!(
+            add_partitions(Some(ongoing), &add(4, 2, 1))
+                .reply
+                .error_code,
+            code::PRODUCER_FENCED
+        );
+        let empty_id = AddPartitionsRequest {
+            transactional_id: TransactionalId::Empty,
+            ..add(5, 1, 1)
+        };
+        assert_eq!(
+            add_partitions(None, &empty_id).reply.error_code,
+            code::INVALID_REQUEST
+        );
+    }
+
+    #[test]
+    fn verify_only_accepts_exactly_the_partitions_of_an_ongoing_transaction() {
+        let ongoing = entry(TxnState::Ongoing, 1000, 5, 1000, -1);
+        let d = verify_partitions(Some(ongoing), &add(5, 2, 1), &[true, false]);
+        assert_eq!(d.kind, DecisionKind::NoChange);
+        assert_eq!(d.partition_errors, [code::NONE, code::INVALID_TXN_STATE]);
+        let done = entry(TxnState::CompleteCommit, 1000, 5, 1000, -1);
+        let d = verify_partitions(Some(done), &add(5, 1, 0), &[true]);
+        assert_eq!(d.partition_errors, [code::INVALID_TXN_STATE]);
+        let d = verify_partitions(None, &add(5, 1, 1), &[false]);
+        assert_eq!(
+            (d.kind, d.reply.error_code),
+            (DecisionKind::Reject, code::INVALID_PRODUCER_ID_MAPPING)
+        );
+    }
+
+    #[test]
+    fn the_reaper_fences_only_an_ongoing_transaction_past_its_timeout() {
+        let ongoing = entry(TxnState::Ongoing, 1000, 5, 1000, -1);
+        assert_eq!(reap(ongoing, 0, 60_000).kind, DecisionKind::NoChange);
+        let d = reap(ongoing, 0, 60_001);
+        assert_eq!(
+            (d.kind, identity(&d)),
+            (DecisionKind::FenceAndAbort, (0, 1000, 6))
+        );
+    }
 }
