@@ -26,22 +26,25 @@
 //!   illegal-decision error for `noop checked`), so a run can never quietly
 //!   time a trap or an error path instead of a decision.
 //! - Inputs are `black_box`ed and outputs are dropped inside the timed loop in
-//!   every case (the WASM path lifts the decision into fresh host strings and
-//!   vectors, so dropping them is part of its cost; the native path gets the
-//!   same treatment).
+//!   every case (the checked WASM path completes the decided entry into a
+//!   full host `Entry` with a fresh transactional.id string, so dropping it
+//!   is part of its cost; the native path gets the same treatment).
 //!
 //! Which calls are compared (the fairness question):
-//! - `native`: `kaas_apache37_rules::init_producer_id` on the guest SDK types,
-//!   including the `Entry` clone the by-value API needs (the guest receives a
-//!   freshly lifted entry too). No host check.
+//! - `native`: `kaas_apache37_rules::init_producer_id` on the guest SDK types
+//!   (ABI 2.0's fixed-size entry view, copied in as the guest receives it).
+//!   No host check.
 //! - `wasm checked`: `Policy::init_producer_id` on the apache37 component, the
-//!   production path: lock, fuel and deadline re-arm, lowering the entry and
-//!   request, the guest's rules, lifting the decision, the host invariant check.
-//! - `wasm call`: the same call without the host check
-//!   (`Policy::init_producer_id_call_cost`).
+//!   production path: lock, fuel and deadline re-arm, mapping the host's
+//!   entry and request onto ABI 2.0 and lowering them, the guest's rules,
+//!   lifting the decision, completing the decided entry with the fields the
+//!   host keeps, the host invariant check.
+//! - `wasm call`: the same call without completing the entry and without the
+//!   host check (`Policy::init_producer_id_call_cost`).
 //! - `noop call`: the same unchecked call into the noop component, whose
-//!   init-producer-id returns the entry it was given. This is the floor: the
-//!   full argument and result traffic of a real decision with no logic.
+//!   init-producer-id (the same WIT function, so the same signature shape as
+//!   the real hot call) returns the entry it was given. This is the floor:
+//!   the full argument and result traffic of a real decision with no logic.
 //!   The noop is *not* timed through the checked `Policy::init_producer_id`
 //!   for the floor: its decision (kind no-change carrying an entry) breaks the
 //!   host's `shape` invariant, so the check bails out after a few comparisons
@@ -161,20 +164,16 @@ struct SdkInputs {
 fn sdk_inputs(s: &Scenario) -> SdkInputs {
     SdkInputs {
         entry: sdk::Entry {
-            transactional_id: TXN_ID.into(),
             producer_id: PID,
             producer_epoch: s.epoch,
             last_producer_id: s.last_pid,
             last_producer_epoch: s.last_epoch,
             state: s.state,
-            partitions: Vec::new(),
             timeout_ms: TIMEOUT_MS,
-            start_timestamp_ms: s.start_ms,
-            last_update_timestamp_ms: NOW_MS - 1_000,
             has_failed_epoch_fence: false,
         },
         req: sdk::InitRequest {
-            transactional_id: Some(TXN_ID.into()),
+            transactional_id: sdk::TransactionalId::Present,
             claim: Some(sdk::Claim {
                 producer_id: PID,
                 producer_epoch: s.claim_epoch,
@@ -182,7 +181,6 @@ fn sdk_inputs(s: &Scenario) -> SdkInputs {
             version: 4,
             timeout_ms: TIMEOUT_MS,
             candidate_producer_id: CANDIDATE,
-            now_ms: NOW_MS,
         },
         limits: sdk::Limits {
             max_timeout_ms: 900_000,
@@ -191,14 +189,12 @@ fn sdk_inputs(s: &Scenario) -> SdkInputs {
     }
 }
 
-/// The same inputs in the host's binding types (`$m` is a module that
-/// exports `Entry`, `InitRequest`, `Limits`, `Claim`, `TxnState`; the host's
-/// `kaas::policy` and this file's own `direct` bindgen both qualify).
-macro_rules! inputs_for {
-    ($m:ident, $s:expr) => {{
-        let i = sdk_inputs($s);
-        let e = i.entry;
-        let state = match e.state {
+/// The same scenario's state in another binding's `TxnState` (`$m` is a
+/// module exporting `TxnState`: the host's `kaas::policy` or this file's
+/// own `direct` bindgen).
+macro_rules! state_for {
+    ($m:ident, $s:expr) => {
+        match $s {
             sdk::TxnState::Empty => $m::TxnState::Empty,
             sdk::TxnState::Ongoing => $m::TxnState::Ongoing,
             sdk::TxnState::PrepareCommit => $m::TxnState::PrepareCommit,
@@ -206,39 +202,12 @@ macro_rules! inputs_for {
             sdk::TxnState::CompleteCommit => $m::TxnState::CompleteCommit,
             sdk::TxnState::CompleteAbort => $m::TxnState::CompleteAbort,
             sdk::TxnState::Dead => $m::TxnState::Dead,
-        };
-        let entry = $m::Entry {
-            transactional_id: e.transactional_id,
-            producer_id: e.producer_id,
-            producer_epoch: e.producer_epoch,
-            last_producer_id: e.last_producer_id,
-            last_producer_epoch: e.last_producer_epoch,
-            state,
-            partitions: Vec::new(),
-            timeout_ms: e.timeout_ms,
-            start_timestamp_ms: e.start_timestamp_ms,
-            last_update_timestamp_ms: e.last_update_timestamp_ms,
-            has_failed_epoch_fence: e.has_failed_epoch_fence,
-        };
-        let req = $m::InitRequest {
-            transactional_id: i.req.transactional_id,
-            claim: i.req.claim.map(|c| $m::Claim {
-                producer_id: c.producer_id,
-                producer_epoch: c.producer_epoch,
-            }),
-            version: i.req.version,
-            timeout_ms: i.req.timeout_ms,
-            candidate_producer_id: i.req.candidate_producer_id,
-            now_ms: i.req.now_ms,
-        };
-        let limits = $m::Limits {
-            max_timeout_ms: i.limits.max_timeout_ms,
-            exhausted_epoch: i.limits.exhausted_epoch,
-        };
-        (entry, req, limits)
-    }};
+        }
+    };
 }
 
+/// The host's inputs: the full stored entry and request, as the
+/// coordinator holds them (the runtime maps them onto ABI 2.0).
 struct HostInputs {
     entry: host::Entry,
     req: host::InitRequest,
@@ -246,8 +215,67 @@ struct HostInputs {
 }
 
 fn host_inputs(s: &Scenario) -> HostInputs {
-    let (entry, req, limits) = inputs_for!(host, s);
-    HostInputs { entry, req, limits }
+    let i = sdk_inputs(s);
+    HostInputs {
+        entry: host::Entry {
+            transactional_id: TXN_ID.into(),
+            producer_id: i.entry.producer_id,
+            producer_epoch: i.entry.producer_epoch,
+            last_producer_id: i.entry.last_producer_id,
+            last_producer_epoch: i.entry.last_producer_epoch,
+            state: state_for!(host, s.state),
+            partitions: Vec::new(),
+            timeout_ms: i.entry.timeout_ms,
+            start_timestamp_ms: s.start_ms,
+            last_update_timestamp_ms: NOW_MS - 1_000,
+            has_failed_epoch_fence: false,
+        },
+        req: host::InitRequest {
+            transactional_id: Some(TXN_ID.into()),
+            claim: Some(host::Claim {
+                producer_id: PID,
+                producer_epoch: s.claim_epoch,
+            }),
+            version: i.req.version,
+            timeout_ms: i.req.timeout_ms,
+            candidate_producer_id: i.req.candidate_producer_id,
+            now_ms: NOW_MS,
+        },
+        limits: host::Limits {
+            max_timeout_ms: i.limits.max_timeout_ms,
+            exhausted_epoch: i.limits.exhausted_epoch,
+        },
+    }
+}
+
+/// The scenario in the `direct` bindings' types (what goes over the ABI).
+fn direct_inputs(s: &Scenario) -> (direct::Entry, direct::InitRequest, direct::Limits) {
+    let i = sdk_inputs(s);
+    (
+        direct::Entry {
+            producer_id: i.entry.producer_id,
+            producer_epoch: i.entry.producer_epoch,
+            last_producer_id: i.entry.last_producer_id,
+            last_producer_epoch: i.entry.last_producer_epoch,
+            state: state_for!(direct, s.state),
+            timeout_ms: i.entry.timeout_ms,
+            has_failed_epoch_fence: false,
+        },
+        direct::InitRequest {
+            transactional_id: direct::TransactionalId::Present,
+            claim: Some(direct::Claim {
+                producer_id: PID,
+                producer_epoch: s.claim_epoch,
+            }),
+            version: i.req.version,
+            timeout_ms: i.req.timeout_ms,
+            candidate_producer_id: i.req.candidate_producer_id,
+        },
+        direct::Limits {
+            max_timeout_ms: i.limits.max_timeout_ms,
+            exhausted_epoch: i.limits.exhausted_epoch,
+        },
+    )
 }
 
 fn host_kind(k: sdk::DecisionKind) -> host::DecisionKind {
@@ -273,7 +301,7 @@ fn host_kind(k: sdk::DecisionKind) -> host::DecisionKind {
 /// anything is timed, so the benchmark cannot time an error path by mistake.
 fn sanity(s: &Scenario, apache: &Policy, noop: &Policy) -> anyhow::Result<host::Decision> {
     let si = sdk_inputs(s);
-    let native = rules::init_producer_id(Some(si.entry.clone()), &si.req, &si.limits);
+    let native = rules::init_producer_id(Some(si.entry), &si.req, &si.limits);
     anyhow::ensure!(
         native.kind == s.expect_kind
             && (native.reply.producer_id, native.reply.producer_epoch) == s.expect_reply,
@@ -331,14 +359,14 @@ struct DirectInstance {
 }
 
 impl DirectInstance {
-    fn new(wasm: &[u8], fuel: bool, epoch: bool) -> anyhow::Result<Self> {
+    fn new(wasm: &[u8], fuel: bool, epoch: bool, limits: direct::Limits) -> anyhow::Result<Self> {
         use wasmtime::component::{Component, Linker};
-        let limits = SandboxLimits::default();
+        let sandbox = SandboxLimits::default();
         let mut config = wasmtime::Config::new();
         config
             .consume_fuel(fuel)
             .epoch_interruption(epoch)
-            .max_wasm_stack(limits.max_wasm_stack)
+            .max_wasm_stack(sandbox.max_wasm_stack)
             .concurrency_support(false)
             .wasm_backtrace_max_frames(None);
         let engine = wasmtime::Engine::new(&config).map_err(|e| anyhow::anyhow!("{e:#}"))?;
@@ -348,7 +376,7 @@ impl DirectInstance {
             .define_unknown_imports_as_traps(&component)
             .map_err(|e| anyhow::anyhow!("{e:#}"))?;
         let store_limits = wasmtime::StoreLimitsBuilder::new()
-            .memory_size(limits.memory_bytes)
+            .memory_size(sandbox.memory_bytes)
             .instances(16)
             .memories(4)
             .tables(16)
@@ -367,6 +395,11 @@ impl DirectInstance {
         }
         let bindings = direct::TxnPolicy::instantiate(&mut store, &component, &linker)
             .map_err(|e| anyhow::anyhow!("{e:#}"))?;
+        // Limits are given once per instance (ABI 2.0), as the runtime does.
+        bindings
+            .kaas_txn_policy_policy()
+            .call_configure(&mut store, limits)
+            .map_err(|e| anyhow::anyhow!("{e:#}"))?;
         Ok(DirectInstance {
             store,
             bindings,
@@ -379,9 +412,8 @@ impl DirectInstance {
     /// runtime does before every call.
     fn init_producer_id(
         &mut self,
-        current: Option<&direct::Entry>,
-        req: &direct::InitRequest,
-        limits: direct::Limits,
+        current: Option<direct::Entry>,
+        req: direct::InitRequest,
     ) -> wasmtime::Result<direct::DecisionKind> {
         if self.fuel {
             let _ = self.store.set_fuel(20_000_000);
@@ -391,7 +423,7 @@ impl DirectInstance {
         }
         self.bindings
             .kaas_txn_policy_policy()
-            .call_init_producer_id(&mut self.store, current, req, limits)
+            .call_init_producer_id(&mut self.store, current, req)
             .map(|d| d.kind)
     }
 }
@@ -659,7 +691,7 @@ fn main() -> anyhow::Result<()> {
         let d = &decisions[i];
         let (apache, noop) = (&apache, &noop);
         cases.push(case(format!("{} native", s.name), move || {
-            let entry = black_box(&si.entry).clone();
+            let entry = *black_box(&si.entry);
             black_box(rules::init_producer_id(
                 Some(entry),
                 black_box(&si.req),
@@ -847,7 +879,8 @@ fn investigate(
     noop_wasm: &[u8],
 ) -> anyhow::Result<()> {
     let hi = host_inputs(&BUMP);
-    // The same entry with 16 partitions (the noop does not care about state).
+    // The same entry with 16 stored partitions: ABI 2.0 does not pass them,
+    // so this should cost what the plain entry costs.
     let mut wide = hi.entry.clone();
     wide.partitions = (0..16)
         .map(|p| host::TopicPartition {
@@ -865,7 +898,7 @@ fn investigate(
         claim: None,
         ..hi.req.clone()
     };
-    let (d_entry, d_req, d_limits) = inputs_for!(direct, &BUMP);
+    let (d_entry, d_req, d_limits) = direct_inputs(&BUMP);
     let mut variants = Vec::new();
     for (label, fuel, epoch) in [
         ("fuel+epoch", true, true),
@@ -875,17 +908,17 @@ fn investigate(
     ] {
         variants.push((
             format!("direct noop call, {label}"),
-            DirectInstance::new(noop_wasm, fuel, epoch)?,
+            DirectInstance::new(noop_wasm, fuel, epoch, d_limits)?,
         ));
     }
     for (label, fuel, epoch) in [("fuel+epoch", true, true), ("neither", false, false)] {
         variants.push((
             format!("direct apache37 call, {label}"),
-            DirectInstance::new(apache_wasm, fuel, epoch)?,
+            DirectInstance::new(apache_wasm, fuel, epoch, d_limits)?,
         ));
     }
     for (name, inst) in variants.iter_mut() {
-        inst.init_producer_id(Some(&d_entry), &d_req, d_limits)
+        inst.init_producer_id(Some(d_entry), d_req)
             .map_err(|e| anyhow::anyhow!("{name}: {e:#}"))?;
     }
 
@@ -894,7 +927,7 @@ fn investigate(
         case("noop call, entry (as above)", || {
             outcome(noop.init_producer_id_call_cost(Some(black_box(&hi.entry)), &hi.req, limits))
         }),
-        case("noop call, entry + 16 partitions", || {
+        case("noop call, entry + 16 stored partitions", || {
             outcome(noop.init_producer_id_call_cost(Some(black_box(&wide)), &hi.req, limits))
         }),
         case("noop call, no entry, txn request", || {
@@ -906,9 +939,8 @@ fn investigate(
         case("apache37 describe()", || outcome(apache.describe())),
     ];
     for (name, inst) in variants.iter_mut() {
-        let (e, r) = (&d_entry, &d_req);
         cases.push(case(name.clone(), move || {
-            outcome(inst.init_producer_id(Some(black_box(e)), black_box(r), d_limits))
+            outcome(inst.init_producer_id(Some(black_box(d_entry)), black_box(d_req)))
         }));
     }
     run_cases(&mut cases, args);

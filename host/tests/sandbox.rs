@@ -13,7 +13,7 @@
 //! Every hostile call must end well within a second with an error that names
 //! the policy and the cause, and a good policy (apache37) loaded in the same
 //! runtime must still decide afterwards. Finally, a component built for
-//! another major version of the WIT package is refused at load.
+//! another major version of the WIT package (1.x) is refused at load.
 //!
 //! The components are built by
 //! `cargo build --release --target wasm32-wasip2 --workspace --exclude kaas`.
@@ -23,8 +23,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kaas::policy::{
-    DecisionKind, Entry, InitRequest, Policy, PolicyError, PolicyRuntime, SandboxLimits, TxnState,
-    WIT_VERSION,
+    DecisionKind, Entry, InitRequest, Limits, Policy, PolicyError, PolicyRuntime, SandboxLimits,
+    TxnState, WIT_VERSION,
 };
 use kaas::txn::machine::{DEFAULT_LIMITS, InitProducerId, Step, TxnMachine, code};
 
@@ -73,13 +73,22 @@ fn load_apache37(rt: &PolicyRuntime) -> Policy {
     load(rt, "kaas_policy_apache37.wasm", "apache37")
 }
 
+/// The requested timeout for which the `trap` policy decides instead of
+/// panicking (its `NO_TRAP_TIMEOUT_MS`).
+const NO_TRAP_TIMEOUT_MS: i32 = 77_777;
+
 /// An InitProducerId (v4, no KIP-360 claim) for `txn_id`.
 fn init_request(txn_id: &str) -> InitRequest {
+    init_request_with_timeout(txn_id, 60_000)
+}
+
+/// The same with another requested transaction timeout.
+fn init_request_with_timeout(txn_id: &str, timeout_ms: i32) -> InitRequest {
     InitRequest {
         transactional_id: Some(txn_id.to_owned()),
         claim: None,
         version: 4,
-        timeout_ms: 60_000,
+        timeout_ms,
         candidate_producer_id: CANDIDATE,
         now_ms: 1_700_000_000_000,
     }
@@ -238,7 +247,11 @@ fn panicking_policy_traps_and_its_replaced_instance_answers_the_next_call() {
     assert_good_policy_decides(&good);
     // The same policy, on a fresh instance, takes its non-panicking path.
     let d = trap
-        .init_producer_id(None, &init_request("no-trap"), DEFAULT_LIMITS)
+        .init_producer_id(
+            None,
+            &init_request_with_timeout("no-trap", NO_TRAP_TIMEOUT_MS),
+            DEFAULT_LIMITS,
+        )
         .expect("the trap policy answers after its instance trapped");
     assert_eq!(d.kind, DecisionKind::Initialize);
     assert_eq!(
@@ -249,6 +262,42 @@ fn panicking_policy_traps_and_its_replaced_instance_answers_the_next_call() {
     assert_eq!(entry.transactional_id, "no-trap");
     assert_eq!((entry.producer_id, entry.producer_epoch), (CANDIDATE, 0));
     assert_eq!(entry.state, TxnState::Empty);
+    assert_eq!(entry.timeout_ms, NO_TRAP_TIMEOUT_MS);
+}
+
+#[test]
+fn limits_reach_every_instance_once_and_follow_a_change() {
+    // ABI 2.0 gives limits once per instance (`configure`), not per call.
+    let rt = runtime(SandboxLimits::default());
+    let good = load_apache37(&rt);
+    let tight = Limits {
+        max_timeout_ms: 30_000,
+        ..DEFAULT_LIMITS
+    };
+    let timeout = |policy: &Policy, req: &InitRequest, limits: Limits| {
+        let d = policy
+            .init_producer_id(None, req, limits)
+            .expect("the policy decides");
+        (d.kind, d.reply.error_code)
+    };
+    let rejected = (DecisionKind::Reject, 50); // INVALID_TRANSACTION_TIMEOUT
+    let initialized = (DecisionKind::Initialize, code::NONE);
+    // A 60 s timeout is over the tight limit, within the default one; the
+    // instance follows each change of the caller's limits.
+    let req = init_request("limits");
+    assert_eq!(timeout(&good, &req, tight), rejected);
+    assert_eq!(timeout(&good, &req, DEFAULT_LIMITS), initialized);
+    assert_eq!(timeout(&good, &req, tight), rejected);
+
+    // The instance that replaces a trapped one is configured again.
+    let trap = load(&rt, "kaas_test_policy_trap.wasm", "hostile-trap");
+    let no_trap = init_request_with_timeout("limits", NO_TRAP_TIMEOUT_MS);
+    assert_eq!(timeout(&trap, &no_trap, tight), rejected);
+    contained("trap (panic)", || {
+        trap.init_producer_id(None, &init_request("trap"), tight)
+    });
+    assert_eq!(timeout(&trap, &no_trap, tight), rejected);
+    assert_eq!(timeout(&trap, &no_trap, DEFAULT_LIMITS), initialized);
 }
 
 #[test]
@@ -343,17 +392,18 @@ fn decision_refused_by_the_host_is_never_applied_by_the_machine() {
 fn component_of_another_wit_major_version_is_refused_at_load_naming_both_versions() {
     let rt = runtime(SandboxLimits::default());
 
+    // A policy built against ABI 1.x, the major before the one this host speaks.
     let e = rt
-        .load_bytes(&component("kaas_test_policy_v2.wasm"))
-        .expect_err("a kaas:txn-policy@2.0.0 component must be refused");
+        .load_bytes(&component("kaas_test_policy_v1.wasm"))
+        .expect_err("a kaas:txn-policy@1.0.0 component must be refused");
 
     let text = format!("{e:#}");
-    assert!(text.contains("kaas:txn-policy@2.0.0"), "{text}");
+    assert!(text.contains("kaas:txn-policy@1.0.0"), "{text}");
     assert!(
         text.contains(&format!("kaas:txn-policy@{WIT_VERSION}")),
         "{text}"
     );
-    assert_eq!(WIT_VERSION, "1.0.0");
+    assert_eq!(WIT_VERSION, "2.0.0");
     // Refusing a component leaves the runtime serving good policies.
     assert_good_policy_decides(&load_apache37(&rt));
 }

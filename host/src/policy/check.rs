@@ -13,7 +13,7 @@
 
 use std::fmt;
 
-use super::bindings::{
+use super::types::{
     AddPartitionsRequest, Decision, DecisionKind, EndTxnRequest, Entry, InitRequest, TxnState,
 };
 
@@ -64,17 +64,18 @@ pub fn init_producer_id(
     req: &InitRequest,
     d: &Decision,
 ) -> Result<(), Violation> {
-    let mut allowed = vec![
+    let allowed = [
         NONE,
         UNKNOWN_SERVER_ERROR,
         INVALID_REQUEST,
         INVALID_PRODUCER_EPOCH,
+        INVALID_TRANSACTION_TIMEOUT,
+        CONCURRENT_TRANSACTIONS,
+        PRODUCER_FENCED,
     ];
-    allowed.extend([INVALID_TRANSACTION_TIMEOUT, CONCURRENT_TRANSACTIONS]);
-    if req.version >= 4 {
-        allowed.push(PRODUCER_FENCED);
-    }
-    reply_code(Api::InitProducerId, d, &allowed, req.version)?;
+    // PRODUCER_FENCED (last) only from v4 on.
+    let allowed = with_fenced(&allowed, req.version >= 4);
+    reply_code(Api::InitProducerId, d, allowed, req.version)?;
     shape(d)?;
     fallback(before, d)?;
     match &req.transactional_id {
@@ -147,18 +148,8 @@ pub fn add_partitions(
     req: &AddPartitionsRequest,
     d: &Decision,
 ) -> Result<(), Violation> {
-    let mut allowed = vec![
-        NONE,
-        UNKNOWN_SERVER_ERROR,
-        INVALID_REQUEST,
-        INVALID_PRODUCER_EPOCH,
-        INVALID_TXN_STATE,
-    ];
-    allowed.extend([INVALID_PRODUCER_ID_MAPPING, CONCURRENT_TRANSACTIONS]);
-    if req.version >= 2 {
-        allowed.push(PRODUCER_FENCED);
-    }
-    reply_code(Api::AddPartitions, d, &allowed, req.version)?;
+    let allowed = with_fenced(&TXN_CODES, req.version >= 2);
+    reply_code(Api::AddPartitions, d, allowed, req.version)?;
     shape(d)?;
     fallback(before, d)?;
     if !d.partition_errors.is_empty() {
@@ -216,18 +207,8 @@ pub fn add_partitions(
 
 /// Checks an EndTxn decision.
 pub fn end_txn(before: Option<&Entry>, req: &EndTxnRequest, d: &Decision) -> Result<(), Violation> {
-    let mut allowed = vec![
-        NONE,
-        UNKNOWN_SERVER_ERROR,
-        INVALID_REQUEST,
-        INVALID_PRODUCER_EPOCH,
-        INVALID_TXN_STATE,
-    ];
-    allowed.extend([INVALID_PRODUCER_ID_MAPPING, CONCURRENT_TRANSACTIONS]);
-    if req.version >= 2 {
-        allowed.push(PRODUCER_FENCED);
-    }
-    reply_code(Api::EndTxn, d, &allowed, req.version)?;
+    let allowed = with_fenced(&TXN_CODES, req.version >= 2);
+    reply_code(Api::EndTxn, d, allowed, req.version)?;
     shape(d)?;
     fallback(before, d)?;
     if let Some(next) = &d.entry {
@@ -301,6 +282,28 @@ pub fn reap(before: &Entry, d: &Decision) -> Result<(), Violation> {
         transition(Some(before), next, None, d.kind)?;
     }
     Ok(())
+}
+
+/// AddPartitions / AddOffsets / EndTxn reply codes; PRODUCER_FENCED (last)
+/// only from v2 on.
+const TXN_CODES: [i16; 8] = [
+    NONE,
+    UNKNOWN_SERVER_ERROR,
+    INVALID_REQUEST,
+    INVALID_PRODUCER_EPOCH,
+    INVALID_TXN_STATE,
+    INVALID_PRODUCER_ID_MAPPING,
+    CONCURRENT_TRANSACTIONS,
+    PRODUCER_FENCED,
+];
+
+/// `codes`, whose last element is PRODUCER_FENCED, with or without it.
+fn with_fenced(codes: &[i16], fenced: bool) -> &[i16] {
+    if fenced {
+        codes
+    } else {
+        &codes[..codes.len() - 1]
+    }
 }
 
 fn reply_code(api: Api, d: &Decision, allowed: &[i16], version: i16) -> Result<(), Violation> {

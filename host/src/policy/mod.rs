@@ -11,6 +11,7 @@
 mod bindings;
 pub mod cache;
 pub mod check;
+pub mod types;
 
 use std::fmt;
 use std::path::Path;
@@ -21,13 +22,14 @@ use sha2::{Digest, Sha256};
 use wasmtime::component::{Component, Linker};
 use wasmtime::{Config, Engine, Store, StoreLimits, StoreLimitsBuilder};
 
-pub use bindings::{
-    AddPartitionsRequest, Claim, Decision, DecisionKind, EndTxnRequest, Entry, InitRequest, Limits,
-    PolicyInfo, Reply, TopicPartition, TxnState, WIT_EXPORT, WIT_PACKAGE, WIT_VERSION,
-};
-use bindings::{TxnPolicy, TxnPolicyPre};
+use bindings::{TxnPolicy, TxnPolicyPre, wit};
+pub use bindings::{WIT_EXPORT, WIT_PACKAGE, WIT_VERSION};
 pub use cache::ArtifactCache;
 pub use check::{Api, Violation};
+pub use types::{
+    AddPartitionsRequest, Claim, Decision, DecisionKind, EndTxnRequest, Entry, InitRequest, Limits,
+    PolicyInfo, Reply, TopicPartition, TxnState,
+};
 
 /// Kafka's display name of a coordinator state (admin APIs, metrics, diffs).
 pub fn state_name(s: TxnState) -> &'static str {
@@ -293,6 +295,8 @@ struct Live {
     store: Store<HostState>,
     /// Typed handle on the instance's exports.
     bindings: TxnPolicy,
+    /// The limits this instance was given by `configure`, if any yet.
+    configured: Option<Limits>,
 }
 
 impl Live {
@@ -319,7 +323,26 @@ impl Live {
         let bindings = pre
             .instantiate(&mut store)
             .map_err(|e| anyhow::anyhow!("instantiating the policy: {e:#}"))?;
-        Ok(Live { store, bindings })
+        Ok(Live {
+            store,
+            bindings,
+            configured: None,
+        })
+    }
+
+    /// Gives the instance `limits` unless it already has them (ABI 2.0
+    /// passes limits once per instance, not on every call).
+    fn configure(&mut self, limits: Option<Limits>) -> wasmtime::Result<()> {
+        let Some(limits) = limits else {
+            return Ok(());
+        };
+        if self.configured != Some(limits) {
+            self.bindings
+                .kaas_txn_policy_policy()
+                .call_configure(&mut self.store, limits)?;
+            self.configured = Some(limits);
+        }
+        Ok(())
     }
 
     /// Refills fuel and restarts the wall-clock deadline before a call.
@@ -336,7 +359,7 @@ fn deadline_ticks(deadline: Duration) -> u64 {
 }
 
 /// A loaded policy. Calls are serialized on one instance (a decision takes
-/// about a microsecond); a trapped instance is replaced on the next call.
+/// a few hundred nanoseconds); a trapped instance is replaced on the next call.
 pub struct Policy {
     /// Who this policy is (from `describe()` and the file's hash).
     identity: PolicyIdentity,
@@ -364,11 +387,13 @@ impl Policy {
         &self.identity
     }
 
-    /// Runs `f` against a live instance under fresh fuel and deadline; a
+    /// Runs `f` against a live instance under fresh fuel and deadline, after
+    /// configuring the instance with `limits` if it does not have them yet; a
     /// trap discards the instance so the next call gets a clean one.
     fn call<R>(
         &self,
         func: &'static str,
+        limits: Option<Limits>,
         f: impl Fn(&TxnPolicy, &mut Store<HostState>) -> wasmtime::Result<R>,
     ) -> Result<R, PolicyError> {
         let trap = |cause: String| PolicyError::Trap {
@@ -395,7 +420,10 @@ impl Policy {
                 return Err(trap("no instance".into()));
             };
             live.arm(&self.limits);
-            match f(&live.bindings, &mut live.store) {
+            let result = live
+                .configure(limits)
+                .and_then(|()| f(&live.bindings, &mut live.store));
+            match result {
                 Ok(r) => return Ok(r),
                 Err(e) => {
                     let used = self.limits.fuel_per_call - live.store.get_fuel().unwrap_or(0);
@@ -415,6 +443,21 @@ impl Policy {
         }
     }
 
+    /// The raw InitProducerId call: the ABI's decision, unchecked.
+    fn call_init_producer_id(
+        &self,
+        current: Option<&Entry>,
+        req: &InitRequest,
+        limits: Limits,
+    ) -> Result<wit::Decision, PolicyError> {
+        let current = current.map(types::view);
+        let req = types::init_request(req);
+        self.call("init-producer-id", Some(limits), |b, s| {
+            b.kaas_txn_policy_policy()
+                .call_init_producer_id(s, current, req)
+        })
+    }
+
     /// InitProducerId, checked.
     pub fn init_producer_id(
         &self,
@@ -422,10 +465,14 @@ impl Policy {
         req: &InitRequest,
         limits: Limits,
     ) -> Result<Decision, PolicyError> {
-        let d = self.call("init-producer-id", |b, s| {
-            b.kaas_txn_policy_policy()
-                .call_init_producer_id(s, current, req, limits)
-        })?;
+        let d = self.call_init_producer_id(current, req, limits)?;
+        let cx = types::Context {
+            before: current,
+            transactional_id: req.transactional_id.as_deref().unwrap_or(""),
+            added: &[],
+            now_ms: req.now_ms,
+        };
+        let d = types::decision(&cx, d);
         self.checked(
             "init-producer-id",
             check::init_producer_id(current, req, &d).map(|()| d),
@@ -435,9 +482,9 @@ impl Policy {
     /// The bare cost of an InitProducerId call, for benchmarks: the same
     /// sandboxed call as [`Policy::init_producer_id`] (same lock, fuel and
     /// deadline re-arm, argument lowering, result lifting, trap handling) but
-    /// without the host's invariant check. It hands back only the decision's
-    /// kind, never the decision, so an unchecked decision cannot reach the
-    /// coordinator through it.
+    /// without completing the decided entry and the host's invariant check.
+    /// It hands back only the decision's kind, never the decision, so an
+    /// unchecked decision cannot reach the coordinator through it.
     #[doc(hidden)]
     pub fn init_producer_id_call_cost(
         &self,
@@ -445,24 +492,38 @@ impl Policy {
         req: &InitRequest,
         limits: Limits,
     ) -> Result<DecisionKind, PolicyError> {
-        let d = self.call("init-producer-id", |b, s| {
-            b.kaas_txn_policy_policy()
-                .call_init_producer_id(s, current, req, limits)
-        })?;
-        Ok(d.kind)
+        Ok(self.call_init_producer_id(current, req, limits)?.kind)
     }
 
-    /// AddPartitionsToTxn / AddOffsetsToTxn, checked.
+    /// AddPartitionsToTxn / AddOffsetsToTxn (VerifyOnly included), checked.
     pub fn add_partitions(
         &self,
         current: Option<&Entry>,
         req: &AddPartitionsRequest,
         limits: Limits,
     ) -> Result<Decision, PolicyError> {
-        let d = self.call("add-partitions", |b, s| {
-            b.kaas_txn_policy_policy()
-                .call_add_partitions(s, current, req, limits)
-        })?;
+        let cur = current.map(types::view);
+        let facts = types::add_partitions_request(current, req);
+        let d = if req.verify_only {
+            let in_transaction = types::in_transaction(current, req);
+            let d = self.call("verify-partitions", Some(limits), |b, s| {
+                b.kaas_txn_policy_policy()
+                    .call_verify_partitions(s, cur, facts, &in_transaction)
+            })?;
+            types::verify_decision(d)
+        } else {
+            let d = self.call("add-partitions", Some(limits), |b, s| {
+                b.kaas_txn_policy_policy()
+                    .call_add_partitions(s, cur, facts)
+            })?;
+            let cx = types::Context {
+                before: current,
+                transactional_id: &req.transactional_id,
+                added: &req.partitions,
+                now_ms: req.now_ms,
+            };
+            types::decision(&cx, d)
+        };
         self.checked(
             "add-partitions",
             check::add_partitions(current, req, &d).map(|()| d),
@@ -476,10 +537,18 @@ impl Policy {
         req: &EndTxnRequest,
         limits: Limits,
     ) -> Result<Decision, PolicyError> {
-        let d = self.call("end-txn", |b, s| {
-            b.kaas_txn_policy_policy()
-                .call_end_txn(s, current, req, limits)
+        let cur = current.map(types::view);
+        let facts = types::end_txn_request(req);
+        let d = self.call("end-txn", Some(limits), |b, s| {
+            b.kaas_txn_policy_policy().call_end_txn(s, cur, facts)
         })?;
+        let cx = types::Context {
+            before: current,
+            transactional_id: &req.transactional_id,
+            added: &[],
+            now_ms: req.now_ms,
+        };
+        let d = types::decision(&cx, d);
         self.checked("end-txn", check::end_txn(current, req, &d).map(|()| d))
     }
 
@@ -490,10 +559,17 @@ impl Policy {
         now_ms: i64,
         limits: Limits,
     ) -> Result<Decision, PolicyError> {
-        let d = self.call("complete-transaction", |b, s| {
-            b.kaas_txn_policy_policy()
-                .call_complete_transaction(s, current, now_ms, limits)
+        let cur = types::view(current);
+        let d = self.call("complete-transaction", Some(limits), |b, s| {
+            b.kaas_txn_policy_policy().call_complete_transaction(s, cur)
         })?;
+        let cx = types::Context {
+            before: Some(current),
+            transactional_id: &current.transactional_id,
+            added: &[],
+            now_ms,
+        };
+        let d = types::decision(&cx, d);
         self.checked(
             "complete-transaction",
             check::complete_transaction(current, &d).map(|()| d),
@@ -507,16 +583,24 @@ impl Policy {
         now_ms: i64,
         limits: Limits,
     ) -> Result<Decision, PolicyError> {
-        let d = self.call("reap", |b, s| {
-            b.kaas_txn_policy_policy()
-                .call_reap(s, current, now_ms, limits)
+        let cur = types::view(current);
+        let start = current.start_timestamp_ms;
+        let d = self.call("reap", Some(limits), |b, s| {
+            b.kaas_txn_policy_policy().call_reap(s, cur, start, now_ms)
         })?;
+        let cx = types::Context {
+            before: Some(current),
+            transactional_id: &current.transactional_id,
+            added: &[],
+            now_ms,
+        };
+        let d = types::decision(&cx, d);
         self.checked("reap", check::reap(current, &d).map(|()| d))
     }
 
     /// `describe()` again (the benchmark's lightest call).
     pub fn describe(&self) -> Result<PolicyInfo, PolicyError> {
-        self.call("describe", |b, s| {
+        self.call("describe", None, |b, s| {
             b.kaas_txn_policy_policy().call_describe(s)
         })
     }

@@ -10,6 +10,7 @@ pub use kaas_apache37_rules as rules;
 
 use kaas_policy_sdk::{
     AddPartitionsRequest, Decision, EndTxnRequest, Entry, InitRequest, Limits, Policy, PolicyInfo,
+    VerifyDecision,
 };
 use std::{string::String, vec};
 
@@ -36,28 +37,37 @@ impl Policy for Apache37 {
         }
     }
 
-    fn init_producer_id(current: Option<Entry>, req: InitRequest, limits: Limits) -> Decision {
-        rules::init_producer_id(current, &req, &limits)
+    fn init_producer_id(current: Option<Entry>, req: InitRequest, limits: &Limits) -> Decision {
+        rules::init_producer_id(current, &req, limits)
     }
 
     fn add_partitions(
         current: Option<Entry>,
         req: AddPartitionsRequest,
-        _limits: Limits,
+        _limits: &Limits,
     ) -> Decision {
         rules::add_partitions(current, &req)
     }
 
-    fn end_txn(current: Option<Entry>, req: EndTxnRequest, _limits: Limits) -> Decision {
+    fn verify_partitions(
+        current: Option<Entry>,
+        req: AddPartitionsRequest,
+        in_transaction: &[bool],
+        _limits: &Limits,
+    ) -> VerifyDecision {
+        rules::verify_partitions(current, &req, in_transaction)
+    }
+
+    fn end_txn(current: Option<Entry>, req: EndTxnRequest, _limits: &Limits) -> Decision {
         rules::end_txn(current, &req)
     }
 
-    fn complete_transaction(current: Entry, now_ms: i64, _limits: Limits) -> Decision {
-        rules::complete_transaction(current, now_ms)
+    fn complete_transaction(current: Entry, _limits: &Limits) -> Decision {
+        rules::complete_transaction(current)
     }
 
-    fn reap(current: Entry, now_ms: i64, _limits: Limits) -> Decision {
-        rules::reap(current, now_ms)
+    fn reap(current: Entry, start_timestamp_ms: i64, now_ms: i64, _limits: &Limits) -> Decision {
+        rules::reap(current, start_timestamp_ms, now_ms)
     }
 }
 

@@ -3,15 +3,15 @@
 //! conformance case (ids STRICT-01..).
 
 use kaas_apache37_rules as apache;
-use kaas_policy_sdk::{Decision, Entry, InitRequest, Limits, TxnState, code};
+use kaas_policy_sdk::{Decision, Entry, InitRequest, Limits, TransactionalId, TxnState, code};
 
 /// InitProducerId with strict's extra refusals, then apache37's rules.
 pub fn init_producer_id(current: Option<Entry>, req: &InitRequest, limits: &Limits) -> Decision {
     if let Some(claim) = &req.claim {
         // S-1: a claim on the idempotent path is a client bug, not noise.
-        let Some(_) = req.transactional_id else {
+        if req.transactional_id == TransactionalId::Absent {
             return Decision::reject(code::INVALID_REQUEST);
-        };
+        }
         let fenced = apache::fenced(req.version, apache::INIT_FENCED_SINCE);
         match &current {
             // S-2: nobody can hold an identity for an id that has none.
@@ -46,7 +46,7 @@ pub fn init_producer_id(current: Option<Entry>, req: &InitRequest, limits: &Limi
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kaas_policy_sdk::{Claim, DecisionKind, TopicPartition};
+    use kaas_policy_sdk::{Claim, DecisionKind};
 
     const LIMITS: Limits = Limits {
         max_timeout_ms: 900_000,
@@ -55,7 +55,11 @@ mod tests {
 
     fn req(txn: Option<&str>, claim: Option<(i64, i16)>) -> InitRequest {
         InitRequest {
-            transactional_id: txn.map(Into::into),
+            transactional_id: match txn {
+                None => TransactionalId::Absent,
+                Some("") => TransactionalId::Empty,
+                Some(_) => TransactionalId::Present,
+            },
             claim: claim.map(|(producer_id, producer_epoch)| Claim {
                 producer_id,
                 producer_epoch,
@@ -63,25 +67,17 @@ mod tests {
             version: 4,
             timeout_ms: 60_000,
             candidate_producer_id: 2000,
-            now_ms: 10,
         }
     }
 
     fn ongoing(epoch: i16, last_epoch: i16) -> Entry {
         Entry {
-            transactional_id: "T".into(),
             producer_id: 1000,
             producer_epoch: epoch,
             last_producer_id: 1000,
             last_producer_epoch: last_epoch,
             state: TxnState::Ongoing,
-            partitions: vec![TopicPartition {
-                topic: "t0".into(),
-                partition: 0,
-            }],
             timeout_ms: 60_000,
-            start_timestamp_ms: 1,
-            last_update_timestamp_ms: 1,
             has_failed_epoch_fence: false,
         }
     }

@@ -3,17 +3,18 @@
 //! and native benchmarks can reuse them without inheriting WIT exports.
 //!
 //! Same inputs, same decision: no clock, no I/O, no randomness. The host
-//! supplies `now` and a candidate producer id; the decision says what to
-//! persist and what to answer. Deviations from 3.7 are listed in
-//! policies/apache37/README.md.
+//! supplies a candidate producer id (and, to the reaper, the clock); the
+//! decision says what to persist and what to answer. Under ABI 2.0 the host
+//! keeps each entry's transactional.id, partition set and timestamps and
+//! derives them from the decided entry exactly as Kafka 3.7 does (see
+//! policy-wit/README.md), so these rules decide the identity, state and
+//! timeout. Deviations from 3.7 are listed in policies/apache37/README.md.
 
 #![no_std]
-extern crate alloc;
 
-use alloc::vec::Vec;
 use kaas_policy_sdk::{
     AddPartitionsRequest, Claim, Decision, DecisionKind, EndTxnRequest, Entry, InitRequest, Limits,
-    NO_EPOCH, NO_PID, Reply, TopicPartition, TxnState, code,
+    NO_EPOCH, NO_PID, Reply, TransactionalId, TxnState, VerifyDecision, code,
 };
 
 /// PRODUCER_FENCED as a client of `version` understands it: InitProducerId
@@ -33,18 +34,14 @@ pub const TXN_FENCED_SINCE: i16 = 2;
 
 /// An entry for an absent transactional.id (spec 1.3): the candidate pid at
 /// epoch -1, nothing remembered.
-pub fn fresh_entry(transactional_id: &str, req: &InitRequest) -> Entry {
+pub fn fresh_entry(req: &InitRequest) -> Entry {
     Entry {
-        transactional_id: transactional_id.into(),
         producer_id: req.candidate_producer_id,
         producer_epoch: NO_EPOCH,
         last_producer_id: NO_PID,
         last_producer_epoch: NO_EPOCH,
         state: TxnState::Empty,
-        partitions: Vec::new(),
         timeout_ms: req.timeout_ms,
-        start_timestamp_ms: -1,
-        last_update_timestamp_ms: req.now_ms,
         has_failed_epoch_fence: false,
     }
 }
@@ -61,21 +58,22 @@ pub fn claim_is_valid(entry: &Entry, claim: &Claim, limits: &Limits) -> bool {
 
 /// InitProducerId, spec 1.9.
 pub fn init_producer_id(current: Option<Entry>, req: &InitRequest, limits: &Limits) -> Decision {
-    let Some(txn_id) = req.transactional_id.as_deref() else {
+    match req.transactional_id {
         // Idempotent path (1.2): any claim is ignored, nothing is stored.
-        return Decision {
-            kind: DecisionKind::NewProducer,
-            ..Decision::no_change(Reply::ok(req.candidate_producer_id, 0))
-        };
-    };
-    if txn_id.is_empty() {
-        return Decision::reject(code::INVALID_REQUEST);
+        TransactionalId::Absent => {
+            return Decision {
+                kind: DecisionKind::NewProducer,
+                ..Decision::no_change(Reply::ok(req.candidate_producer_id, 0))
+            };
+        }
+        TransactionalId::Empty => return Decision::reject(code::INVALID_REQUEST),
+        TransactionalId::Present => {}
     }
     if req.timeout_ms <= 0 || req.timeout_ms > limits.max_timeout_ms {
         return Decision::reject(code::INVALID_TRANSACTION_TIMEOUT);
     }
     let initializing = current.is_none();
-    let entry = current.unwrap_or_else(|| fresh_entry(txn_id, req));
+    let entry = current.unwrap_or_else(|| fresh_entry(req));
 
     if let Some(claim) = &req.claim
         && !claim_is_valid(&entry, claim, limits)
@@ -87,7 +85,7 @@ pub fn init_producer_id(current: Option<Entry>, req: &InitRequest, limits: &Limi
             Decision::reject(code::CONCURRENT_TRANSACTIONS)
         }
         // Quirk Q1 reproduced: the claim's epoch is not compared here.
-        TxnState::Ongoing => fence_and_abort(entry, req.now_ms, code::CONCURRENT_TRANSACTIONS),
+        TxnState::Ongoing => fence_and_abort(entry, code::CONCURRENT_TRANSACTIONS),
         TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort => {
             if entry.producer_epoch >= limits.exhausted_epoch {
                 match &req.claim {
@@ -159,14 +157,12 @@ fn rotate(entry: Entry, req: &InitRequest, last_epoch: i16) -> Decision {
     Decision::write(DecisionKind::Rotate, next, reply)
 }
 
-/// The fields every successful InitProducerId resets.
+/// The fields every successful InitProducerId resets (the host clears the
+/// partitions and the start timestamp of an Empty entry).
 fn idle(entry: Entry, req: &InitRequest) -> Entry {
     Entry {
         state: TxnState::Empty,
-        partitions: Vec::new(),
         timeout_ms: req.timeout_ms,
-        start_timestamp_ms: -1,
-        last_update_timestamp_ms: req.now_ms,
         has_failed_epoch_fence: false,
         ..entry
     }
@@ -175,7 +171,7 @@ fn idle(entry: Entry, req: &InitRequest) -> Entry {
 /// Fence an Ongoing transaction and abort it (spec 1.7): PrepareAbort at
 /// epoch + 1 (or the epoch a failed fence already reached), retry window
 /// closed. If the append fails, the raised epoch stays in memory.
-pub fn fence_and_abort(entry: Entry, now_ms: i64, reply_code: i16) -> Decision {
+pub fn fence_and_abort(entry: Entry, reply_code: i16) -> Decision {
     let epoch = if entry.has_failed_epoch_fence {
         entry.producer_epoch
     } else if entry.producer_epoch == i16::MAX {
@@ -188,13 +184,12 @@ pub fn fence_and_abort(entry: Entry, now_ms: i64, reply_code: i16) -> Decision {
         producer_epoch: epoch,
         last_producer_epoch: NO_EPOCH,
         has_failed_epoch_fence: true,
-        ..entry.clone()
+        ..entry
     };
     let prepare = Entry {
         state: TxnState::PrepareAbort,
         producer_epoch: epoch,
         last_producer_epoch: NO_EPOCH,
-        last_update_timestamp_ms: now_ms,
         has_failed_epoch_fence: false,
         ..entry
     };
@@ -209,78 +204,78 @@ pub fn fence_and_abort(entry: Entry, now_ms: i64, reply_code: i16) -> Decision {
     }
 }
 
-/// AddPartitionsToTxn / AddOffsetsToTxn, spec 2.1 (rows 1, 3–9) and VerifyOnly.
-pub fn add_partitions(current: Option<Entry>, req: &AddPartitionsRequest) -> Decision {
-    if req.transactional_id.is_empty() {
-        return Decision::reject(code::INVALID_REQUEST);
+/// The checks AddPartitions, AddOffsets and VerifyOnly share (spec 2.1 rows
+/// 1, 3–6): the entry the request may act on, or the error to answer.
+fn partitions_target(current: Option<Entry>, req: &AddPartitionsRequest) -> Result<Entry, i16> {
+    if req.transactional_id != TransactionalId::Present {
+        return Err(code::INVALID_REQUEST);
     }
     let Some(entry) = current else {
-        return Decision::reject(code::INVALID_PRODUCER_ID_MAPPING);
+        return Err(code::INVALID_PRODUCER_ID_MAPPING);
     };
     if req.producer_id != entry.producer_id {
-        return Decision::reject(code::INVALID_PRODUCER_ID_MAPPING);
+        return Err(code::INVALID_PRODUCER_ID_MAPPING);
     }
     if req.producer_epoch != entry.producer_epoch {
-        return Decision::reject(fenced(req.version, TXN_FENCED_SINCE));
+        return Err(fenced(req.version, TXN_FENCED_SINCE));
     }
     if entry.state.is_preparing() {
-        return Decision::reject(code::CONCURRENT_TRANSACTIONS);
+        return Err(code::CONCURRENT_TRANSACTIONS);
     }
-    if req.verify_only {
-        let partition_errors = req
-            .partitions
-            .iter()
-            .map(|p| {
-                let included = entry.state == TxnState::Ongoing && entry.partitions.contains(p);
-                if included {
-                    code::NONE
-                } else {
-                    code::INVALID_TXN_STATE
-                }
-            })
-            .collect();
-        return Decision {
-            partition_errors,
-            ..Decision::no_change(Reply::ok(NO_PID, NO_EPOCH))
-        };
-    }
+    Ok(entry)
+}
+
+/// AddPartitionsToTxn / AddOffsetsToTxn, spec 2.1 (rows 1, 3–9). The host
+/// adds the requested partitions to the transaction's set when the decided
+/// entry is Ongoing, and stamps the start time when it becomes Ongoing.
+pub fn add_partitions(current: Option<Entry>, req: &AddPartitionsRequest) -> Decision {
+    let entry = match partitions_target(current, req) {
+        Ok(entry) => entry,
+        Err(code) => return Decision::reject(code),
+    };
     if entry.state == TxnState::Dead {
         return Decision::reject(code::UNKNOWN_SERVER_ERROR);
     }
-    let already = entry.state == TxnState::Ongoing
-        && req.partitions.iter().all(|p| entry.partitions.contains(p));
-    if already {
+    if entry.state == TxnState::Ongoing && req.new_partitions == 0 {
         return Decision::no_change(Reply::ok(entry.producer_id, entry.producer_epoch));
-    }
-    let start = if entry.state == TxnState::Ongoing {
-        entry.start_timestamp_ms
-    } else {
-        req.now_ms
-    };
-    let mut partitions: Vec<TopicPartition> = if entry.state == TxnState::Ongoing {
-        entry.partitions.clone()
-    } else {
-        Vec::new()
-    };
-    for p in &req.partitions {
-        if !partitions.contains(p) {
-            partitions.push(p.clone());
-        }
     }
     let next = Entry {
         state: TxnState::Ongoing,
-        partitions,
-        start_timestamp_ms: start,
-        last_update_timestamp_ms: req.now_ms,
         ..entry
     };
     let reply = Reply::ok(next.producer_id, next.producer_epoch);
     Decision::write(DecisionKind::AddPartitions, next, reply)
 }
 
+/// The v4 VerifyOnly check (KIP-890): a partition is verified when the
+/// transaction is Ongoing and already holds it.
+pub fn verify_partitions(
+    current: Option<Entry>,
+    req: &AddPartitionsRequest,
+    in_transaction: &[bool],
+) -> VerifyDecision {
+    let entry = match partitions_target(current, req) {
+        Ok(entry) => entry,
+        Err(code) => return VerifyDecision::reject(code),
+    };
+    let ongoing = entry.state == TxnState::Ongoing;
+    VerifyDecision::per_partition(
+        in_transaction
+            .iter()
+            .map(|&included| {
+                if ongoing && included {
+                    code::NONE
+                } else {
+                    code::INVALID_TXN_STATE
+                }
+            })
+            .collect(),
+    )
+}
+
 /// EndTxn from a client, spec 2.4.
 pub fn end_txn(current: Option<Entry>, req: &EndTxnRequest) -> Decision {
-    if req.transactional_id.is_empty() {
+    if req.transactional_id != TransactionalId::Present {
         return Decision::reject(code::INVALID_REQUEST);
     }
     let Some(entry) = current else {
@@ -300,12 +295,7 @@ pub fn end_txn(current: Option<Entry>, req: &EndTxnRequest) -> Decision {
             } else {
                 (TxnState::PrepareAbort, DecisionKind::PrepareAbort)
             };
-            let next = Entry {
-                state,
-                last_update_timestamp_ms: req.now_ms,
-                ..entry
-            };
-            Decision::write(kind, next, ok)
+            Decision::write(kind, Entry { state, ..entry }, ok)
         }
         (TxnState::CompleteCommit, true) | (TxnState::CompleteAbort, false) => {
             Decision::no_change(ok)
@@ -318,8 +308,9 @@ pub fn end_txn(current: Option<Entry>, req: &EndTxnRequest) -> Decision {
     }
 }
 
-/// Markers are written: PrepareX becomes CompleteX with no partitions (2.5).
-pub fn complete_transaction(entry: Entry, now_ms: i64) -> Decision {
+/// Markers are written: PrepareX becomes CompleteX (2.5); the host clears
+/// the partitions.
+pub fn complete_transaction(entry: Entry) -> Decision {
     let state = match entry.state {
         TxnState::PrepareCommit => TxnState::CompleteCommit,
         TxnState::PrepareAbort => TxnState::CompleteAbort,
@@ -327,8 +318,6 @@ pub fn complete_transaction(entry: Entry, now_ms: i64) -> Decision {
     };
     let next = Entry {
         state,
-        partitions: Vec::new(),
-        last_update_timestamp_ms: now_ms,
         has_failed_epoch_fence: false,
         ..entry
     };
@@ -338,14 +327,11 @@ pub fn complete_transaction(entry: Entry, now_ms: i64) -> Decision {
 
 /// The timeout reaper (2.6): an Ongoing transaction past its timeout is
 /// fenced and aborted exactly like a rejoin does it.
-pub fn reap(entry: Entry, now_ms: i64) -> Decision {
+pub fn reap(entry: Entry, start_timestamp_ms: i64, now_ms: i64) -> Decision {
     let overdue = entry.state == TxnState::Ongoing
-        && entry
-            .start_timestamp_ms
-            .saturating_add(i64::from(entry.timeout_ms))
-            < now_ms;
+        && start_timestamp_ms.saturating_add(i64::from(entry.timeout_ms)) < now_ms;
     if overdue {
-        fence_and_abort(entry, now_ms, code::NONE)
+        fence_and_abort(entry, code::NONE)
     } else {
         Decision::no_change(Reply::ok(entry.producer_id, entry.producer_epoch))
     }
@@ -354,7 +340,6 @@ pub fn reap(entry: Entry, now_ms: i64) -> Decision {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use alloc::string::String;
 
     const LIMITS: Limits = Limits {
         max_timeout_ms: 900_000,
@@ -363,23 +348,19 @@ mod tests {
 
     fn entry(state: TxnState, pid: i64, epoch: i16, last_pid: i64, last_epoch: i16) -> Entry {
         Entry {
-            transactional_id: String::from("T"),
             producer_id: pid,
             producer_epoch: epoch,
             last_producer_id: last_pid,
             last_producer_epoch: last_epoch,
             state,
-            partitions: Vec::new(),
             timeout_ms: 60_000,
-            start_timestamp_ms: if state == TxnState::Empty { -1 } else { 1 },
-            last_update_timestamp_ms: 1,
             has_failed_epoch_fence: false,
         }
     }
 
     fn init(claim: Option<(i64, i16)>) -> InitRequest {
         InitRequest {
-            transactional_id: Some(String::from("T")),
+            transactional_id: TransactionalId::Present,
             claim: claim.map(|(producer_id, producer_epoch)| Claim {
                 producer_id,
                 producer_epoch,
@@ -387,7 +368,6 @@ mod tests {
             version: 4,
             timeout_ms: 60_000,
             candidate_producer_id: 2000,
-            now_ms: 10,
         }
     }
 
@@ -461,12 +441,8 @@ mod tests {
 
     #[test]
     fn fencing_an_ongoing_transaction_prepares_an_abort_one_epoch_up() {
-        let mut ongoing = entry(TxnState::Ongoing, 1000, 5, 1000, 4);
-        ongoing.partitions.push(TopicPartition {
-            topic: String::from("t0"),
-            partition: 0,
-        });
-        let d = init_producer_id(Some(ongoing.clone()), &init(None), &LIMITS);
+        let ongoing = entry(TxnState::Ongoing, 1000, 5, 1000, 4);
+        let d = init_producer_id(Some(ongoing), &init(None), &LIMITS);
         assert_eq!(d.kind, DecisionKind::FenceAndAbort);
         assert_eq!(d.reply.error_code, code::CONCURRENT_TRANSACTIONS);
         let e = d.entry.expect("fence persists");
@@ -474,7 +450,7 @@ mod tests {
             (e.state, e.producer_epoch, e.last_producer_epoch),
             (TxnState::PrepareAbort, 6, NO_EPOCH)
         );
-        assert_eq!(e.partitions, ongoing.partitions);
+        assert_eq!(e.timeout_ms, ongoing.timeout_ms);
         let keep = d.on_append_failure.expect("failed fence keeps the epoch");
         assert!(
             keep.has_failed_epoch_fence
@@ -499,5 +475,75 @@ mod tests {
             &LIMITS,
         );
         assert_eq!(d.reply.error_code, code::INVALID_PRODUCER_EPOCH);
+    }
+
+    fn add(epoch: i16, partitions: u32, new_partitions: u32) -> AddPartitionsRequest {
+        AddPartitionsRequest {
+            transactional_id: TransactionalId::Present,
+            producer_id: 1000,
+            producer_epoch: epoch,
+            version: 3,
+            partitions,
+            new_partitions,
+        }
+    }
+
+    #[test]
+    fn add_partitions_starts_or_grows_a_transaction_and_is_a_no_op_when_nothing_is_new() {
+        let empty = entry(TxnState::Empty, 1000, 5, 1000, -1);
+        let d = add_partitions(Some(empty), &add(5, 2, 2));
+        assert_eq!(d.kind, DecisionKind::AddPartitions);
+        assert_eq!(d.entry.map(|e| e.state), Some(TxnState::Ongoing));
+        let ongoing = entry(TxnState::Ongoing, 1000, 5, 1000, -1);
+        assert_eq!(
+            add_partitions(Some(ongoing), &add(5, 2, 1)).kind,
+            DecisionKind::AddPartitions
+        );
+        let d = add_partitions(Some(ongoing), &add(5, 2, 0));
+        assert_eq!(
+            (d.kind, identity(&d)),
+            (DecisionKind::NoChange, (0, 1000, 5))
+        );
+        assert_eq!(
+            add_partitions(Some(ongoing), &add(4, 2, 1))
+                .reply
+                .error_code,
+            code::PRODUCER_FENCED
+        );
+        let empty_id = AddPartitionsRequest {
+            transactional_id: TransactionalId::Empty,
+            ..add(5, 1, 1)
+        };
+        assert_eq!(
+            add_partitions(None, &empty_id).reply.error_code,
+            code::INVALID_REQUEST
+        );
+    }
+
+    #[test]
+    fn verify_only_accepts_exactly_the_partitions_of_an_ongoing_transaction() {
+        let ongoing = entry(TxnState::Ongoing, 1000, 5, 1000, -1);
+        let d = verify_partitions(Some(ongoing), &add(5, 2, 1), &[true, false]);
+        assert_eq!(d.kind, DecisionKind::NoChange);
+        assert_eq!(d.partition_errors, [code::NONE, code::INVALID_TXN_STATE]);
+        let done = entry(TxnState::CompleteCommit, 1000, 5, 1000, -1);
+        let d = verify_partitions(Some(done), &add(5, 1, 0), &[true]);
+        assert_eq!(d.partition_errors, [code::INVALID_TXN_STATE]);
+        let d = verify_partitions(None, &add(5, 1, 1), &[false]);
+        assert_eq!(
+            (d.kind, d.reply.error_code),
+            (DecisionKind::Reject, code::INVALID_PRODUCER_ID_MAPPING)
+        );
+    }
+
+    #[test]
+    fn the_reaper_fences_only_an_ongoing_transaction_past_its_timeout() {
+        let ongoing = entry(TxnState::Ongoing, 1000, 5, 1000, -1);
+        assert_eq!(reap(ongoing, 0, 60_000).kind, DecisionKind::NoChange);
+        let d = reap(ongoing, 0, 60_001);
+        assert_eq!(
+            (d.kind, identity(&d)),
+            (DecisionKind::FenceAndAbort, (0, 1000, 6))
+        );
     }
 }

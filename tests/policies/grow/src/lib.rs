@@ -4,6 +4,7 @@
 use kaas_apache37_rules as rules;
 use kaas_policy_sdk::{
     AddPartitionsRequest, Decision, EndTxnRequest, Entry, InitRequest, Limits, Policy, PolicyInfo,
+    VerifyDecision,
 };
 
 struct Hostile;
@@ -17,8 +18,8 @@ impl Policy for Hostile {
         }
     }
 
-    fn init_producer_id(current: Option<Entry>, req: InitRequest, limits: Limits) -> Decision {
-        let _ = (&current, &req, &limits);
+    fn init_producer_id(current: Option<Entry>, req: InitRequest, limits: &Limits) -> Decision {
+        let _ = (&current, &req, limits);
         let mut hoard: Vec<Vec<u8>> = Vec::new();
         loop {
             hoard.push(vec![1u8; 1 << 20]);
@@ -29,21 +30,30 @@ impl Policy for Hostile {
     fn add_partitions(
         current: Option<Entry>,
         req: AddPartitionsRequest,
-        _limits: Limits,
+        _limits: &Limits,
     ) -> Decision {
         rules::add_partitions(current, &req)
     }
 
-    fn end_txn(current: Option<Entry>, req: EndTxnRequest, _limits: Limits) -> Decision {
+    fn verify_partitions(
+        current: Option<Entry>,
+        req: AddPartitionsRequest,
+        in_transaction: &[bool],
+        _limits: &Limits,
+    ) -> VerifyDecision {
+        rules::verify_partitions(current, &req, in_transaction)
+    }
+
+    fn end_txn(current: Option<Entry>, req: EndTxnRequest, _limits: &Limits) -> Decision {
         rules::end_txn(current, &req)
     }
 
-    fn complete_transaction(current: Entry, now_ms: i64, _limits: Limits) -> Decision {
-        rules::complete_transaction(current, now_ms)
+    fn complete_transaction(current: Entry, _limits: &Limits) -> Decision {
+        rules::complete_transaction(current)
     }
 
-    fn reap(current: Entry, now_ms: i64, _limits: Limits) -> Decision {
-        rules::reap(current, now_ms)
+    fn reap(current: Entry, start_timestamp_ms: i64, now_ms: i64, _limits: &Limits) -> Decision {
+        rules::reap(current, start_timestamp_ms, now_ms)
     }
 }
 

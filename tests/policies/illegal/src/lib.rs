@@ -1,9 +1,10 @@
-//! Test policy `illegal`: InitProducerId returns illegal decisions (epoch goes down, a pid that is not the candidate); the host's invariant checks must refuse them.
+//! Test policy `illegal`: InitProducerId returns illegal decisions (a first init gets a pid that is not the candidate; any other write lowers the epoch); the host's invariant checks must refuse them.
 //! Everything except InitProducerId is apache37's rules.
 
 use kaas_apache37_rules as rules;
 use kaas_policy_sdk::{
     AddPartitionsRequest, Decision, EndTxnRequest, Entry, InitRequest, Limits, Policy, PolicyInfo,
+    VerifyDecision,
 };
 
 struct Hostile;
@@ -17,13 +18,16 @@ impl Policy for Hostile {
         }
     }
 
-    fn init_producer_id(current: Option<Entry>, req: InitRequest, limits: Limits) -> Decision {
-        let mut d = rules::init_producer_id(current, &req, &limits);
+    fn init_producer_id(current: Option<Entry>, req: InitRequest, limits: &Limits) -> Decision {
+        let initializing = current.is_none();
+        let mut d = rules::init_producer_id(current, &req, limits);
         if let Some(e) = d.entry.as_mut() {
-            if req.transactional_id.as_deref() == Some("foreign-pid") {
+            if initializing {
+                // A first InitProducerId gets a pid that is not the candidate.
                 e.producer_id = req.candidate_producer_id + 7777;
                 e.producer_epoch = 0;
             } else {
+                // Any other write lowers the epoch.
                 e.producer_epoch -= 2;
             }
             d.reply.producer_id = e.producer_id;
@@ -35,21 +39,30 @@ impl Policy for Hostile {
     fn add_partitions(
         current: Option<Entry>,
         req: AddPartitionsRequest,
-        _limits: Limits,
+        _limits: &Limits,
     ) -> Decision {
         rules::add_partitions(current, &req)
     }
 
-    fn end_txn(current: Option<Entry>, req: EndTxnRequest, _limits: Limits) -> Decision {
+    fn verify_partitions(
+        current: Option<Entry>,
+        req: AddPartitionsRequest,
+        in_transaction: &[bool],
+        _limits: &Limits,
+    ) -> VerifyDecision {
+        rules::verify_partitions(current, &req, in_transaction)
+    }
+
+    fn end_txn(current: Option<Entry>, req: EndTxnRequest, _limits: &Limits) -> Decision {
         rules::end_txn(current, &req)
     }
 
-    fn complete_transaction(current: Entry, now_ms: i64, _limits: Limits) -> Decision {
-        rules::complete_transaction(current, now_ms)
+    fn complete_transaction(current: Entry, _limits: &Limits) -> Decision {
+        rules::complete_transaction(current)
     }
 
-    fn reap(current: Entry, now_ms: i64, _limits: Limits) -> Decision {
-        rules::reap(current, now_ms)
+    fn reap(current: Entry, start_timestamp_ms: i64, now_ms: i64, _limits: &Limits) -> Decision {
+        rules::reap(current, start_timestamp_ms, now_ms)
     }
 }
 

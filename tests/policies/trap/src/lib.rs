@@ -1,12 +1,19 @@
 //! Test policy `trap`: InitProducerId panics, which traps the instance; the host must answer an error and replace the instance.
+//! It decides normally (apache37) only for a requested timeout of
+//! [`NO_TRAP_TIMEOUT_MS`], so a test can show the replaced instance answering
+//! (ABI 2.0 does not pass the transactional.id, which 1.x keyed this on).
 //! Everything except InitProducerId is apache37's rules.
 
 use kaas_apache37_rules as rules;
 use kaas_policy_sdk::{
     AddPartitionsRequest, Decision, EndTxnRequest, Entry, InitRequest, Limits, Policy, PolicyInfo,
+    VerifyDecision,
 };
 
 struct Hostile;
+
+/// The requested transaction timeout for which this policy does not panic.
+pub const NO_TRAP_TIMEOUT_MS: i32 = 77_777;
 
 impl Policy for Hostile {
     fn describe() -> PolicyInfo {
@@ -17,34 +24,43 @@ impl Policy for Hostile {
         }
     }
 
-    fn init_producer_id(current: Option<Entry>, req: InitRequest, limits: Limits) -> Decision {
-        if req.transactional_id.as_deref() == Some("no-trap") {
-            return rules::init_producer_id(current, &req, &limits);
+    fn init_producer_id(current: Option<Entry>, req: InitRequest, limits: &Limits) -> Decision {
+        if req.timeout_ms == NO_TRAP_TIMEOUT_MS {
+            return rules::init_producer_id(current, &req, limits);
         }
         panic!(
-            "hostile-trap policy: deliberate panic for {:?}",
-            req.transactional_id
+            "hostile-trap policy: deliberate panic for a {} ms timeout",
+            req.timeout_ms
         )
     }
 
     fn add_partitions(
         current: Option<Entry>,
         req: AddPartitionsRequest,
-        _limits: Limits,
+        _limits: &Limits,
     ) -> Decision {
         rules::add_partitions(current, &req)
     }
 
-    fn end_txn(current: Option<Entry>, req: EndTxnRequest, _limits: Limits) -> Decision {
+    fn verify_partitions(
+        current: Option<Entry>,
+        req: AddPartitionsRequest,
+        in_transaction: &[bool],
+        _limits: &Limits,
+    ) -> VerifyDecision {
+        rules::verify_partitions(current, &req, in_transaction)
+    }
+
+    fn end_txn(current: Option<Entry>, req: EndTxnRequest, _limits: &Limits) -> Decision {
         rules::end_txn(current, &req)
     }
 
-    fn complete_transaction(current: Entry, now_ms: i64, _limits: Limits) -> Decision {
-        rules::complete_transaction(current, now_ms)
+    fn complete_transaction(current: Entry, _limits: &Limits) -> Decision {
+        rules::complete_transaction(current)
     }
 
-    fn reap(current: Entry, now_ms: i64, _limits: Limits) -> Decision {
-        rules::reap(current, now_ms)
+    fn reap(current: Entry, start_timestamp_ms: i64, now_ms: i64, _limits: &Limits) -> Decision {
+        rules::reap(current, start_timestamp_ms, now_ms)
     }
 }
 

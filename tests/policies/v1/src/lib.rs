@@ -1,0 +1,36 @@
+//! Test policy `v1`: a component that exports `kaas:txn-policy/policy@1.0.0`,
+//! the WIT major version before the one this host speaks (2.x): a policy
+//! built against the old ABI. The host must refuse it at load, naming both
+//! versions. Its WIT is inline on purpose: only enough of the old package to
+//! carry the version (the real 1.0 interface is in git history, policy-wit/
+//! before the 2.0 change).
+
+#[allow(missing_docs, unsafe_code, clippy::all)]
+mod bindings {
+    wit_bindgen::generate!({
+        inline: "
+            package kaas:txn-policy@1.0.0;
+
+            interface policy {
+                describe: func() -> string;
+            }
+
+            world txn-policy-v1 {
+                export policy;
+            }
+        ",
+        world: "txn-policy-v1",
+    });
+}
+
+use bindings::exports::kaas::txn_policy::policy::Guest;
+
+struct PreviousMajor;
+
+impl Guest for PreviousMajor {
+    fn describe() -> String {
+        "previous-major-v1".into()
+    }
+}
+
+bindings::export!(PreviousMajor with_types_in bindings);
