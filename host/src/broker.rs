@@ -39,6 +39,9 @@ pub struct BrokerConfig {
     pub log: LogConfig,
     /// Group coordinator settings (consumer groups).
     pub groups: crate::group::GroupConfig,
+    /// transactional.id.expiration.ms: idle transactional ids are removed
+    /// after this long (spec §2.7).
+    pub transactional_id_expiration_ms: i64,
 }
 
 impl BrokerConfig {
@@ -56,6 +59,7 @@ impl BrokerConfig {
             data_dir: data_dir.to_path_buf(),
             log: LogConfig::default(),
             groups: crate::group::GroupConfig::default(),
+            transactional_id_expiration_ms: crate::txn::coordinator::DEFAULT_EXPIRATION_MS,
         }
     }
 }
@@ -86,6 +90,7 @@ impl Broker {
             crate::pid::ProducerIdAllocator::open(&config.data_dir.join("__producer_ids"))?;
         let (store, records) = TxnStore::open(&config.data_dir, logs.group_commit().clone())?;
         let txn = Coordinator::new(TxnMachine::new(policy, DEFAULT_LIMITS), store, records);
+        txn.set_expiration_ms(config.transactional_id_expiration_ms);
         let groups = crate::group::GroupCoordinator::open(
             &config.data_dir,
             config.groups.clone(),

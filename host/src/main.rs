@@ -91,6 +91,10 @@ struct BrokerArgs {
     /// How often the transaction timeout reaper runs.
     #[arg(long, default_value_t = 10_000)]
     txn_reaper_interval_ms: u64,
+    /// transactional.id.expiration.ms: a transactional id with no
+    /// transaction and no change for this long is removed.
+    #[arg(long, default_value_t = 604_800_000)]
+    transactional_id_expiration_ms: i64,
     /// group.initial.rebalance.delay.ms: how long a new group waits for more
     /// members before its first rebalance.
     #[arg(long, default_value_t = 3_000)]
@@ -260,6 +264,7 @@ async fn broker(args: BrokerArgs) -> anyhow::Result<()> {
     config.default_partitions = args.default_partitions;
     config.max_request_bytes = args.max_request_bytes;
     config.max_connections = args.max_connections;
+    config.transactional_id_expiration_ms = args.transactional_id_expiration_ms;
     config.groups.initial_rebalance_delay =
         std::time::Duration::from_millis(args.group_initial_rebalance_delay_ms);
     config.groups.min_session_timeout =

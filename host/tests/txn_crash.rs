@@ -54,8 +54,10 @@ async fn seed(dir: &std::path::Path, state: TxnState, pid: i64, epoch: i16, last
         state,
         partitions: vec![],
         timeout_ms: 60_000,
-        start_timestamp_ms: 1,
-        last_update_timestamp_ms: 1,
+        // Recent: an entry idle for transactional.id.expiration.ms would be
+        // expired by the broker's first reaper tick.
+        start_timestamp_ms: kaas::txn::coordinator::now_ms(),
+        last_update_timestamp_ms: kaas::txn::coordinator::now_ms(),
         has_failed_epoch_fence: false,
     };
     store

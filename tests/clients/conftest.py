@@ -41,11 +41,22 @@ _EOF = object()
 _BROKERS = pytest.StashKey[list]()
 
 
+_HANDED_OUT: set[int] = set()
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A TCP port on 127.0.0.1 that was free a moment ago and that this
+    process has not handed out before (the kernel readily offers a port it
+    just released, so two calls in a row, say a broker's and its metrics
+    port, could otherwise get the same one)."""
+    for _ in range(100):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _HANDED_OUT:
+            _HANDED_OUT.add(port)
+            return port
+    raise RuntimeError("no fresh free port after 100 tries")
 
 
 class BrokerError(Exception):

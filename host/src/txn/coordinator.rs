@@ -76,7 +76,12 @@ pub struct Coordinator {
     recovered: Mutex<Vec<MarkerJob>>,
     /// Woken whenever a transaction's completion is durable.
     completed: tokio::sync::Notify,
+    /// transactional.id.expiration.ms.
+    expiration_ms: std::sync::atomic::AtomicI64,
 }
+
+/// Kafka's transactional.id.expiration.ms default: 7 days.
+pub const DEFAULT_EXPIRATION_MS: i64 = 7 * 24 * 3600 * 1000;
 
 /// How long a request waits for a transaction's markers before it is
 /// answered CONCURRENT_TRANSACTIONS, as Kafka would answer at once.
@@ -95,6 +100,7 @@ impl Coordinator {
             store,
             recovered: Mutex::new(jobs),
             completed: tokio::sync::Notify::new(),
+            expiration_ms: std::sync::atomic::AtomicI64::new(DEFAULT_EXPIRATION_MS),
         }
     }
 
@@ -137,7 +143,13 @@ impl Coordinator {
             Step::Done(a) => a,
             Step::Write(w) => {
                 let kind = w.kind;
-                let outcome = self.store.append(&w.record).await.map_err(|e| {
+                let appended = if kind == crate::policy::DecisionKind::Complete {
+                    // Markers are durable already: see txn::store's docs.
+                    self.store.append_unsynced(&w.record)
+                } else {
+                    self.store.append(&w.record).await
+                };
+                let outcome = appended.map_err(|e| {
                     tracing::error!(error = %e, "transaction state append failed");
                     AppendError::Storage(e.to_string())
                 });
@@ -300,6 +312,7 @@ impl Coordinator {
             }
             self.resolve(broker, step).await;
         }
+        self.expire().await;
         if self.store.compaction_worth_checking() {
             let live = self.machine().snapshot();
             if let Err(e) = self.store.maybe_compact(&live) {
@@ -307,6 +320,35 @@ impl Coordinator {
             }
         }
         aborted
+    }
+
+    /// transactional.id expiry (spec §2.7): tombstones for ids idle longer
+    /// than `transactional.id.expiration.ms`, each removed once durable.
+    async fn expire(&self) {
+        let expiration = self
+            .expiration_ms
+            .load(std::sync::atomic::Ordering::Relaxed);
+        let tombstones = self.machine().begin_expiry(now_ms(), expiration);
+        for t in tombstones {
+            let id = t.transactional_id().to_string();
+            let durable = match self.store.append(&t).await {
+                Ok(()) => true,
+                Err(e) => {
+                    tracing::error!(txn = %id, error = %e, "appending an expiry tombstone failed");
+                    false
+                }
+            };
+            self.machine().finish_expiry(&id, durable);
+            if durable {
+                tracing::info!(txn = %id, "transactional.id expired");
+            }
+        }
+    }
+
+    /// Sets transactional.id.expiration.ms (Kafka's default: 7 days).
+    pub fn set_expiration_ms(&self, ms: i64) {
+        self.expiration_ms
+            .store(ms.max(0), std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Runs the reaper every `every` until the process ends.

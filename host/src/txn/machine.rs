@@ -366,6 +366,41 @@ impl TxnMachine {
             .collect()
     }
 
+    /// transactional.id expiry (spec §2.7): every entry in Empty,
+    /// CompleteCommit or CompleteAbort with nothing in flight whose last
+    /// update is at least `expiration_ms` old gets its transition pending
+    /// (requests answer CONCURRENT_TRANSACTIONS, IT-14) and a tombstone to
+    /// persist; [`Self::finish_expiry`] removes it once durable.
+    pub fn begin_expiry(&mut self, now_ms: i64, expiration_ms: i64) -> Vec<StateRecord> {
+        let mut tombstones = Vec::new();
+        for (id, slot) in self.slots.iter_mut() {
+            let idle = matches!(
+                slot.entry.state,
+                TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort
+            );
+            if idle
+                && slot.pending.is_none()
+                && slot.entry.last_update_timestamp_ms <= now_ms.saturating_sub(expiration_ms)
+            {
+                slot.pending = Some(Pending::Append);
+                tombstones.push(StateRecord::Tombstone {
+                    transactional_id: id.clone(),
+                });
+            }
+        }
+        tombstones
+    }
+
+    /// The tombstone of `txn_id` was appended (`durable`) or not: the entry
+    /// is removed (the id is absent from now on, IT-18), or stays as it was.
+    pub fn finish_expiry(&mut self, txn_id: &str, durable: bool) {
+        if durable {
+            self.slots.remove(txn_id);
+        } else if let Some(slot) = self.slots.get_mut(txn_id) {
+            slot.pending = None;
+        }
+    }
+
     /// The timeout reaper's look at one entry (spec §2.6).
     pub fn reap(&mut self, txn_id: &str, now_ms: i64) -> Step {
         let Some(slot) = self.slots.get(txn_id) else {
