@@ -5,10 +5,14 @@
 //!
 //! A transaction as a client sees it: AddPartitionsToTxn (durable state
 //! record), Produce (durable data), EndTxn (durable PrepareCommit) — k = 3
-//! durable writes on the critical path; markers and the completion record
-//! follow the EndTxn reply. The target for one producer is
+//! durable writes on the critical path; the markers follow the EndTxn reply
+//! and the CompleteCommit record is not fsynced on its own (txn::store). The
+//! next transaction's AddPartitionsToTxn waits for the previous markers,
+//! which the per-step latencies show. The target for one producer is
 //! ≥ 0.75 × 1 / (k × fdatasync latency); 8 producers should reach ≥ 4× one
-//! producer through group commit.
+//! producer through group commit, measured with the 8 producers on 8
+//! partitions (one fdatasync per partition file per round) and on one
+//! partition (one fdatasync shared by all).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -59,9 +63,12 @@ async fn producer(
     addr: String,
     id: usize,
     records: usize,
+    partition: i32,
     until: Instant,
-) -> anyhow::Result<(usize, Vec<f64>)> {
+) -> anyhow::Result<(usize, Vec<f64>, [Vec<f64>; 3])> {
     let mut c = Client::connect(&addr).await?;
+    // Per-step latencies (ms): AddPartitionsToTxn, Produce, EndTxn.
+    let mut steps: [Vec<f64>; 3] = Default::default();
     let txn = format!("bench-{id}-{records}");
     let mut init_lat = Vec::new();
     let t = Instant::now();
@@ -76,11 +83,11 @@ async fn producer(
     init_lat.push(t.elapsed().as_secs_f64() * 1e3);
     anyhow::ensure!(r.error_code == 0, "InitProducerId: {}", r.error_code);
     let (pid, epoch) = (r.producer_id.0, r.producer_epoch);
-    let partition = (id % 8) as i32;
     let value = [b'x'; 100];
     let mut seq = 0i32;
     let mut done = 0;
     while Instant::now() < until {
+        let t0 = Instant::now();
         let add = AddPartitionsToTxnRequest::default()
             .with_v3_and_below_transactional_id(TransactionalId(s(&txn)))
             .with_v3_and_below_producer_id(ProducerId(pid))
@@ -96,6 +103,7 @@ async fn producer(
             continue; // the previous transaction's markers are still being written
         }
         anyhow::ensure!(code == 0, "AddPartitionsToTxn: {code}");
+        let t1 = Instant::now();
         let recs: Vec<(Option<&[u8]>, &[u8])> = (0..records).map(|_| (None, &value[..])).collect();
         let batch = data_batch(&recs, 1, Some((pid, epoch, seq)), true);
         seq += records as i32;
@@ -114,6 +122,7 @@ async fn producer(
             ]);
         let code = c.call(&produce, 9).await?.responses[0].partition_responses[0].error_code;
         anyhow::ensure!(code == 0, "Produce: {code}");
+        let t2 = Instant::now();
         let end = EndTxnRequest::default()
             .with_transactional_id(TransactionalId(s(&txn)))
             .with_producer_id(ProducerId(pid))
@@ -121,6 +130,10 @@ async fn producer(
             .with_committed(true);
         let code = c.call(&end, 3).await?.error_code;
         anyhow::ensure!(code == 0, "EndTxn: {code}");
+        let t3 = Instant::now();
+        for (i, (a, b)) in [(t0, t1), (t1, t2), (t2, t3)].into_iter().enumerate() {
+            steps[i].push((b - a).as_secs_f64() * 1e3);
+        }
         done += 1;
     }
     // InitProducerId latency samples on an idle entry (bumps).
@@ -144,7 +157,7 @@ async fn producer(
             break;
         }
     }
-    Ok((done, init_lat))
+    Ok((done, init_lat, steps))
 }
 
 #[tokio::main]
@@ -228,30 +241,67 @@ async fn main() -> anyhow::Result<()> {
     let target_one = 0.75 / (K * fsync / 1e3);
     let mut one_rate = 0.0;
     let mut init_all = Vec::new();
-    for records in [1usize, 100] {
-        for producers in [1usize, 8] {
+    // (records per transaction, producers, all on one partition?)
+    let runs = [
+        (1usize, 1usize, false),
+        (1, 8, false),
+        (1, 8, true),
+        (100, 1, false),
+        (100, 8, false),
+        (100, 8, true),
+    ];
+    let mut one_of_size = 0.0;
+    for (records, producers, shared) in runs {
+        {
             let until = Instant::now() + Duration::from_secs(seconds);
             let started = Instant::now();
             let tasks: Vec<_> = (0..producers)
-                .map(|i| tokio::spawn(producer(addr.clone(), i + producers * 1000, records, until)))
+                .map(|i| {
+                    let partition = if shared { 0 } else { (i % 8) as i32 };
+                    let id = i + producers * 1000 + usize::from(shared) * 100;
+                    tokio::spawn(producer(addr.clone(), id, records, partition, until))
+                })
                 .collect();
             let mut total = 0;
+            let mut steps: [Vec<f64>; 3] = Default::default();
             for t in tasks {
-                let (n, lat) = t.await??;
+                let (n, lat, st) = t.await??;
                 total += n;
                 init_all.extend(lat);
+                for (all, one) in steps.iter_mut().zip(st) {
+                    all.extend(one);
+                }
             }
             let rate = total as f64 / started.elapsed().as_secs_f64();
-            if producers == 1 && records == 1 {
-                one_rate = rate;
+            if producers == 1 {
+                one_of_size = rate;
+                if records == 1 {
+                    one_rate = rate;
+                }
             }
             let vs = if producers == 8 {
-                format!("  ({:.1}× one producer)", rate / one_rate.max(1e-9))
+                format!(
+                    "  ({:.1}× one producer)",
+                    rate / f64::max(one_of_size, 1e-9)
+                )
             } else {
                 String::new()
             };
+            let [a, p, e] = steps.map(|mut v| {
+                if v.is_empty() {
+                    0.0
+                } else {
+                    percentile(&mut v, 0.5)
+                }
+            });
+            let placement = match (producers, shared) {
+                (1, _) => "",
+                (_, true) => " on one partition",
+                (_, false) => " on 8 partitions",
+            };
             println!(
-                "{records:>3}-record transactions, {producers} producer(s): {rate:8.1} txn/s{vs}"
+                "{records:>3}-record transactions, {producers} producer(s){placement}: {rate:8.1} txn/s{vs}   \
+                 p50 ms: AddPartitions {a:.3} (incl. the previous markers), Produce {p:.3}, EndTxn {e:.3}"
             );
         }
     }

@@ -3,7 +3,7 @@
 //! With `--fsync always` every acknowledged append is on disk first. One
 //! fdatasync costs milliseconds, so appends are group-committed: whoever
 //! needs durability queues its file and waits; a single flusher takes
-//! everything queued, syncs each distinct file once (side by side), wakes every waiter, and
+//! everything queued, syncs each distinct file once, wakes every waiter, and
 //! loops while more arrived meanwhile. Concurrent produces share one
 //! fdatasync. `interval` syncs in the background; `never` leaves it to the OS.
 
@@ -142,29 +142,12 @@ impl GroupCommit {
                     files.push(&w.file);
                 }
             }
-            // Distinct files are synced side by side: the filesystem can
-            // serve them with one journal commit, where one after another
-            // would cost a device flush each.
-            let result = if files.len() == 1 {
-                self.timed_sync(files[0]).map_err(|e| e.to_string())
-            } else {
-                std::thread::scope(|scope| {
-                    let handles: Vec<_> = files[1..]
-                        .iter()
-                        .map(|f| scope.spawn(move || self.timed_sync(f)))
-                        .collect();
-                    let mut result = self.timed_sync(files[0]).map_err(|e| e.to_string());
-                    for h in handles {
-                        let r = h
-                            .join()
-                            .unwrap_or_else(|_| Err(io::Error::other("an fdatasync thread panicked")));
-                        if let Err(e) = r {
-                            result = Err(e.to_string());
-                        }
-                    }
-                    result
-                })
-            };
+            let mut result = Ok(());
+            for f in files {
+                if let Err(e) = self.timed_sync(f) {
+                    result = Err(e.to_string());
+                }
+            }
             self.stats
                 .waiters
                 .fetch_add(batch.len() as u64, Ordering::Relaxed);
