@@ -1,7 +1,7 @@
 //! Transaction throughput and InitProducerId latency over the wire, next to
 //! the fdatasync latency of the same disk measured in the same run.
 //!
-//! Run: `cargo run --release -p kaas --example txn_bench -- [--seconds N] [--data-dir DIR]`
+//! Run: `cargo run --release -p kaas --example txn_bench -- [--seconds N] [--data-dir DIR] [--fsync never]`
 //!
 //! A transaction as a client sees it: AddPartitionsToTxn (durable state
 //! record), Produce (durable data), EndTxn (durable PrepareCommit) — k = 3
@@ -215,7 +215,13 @@ async fn main() -> anyhow::Result<()> {
 
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?.to_string();
-    let broker = kaas::broker::open(BrokerConfig::new(dir.path()), FsyncMode::Always, policy)?;
+    // `--fsync never` shows what a step costs without its flush (the data
+    // logs only: the transaction state log is always fsynced).
+    let mode = match arg("--fsync").as_deref() {
+        Some("never") => FsyncMode::Never,
+        _ => FsyncMode::Always,
+    };
+    let broker = kaas::broker::open(BrokerConfig::new(dir.path()), mode, policy)?;
     kaas::broker::spawn_tasks(&broker, Duration::from_secs(10));
     tokio::spawn(kaas::server::run(
         listener,
