@@ -4,50 +4,29 @@
 
 mod support;
 
-use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
-use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::describe_producers_request::TopicRequest;
 use kafka_protocol::messages::*;
-use kafka_protocol::protocol::StrBytes;
+use support::txn::{add, create_topic, s};
 use support::{Client, InProcess};
 
 use kaas::log::FsyncMode;
-
-fn s(v: &str) -> StrBytes {
-    StrBytes::from_string(v.into())
-}
 
 #[tokio::test]
 async fn transactions_are_visible_to_admin_apis_and_metrics_name_their_policy() {
     let dir = tempfile::tempdir().expect("tmp");
     let b = InProcess::start(dir.path(), FsyncMode::Always).await;
     let mut c = Client::connect(&b.addr.to_string()).await;
-    let create = CreateTopicsRequest::default().with_topics(vec![
-        CreatableTopic::default()
-            .with_name(TopicName(s("t")))
-            .with_num_partitions(1)
-            .with_replication_factor(1),
-    ]);
-    assert_eq!(c.call(&create, 5).await.topics[0].error_code, 0);
-    let init = InitProducerIdRequest::default()
-        .with_transactional_id(Some(TransactionalId(s("tx-admin"))))
-        .with_transaction_timeout_ms(30_000);
-    let r = c.call(&init, 4).await;
+    create_topic(&mut c, "t", 1).await;
+    let r = c
+        .call(
+            &InitProducerIdRequest::default()
+                .with_transactional_id(Some(TransactionalId(s("tx-admin"))))
+                .with_transaction_timeout_ms(30_000),
+            4,
+        )
+        .await;
     let (pid, epoch) = (r.producer_id.0, r.producer_epoch);
-    let add = AddPartitionsToTxnRequest::default()
-        .with_v3_and_below_transactional_id(TransactionalId(s("tx-admin")))
-        .with_v3_and_below_producer_id(ProducerId(pid))
-        .with_v3_and_below_producer_epoch(epoch)
-        .with_v3_and_below_topics(vec![
-            AddPartitionsToTxnTopic::default()
-                .with_name(TopicName(s("t")))
-                .with_partitions(vec![0]),
-        ]);
-    assert_eq!(
-        c.call(&add, 3).await.results_by_topic_v3_and_below[0].results_by_partition[0]
-            .partition_error_code,
-        0
-    );
+    assert_eq!(add(&mut c, "tx-admin", pid, epoch, "t", vec![0]).await, 0);
 
     let d = c
         .call(

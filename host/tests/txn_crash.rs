@@ -15,32 +15,14 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
-use kafka_protocol::messages::create_topics_request::CreatableTopic;
-use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
-use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::*;
-use kafka_protocol::protocol::StrBytes;
-use kafka_protocol::records::RecordBatchDecoder;
+use support::txn::{add, create_topic, fetch_committed, init, init_request, produce_txn, s};
 use support::{Client, Process};
 
 use kaas::log::{FsyncMode, GroupCommit};
 use kaas::policy::{Entry, TxnState};
 use kaas::txn::record::StateRecord;
 use kaas::txn::store::TxnStore;
-
-fn s(v: &str) -> StrBytes {
-    StrBytes::from_string(v.into())
-}
-
-fn init_req(txn: &str, claim: (i64, i16)) -> InitProducerIdRequest {
-    InitProducerIdRequest::default()
-        .with_transactional_id(Some(TransactionalId(s(txn))))
-        .with_transaction_timeout_ms(60_000)
-        .with_producer_id(ProducerId(claim.0))
-        .with_producer_epoch(claim.1)
-}
 
 /// Seeds an entry through the real store, as a previous run would have left it.
 async fn seed(dir: &std::path::Path, state: TxnState, pid: i64, epoch: i16, last_epoch: i16) {
@@ -94,7 +76,7 @@ async fn a_rotation_retried_after_the_broker_died_before_replying_gets_the_rotat
     crash_during(
         dir.path(),
         "after-append-rotate",
-        &init_req("T", (1000, 32766)),
+        &init_request("T", (1000, 32766)),
     )
     .await;
     let rotated = stored(dir.path()).await;
@@ -110,13 +92,13 @@ async fn a_rotation_retried_after_the_broker_died_before_replying_gets_the_rotat
 
     let broker = Process::spawn(dir.path(), &[]);
     let mut c = Client::connect(&broker.addr).await;
-    let r = c.call(&init_req("T", (1000, 32766)), 4).await;
+    let r = c.call(&init_request("T", (1000, 32766)), 4).await;
     assert_eq!(
         (r.error_code, r.producer_id.0, r.producer_epoch),
         (0, rotated.producer_id, 0),
         "IX-08"
     );
-    let again = c.call(&init_req("T", (1000, 32766)), 4).await;
+    let again = c.call(&init_request("T", (1000, 32766)), 4).await;
     assert_eq!(
         again.producer_id.0, rotated.producer_id,
         "no new pid on a second retry either"
@@ -129,10 +111,15 @@ async fn a_rotation_retried_after_the_broker_died_before_replying_gets_the_rotat
 async fn a_bump_retried_after_the_broker_died_before_replying_gets_the_bumped_epoch() {
     let dir = tempfile::tempdir().expect("tmp");
     seed(dir.path(), TxnState::CompleteCommit, 1000, 5, 4).await;
-    crash_during(dir.path(), "after-append-bump", &init_req("T", (1000, 5))).await;
+    crash_during(
+        dir.path(),
+        "after-append-bump",
+        &init_request("T", (1000, 5)),
+    )
+    .await;
     let broker = Process::spawn(dir.path(), &[]);
     let mut c = Client::connect(&broker.addr).await;
-    let r = c.call(&init_req("T", (1000, 5)), 4).await;
+    let r = c.call(&init_request("T", (1000, 5)), 4).await;
     assert_eq!(
         (r.error_code, r.producer_id.0, r.producer_epoch),
         (0, 1000, 6),
@@ -142,48 +129,14 @@ async fn a_bump_retried_after_the_broker_died_before_replying_gets_the_bumped_ep
 }
 
 async fn txn_setup(c: &mut Client, partitions: Vec<i32>) -> (i64, i16) {
-    let req = CreateTopicsRequest::default().with_topics(vec![
-        CreatableTopic::default()
-            .with_name(TopicName(s("t")))
-            .with_num_partitions(2)
-            .with_replication_factor(1),
-    ]);
-    assert_eq!(c.call(&req, 5).await.topics[0].error_code, 0);
-    let r = c.call(&init_req("T", (-1, -1)), 4).await;
-    let (pid, epoch) = (r.producer_id.0, r.producer_epoch);
-    let add = AddPartitionsToTxnRequest::default()
-        .with_v3_and_below_transactional_id(TransactionalId(s("T")))
-        .with_v3_and_below_producer_id(ProducerId(pid))
-        .with_v3_and_below_producer_epoch(epoch)
-        .with_v3_and_below_topics(vec![
-            AddPartitionsToTxnTopic::default()
-                .with_name(TopicName(s("t")))
-                .with_partitions(partitions.clone()),
-        ]);
-    assert_eq!(c.call(&add, 3).await.error_code, 0);
+    create_topic(c, "t", 2).await;
+    let (code, pid, epoch) = init(c, "T", (-1, -1)).await;
+    assert_eq!(code, 0);
+    assert_eq!(add(c, "T", pid, epoch, "t", partitions.clone()).await, 0);
     for p in partitions {
         let value = format!("txn-{p}");
-        let batch = kaas::log::batch::data_batch(
-            &[(None, value.as_bytes())],
-            1,
-            Some((pid, epoch, 0)),
-            true,
-        );
-        let req = ProduceRequest::default()
-            .with_transactional_id(Some(TransactionalId(s("T"))))
-            .with_acks(-1)
-            .with_timeout_ms(5000)
-            .with_topic_data(vec![
-                TopicProduceData::default()
-                    .with_name(TopicName(s("t")))
-                    .with_partition_data(vec![
-                        PartitionProduceData::default()
-                            .with_index(p)
-                            .with_records(Some(Bytes::from(batch))),
-                    ]),
-            ]);
         assert_eq!(
-            c.call(&req, 9).await.responses[0].partition_responses[0].error_code,
+            produce_txn(c, "T", "t", p, pid, epoch, 0, &[&value]).await,
             0
         );
     }
@@ -195,47 +148,9 @@ async fn txn_setup(c: &mut Client, partitions: Vec<i32>) -> (i64, i16) {
 async fn committed_values(c: &mut Client, p: i32) -> Vec<String> {
     let deadline = Instant::now() + Duration::from_secs(15);
     loop {
-        let req = FetchRequest::default()
-            .with_max_wait_ms(0)
-            .with_max_bytes(1 << 20)
-            .with_isolation_level(1)
-            .with_session_epoch(-1)
-            .with_topics(vec![
-                FetchTopic::default()
-                    .with_topic(TopicName(s("t")))
-                    .with_partitions(vec![
-                        FetchPartition::default()
-                            .with_partition(p)
-                            .with_fetch_offset(0)
-                            .with_partition_max_bytes(1 << 20),
-                    ]),
-            ]);
-        let r = c.call(&req, 12).await;
-        let part = &r.responses[0].partitions[0];
-        if part.last_stable_offset == part.high_watermark {
-            let aborted: Vec<(i64, i64)> = part
-                .aborted_transactions
-                .clone()
-                .unwrap_or_default()
-                .iter()
-                .map(|a| (a.producer_id.0, a.first_offset))
-                .collect();
-            let mut records = part.records.clone().unwrap_or_default();
-            let mut out = Vec::new();
-            for set in RecordBatchDecoder::decode_all(&mut records).expect("decode") {
-                for r in set.records {
-                    let dropped = aborted
-                        .iter()
-                        .any(|(pid, first)| *pid == r.producer_id && r.offset >= *first);
-                    if !r.control && !dropped {
-                        out.push(
-                            String::from_utf8(r.value.map(|v| v.to_vec()).unwrap_or_default())
-                                .expect("utf8"),
-                        );
-                    }
-                }
-            }
-            return out;
+        let f = fetch_committed(c, "t", p).await;
+        if f.lso == f.high_watermark {
+            return f.committed;
         }
         assert!(
             Instant::now() < deadline,
@@ -296,47 +211,18 @@ async fn a_crash_while_ongoing_leaves_data_aborted_by_the_reaper_after_restart()
     let dir = tempfile::tempdir().expect("tmp");
     let broker = Process::spawn(dir.path(), &[]);
     let mut c = Client::connect(&broker.addr).await;
+    create_topic(&mut c, "t", 2).await;
     // A 1 s transaction timeout so the reaper acts quickly after the restart.
-    let req = CreateTopicsRequest::default().with_topics(vec![
-        CreatableTopic::default()
-            .with_name(TopicName(s("t")))
-            .with_num_partitions(2)
-            .with_replication_factor(1),
-    ]);
-    assert_eq!(c.call(&req, 5).await.topics[0].error_code, 0);
     let r = c
         .call(
-            &init_req("T", (-1, -1)).with_transaction_timeout_ms(1000),
+            &init_request("T", (-1, -1)).with_transaction_timeout_ms(1000),
             4,
         )
         .await;
     let (pid, epoch) = (r.producer_id.0, r.producer_epoch);
-    let add = AddPartitionsToTxnRequest::default()
-        .with_v3_and_below_transactional_id(TransactionalId(s("T")))
-        .with_v3_and_below_producer_id(ProducerId(pid))
-        .with_v3_and_below_producer_epoch(epoch)
-        .with_v3_and_below_topics(vec![
-            AddPartitionsToTxnTopic::default()
-                .with_name(TopicName(s("t")))
-                .with_partitions(vec![0]),
-        ]);
-    assert_eq!(c.call(&add, 3).await.error_code, 0);
-    let batch = kaas::log::batch::data_batch(&[(None, b"never")], 1, Some((pid, epoch, 0)), true);
-    let produce = ProduceRequest::default()
-        .with_transactional_id(Some(TransactionalId(s("T"))))
-        .with_acks(-1)
-        .with_timeout_ms(5000)
-        .with_topic_data(vec![
-            TopicProduceData::default()
-                .with_name(TopicName(s("t")))
-                .with_partition_data(vec![
-                    PartitionProduceData::default()
-                        .with_index(0)
-                        .with_records(Some(Bytes::from(batch))),
-                ]),
-        ]);
+    assert_eq!(add(&mut c, "T", pid, epoch, "t", vec![0]).await, 0);
     assert_eq!(
-        c.call(&produce, 9).await.responses[0].partition_responses[0].error_code,
+        produce_txn(&mut c, "T", "t", 0, pid, epoch, 0, &["never"]).await,
         0
     );
     broker.kill9();

@@ -7,10 +7,8 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
-use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::*;
-use kafka_protocol::protocol::StrBytes;
+use support::txn::{add, create_topic, init, s};
 use support::{Client, InProcess};
 
 use kaas::log::FsyncMode;
@@ -18,25 +16,11 @@ use kaas::log::FsyncMode;
 const EXPIRATION_MS: i64 = 300;
 const NOT_FOUND: i16 = 105;
 
-fn s(v: &str) -> StrBytes {
-    StrBytes::from_string(v.into())
-}
-
 async fn start(dir: &std::path::Path) -> InProcess {
     InProcess::start_with(dir, FsyncMode::Always, |c| {
         c.transactional_id_expiration_ms = EXPIRATION_MS;
     })
     .await
-}
-
-async fn init(c: &mut Client, txn: &str, claim: (i64, i16)) -> (i16, i64, i16) {
-    let req = InitProducerIdRequest::default()
-        .with_transactional_id(Some(TransactionalId(s(txn))))
-        .with_transaction_timeout_ms(60_000)
-        .with_producer_id(ProducerId(claim.0))
-        .with_producer_epoch(claim.1);
-    let r = c.call(&req, 4).await;
-    (r.error_code, r.producer_id.0, r.producer_epoch)
 }
 
 /// DescribeTransactions of one id: (error code, state).
@@ -61,30 +45,14 @@ async fn idle_ids_expire_durably_ongoing_ones_stay_and_an_old_claim_gets_a_new_p
     let dir = tempfile::tempdir().expect("tmp");
     let b = start(dir.path()).await;
     let mut c = Client::connect(&b.addr.to_string()).await;
-    let topics = CreateTopicsRequest::default().with_topics(vec![
-        CreatableTopic::default()
-            .with_name(TopicName(s("t")))
-            .with_num_partitions(1)
-            .with_replication_factor(1),
-    ]);
-    assert_eq!(c.call(&topics, 5).await.topics[0].error_code, 0);
+    create_topic(&mut c, "t", 1).await;
 
     let (code, pid, epoch) = init(&mut c, "idle", (-1, -1)).await;
     assert_eq!((code, epoch), (0, 0));
     let (code, busy_pid, busy_epoch) = init(&mut c, "busy", (-1, -1)).await;
     assert_eq!(code, 0);
-    let add = AddPartitionsToTxnRequest::default()
-        .with_v3_and_below_transactional_id(TransactionalId(s("busy")))
-        .with_v3_and_below_producer_id(ProducerId(busy_pid))
-        .with_v3_and_below_producer_epoch(busy_epoch)
-        .with_v3_and_below_topics(vec![
-            AddPartitionsToTxnTopic::default()
-                .with_name(TopicName(s("t")))
-                .with_partitions(vec![0]),
-        ]);
-    let r = c.call(&add, 3).await;
     assert_eq!(
-        r.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code,
+        add(&mut c, "busy", busy_pid, busy_epoch, "t", vec![0]).await,
         0
     );
 

@@ -8,52 +8,17 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
 use kafka_protocol::messages::txn_offset_commit_request::{
     TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
 };
 use kafka_protocol::messages::*;
-use kafka_protocol::protocol::StrBytes;
+use support::txn::{create_topic, end, init_settled, s};
 use support::{Client, InProcess};
 
 use kaas::log::FsyncMode;
 
 const GROUP: &str = "copier";
-
-fn s(v: &str) -> StrBytes {
-    StrBytes::from_string(v.into())
-}
-
-async fn setup(c: &mut Client) {
-    let req = CreateTopicsRequest::default().with_topics(vec![
-        CreatableTopic::default()
-            .with_name(TopicName(s("in")))
-            .with_num_partitions(2)
-            .with_replication_factor(1),
-    ]);
-    assert_eq!(c.call(&req, 5).await.topics[0].error_code, 0);
-}
-
-/// InitProducerId without a claim, retried while the coordinator answers
-/// CONCURRENT_TRANSACTIONS (a rejoin aborting an Ongoing transaction).
-async fn init(c: &mut Client, txn: &str) -> (i64, i16) {
-    let req = InitProducerIdRequest::default()
-        .with_transactional_id(Some(TransactionalId(s(txn))))
-        .with_transaction_timeout_ms(60_000)
-        .with_producer_id(ProducerId(-1))
-        .with_producer_epoch(-1);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let r = c.call(&req, 4).await;
-        if r.error_code == 51 && Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-            continue;
-        }
-        assert_eq!(r.error_code, 0);
-        return (r.producer_id.0, r.producer_epoch);
-    }
-}
 
 async fn add_offsets(c: &mut Client, txn: &str, pid: i64, epoch: i16) -> i16 {
     let req = AddOffsetsToTxnRequest::default()
@@ -96,15 +61,6 @@ async fn txn_commit(
     r.topics[0].partitions[0].error_code
 }
 
-async fn end(c: &mut Client, txn: &str, pid: i64, epoch: i16, commit: bool) -> i16 {
-    let req = EndTxnRequest::default()
-        .with_transactional_id(TransactionalId(s(txn)))
-        .with_producer_id(ProducerId(pid))
-        .with_producer_epoch(epoch)
-        .with_committed(commit);
-    c.call(&req, 3).await.error_code
-}
-
 /// OffsetFetch v7 of `in`-`partition`: (committed offset, partition code).
 async fn fetch_offset(c: &mut Client, partition: i32, require_stable: bool) -> (i64, i16) {
     let req = OffsetFetchRequest::default()
@@ -142,8 +98,8 @@ async fn txn_offsets_need_add_offsets_and_become_visible_only_on_commit() {
     let dir = tempfile::tempdir().expect("tmp");
     let b = InProcess::start(dir.path(), FsyncMode::Always).await;
     let mut c = Client::connect(&b.addr.to_string()).await;
-    setup(&mut c).await;
-    let (pid, epoch) = init(&mut c, "tx-a").await;
+    create_topic(&mut c, "in", 2).await;
+    let (pid, epoch) = init_settled(&mut c, "tx-a").await;
 
     // AO-02: no AddOffsetsToTxn yet.
     assert_eq!(txn_commit(&mut c, "tx-a", pid, epoch, -1, 0, 5).await, 48);
@@ -174,8 +130,8 @@ async fn aborted_txn_offsets_are_dropped_and_the_committed_one_stays() {
     let dir = tempfile::tempdir().expect("tmp");
     let b = InProcess::start(dir.path(), FsyncMode::Always).await;
     let mut c = Client::connect(&b.addr.to_string()).await;
-    setup(&mut c).await;
-    let (pid, epoch) = init(&mut c, "tx-b").await;
+    create_topic(&mut c, "in", 2).await;
+    let (pid, epoch) = init_settled(&mut c, "tx-b").await;
     assert_eq!(add_offsets(&mut c, "tx-b", pid, epoch).await, 0);
     assert_eq!(txn_commit(&mut c, "tx-b", pid, epoch, -1, 1, 10).await, 0);
     assert_eq!(end(&mut c, "tx-b", pid, epoch, true).await, 0);
@@ -196,8 +152,8 @@ async fn pending_txn_offsets_survive_a_restart_and_commit_after_it() {
     let (pid, epoch) = {
         let b = InProcess::start(dir.path(), FsyncMode::Always).await;
         let mut c = Client::connect(&b.addr.to_string()).await;
-        setup(&mut c).await;
-        let (pid, epoch) = init(&mut c, "tx-c").await;
+        create_topic(&mut c, "in", 2).await;
+        let (pid, epoch) = init_settled(&mut c, "tx-c").await;
         assert_eq!(add_offsets(&mut c, "tx-c", pid, epoch).await, 0);
         assert_eq!(txn_commit(&mut c, "tx-c", pid, epoch, -1, 0, 42).await, 0);
         b.stop().await;
@@ -222,12 +178,12 @@ async fn a_rejoin_mid_transaction_drops_its_pending_offsets() {
     let dir = tempfile::tempdir().expect("tmp");
     let b = InProcess::start(dir.path(), FsyncMode::Always).await;
     let mut c = Client::connect(&b.addr.to_string()).await;
-    setup(&mut c).await;
-    let (pid, epoch) = init(&mut c, "tx-d").await;
+    create_topic(&mut c, "in", 2).await;
+    let (pid, epoch) = init_settled(&mut c, "tx-d").await;
     assert_eq!(add_offsets(&mut c, "tx-d", pid, epoch).await, 0);
     assert_eq!(txn_commit(&mut c, "tx-d", pid, epoch, -1, 0, 7).await, 0);
     // A new session of the same transactional.id fences and aborts it.
-    let (pid2, epoch2) = init(&mut c, "tx-d").await;
+    let (pid2, epoch2) = init_settled(&mut c, "tx-d").await;
     assert_eq!(pid2, pid);
     assert!(epoch2 > epoch);
     let deadline = Instant::now() + Duration::from_secs(10);

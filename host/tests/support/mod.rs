@@ -4,6 +4,8 @@
 
 #![allow(dead_code, unreachable_pub)]
 
+pub mod txn;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
