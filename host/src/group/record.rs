@@ -122,6 +122,15 @@ fn put_str(out: &mut Vec<u8>, s: &str) {
     out.extend_from_slice(&b[..n]);
 }
 
+/// A Commit's offset fields (offset to expire ms), as `Reader::committed` reads them.
+fn put_committed(out: &mut Vec<u8>, c: &Committed) {
+    out.extend_from_slice(&c.offset.to_be_bytes());
+    out.extend_from_slice(&c.leader_epoch.to_be_bytes());
+    put_str(out, &c.metadata);
+    out.extend_from_slice(&c.commit_ms.to_be_bytes());
+    out.extend_from_slice(&c.expire_ms.unwrap_or(-1).to_be_bytes());
+}
+
 impl Record {
     /// Appends this record's frame to `out`.
     pub fn encode_into(&self, out: &mut Vec<u8>) {
@@ -138,11 +147,7 @@ impl Record {
                 put_str(out, group);
                 put_str(out, topic);
                 out.extend_from_slice(&partition.to_be_bytes());
-                out.extend_from_slice(&c.offset.to_be_bytes());
-                out.extend_from_slice(&c.leader_epoch.to_be_bytes());
-                put_str(out, &c.metadata);
-                out.extend_from_slice(&c.commit_ms.to_be_bytes());
-                out.extend_from_slice(&c.expire_ms.unwrap_or(-1).to_be_bytes());
+                put_committed(out, c);
             }
             Record::DeleteOffset {
                 group,
@@ -184,11 +189,7 @@ impl Record {
                 out.extend_from_slice(&producer_epoch.to_be_bytes());
                 put_str(out, topic);
                 out.extend_from_slice(&partition.to_be_bytes());
-                out.extend_from_slice(&c.offset.to_be_bytes());
-                out.extend_from_slice(&c.leader_epoch.to_be_bytes());
-                put_str(out, &c.metadata);
-                out.extend_from_slice(&c.commit_ms.to_be_bytes());
-                out.extend_from_slice(&c.expire_ms.unwrap_or(-1).to_be_bytes());
+                put_committed(out, c);
             }
             Record::TxnEnd {
                 group,

@@ -16,55 +16,81 @@ use crate::group::{Committed, codes};
 use crate::wire::Handled;
 
 /// (topic index, partition, code or None while it waits on the group).
-type Slot = (usize, i32, Option<i16>);
+pub(crate) type Slot = (usize, i32, Option<i16>);
 
-pub fn handle(broker: &Arc<Broker>, req: OffsetCommitRequest, version: i16) -> Handled {
-    let now_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64);
-    // v2–v4 may ask for a retention of their own (-1: the broker's).
-    let expire_ms = ((2..=4).contains(&version) && req.retention_time_ms != -1)
-        .then(|| now_ms.saturating_add(req.retention_time_ms));
+/// One requested partition, as OffsetCommit and TxnOffsetCommit both carry it.
+pub(crate) struct Requested<'a> {
+    pub topic_index: usize,
+    pub topic: &'a str,
+    pub partition: i32,
+    pub offset: i64,
+    /// -1 when the request version has none.
+    pub leader_epoch: i32,
+    pub metadata: Option<&'a str>,
+}
+
+/// Checks each requested partition: an unknown topic or partition gets
+/// UNKNOWN_TOPIC_OR_PARTITION, metadata over `offset.metadata.max.bytes`
+/// OFFSET_METADATA_TOO_LARGE; the rest become entries to store, their slot
+/// waiting on the group's verdict.
+pub(crate) fn check<'a>(
+    broker: &Broker,
+    requested: impl Iterator<Item = Requested<'a>>,
+    now_ms: i64,
+    expire_ms: Option<i64>,
+) -> (Vec<Slot>, Vec<(String, i32, Committed)>) {
     let max_metadata = broker
         .groups
         .config()
         .offset_metadata_max_bytes
         .min(i16::MAX as usize);
-    let mut slots: Vec<Slot> = Vec::new();
+    let mut slots = Vec::new();
     let mut entries = Vec::new();
-    for (ti, t) in req.topics.iter().enumerate() {
-        let topic = t.name.0.to_string();
-        for p in &t.partitions {
-            let metadata = p
-                .committed_metadata
-                .as_ref()
-                .map(|m| m.to_string())
-                .unwrap_or_default();
-            let code = if broker.logs.partition(&topic, p.partition_index).is_none() {
-                Some(codes::UNKNOWN_TOPIC_OR_PARTITION)
-            } else if metadata.len() > max_metadata {
-                Some(codes::OFFSET_METADATA_TOO_LARGE)
-            } else {
-                entries.push((
-                    topic.clone(),
-                    p.partition_index,
-                    Committed {
-                        offset: p.committed_offset,
-                        leader_epoch: if version >= 6 {
-                            p.committed_leader_epoch
-                        } else {
-                            -1
-                        },
-                        metadata,
-                        commit_ms: now_ms,
-                        expire_ms,
-                    },
-                ));
-                None
-            };
-            slots.push((ti, p.partition_index, code));
-        }
+    for r in requested {
+        let metadata = r.metadata.unwrap_or_default();
+        let code = if broker.logs.partition(r.topic, r.partition).is_none() {
+            Some(codes::UNKNOWN_TOPIC_OR_PARTITION)
+        } else if metadata.len() > max_metadata {
+            Some(codes::OFFSET_METADATA_TOO_LARGE)
+        } else {
+            entries.push((
+                r.topic.to_string(),
+                r.partition,
+                Committed {
+                    offset: r.offset,
+                    leader_epoch: r.leader_epoch,
+                    metadata: metadata.to_string(),
+                    commit_ms: now_ms,
+                    expire_ms,
+                },
+            ));
+            None
+        };
+        slots.push((r.topic_index, r.partition, code));
     }
+    (slots, entries)
+}
+
+pub fn handle(broker: &Arc<Broker>, req: OffsetCommitRequest, version: i16) -> Handled {
+    let now_ms = crate::txn::coordinator::now_ms();
+    // v2–v4 may ask for a retention of their own (-1: the broker's).
+    let expire_ms = ((2..=4).contains(&version) && req.retention_time_ms != -1)
+        .then(|| now_ms.saturating_add(req.retention_time_ms));
+    let requested = req.topics.iter().enumerate().flat_map(|(ti, t)| {
+        t.partitions.iter().map(move |p| Requested {
+            topic_index: ti,
+            topic: &t.name.0,
+            partition: p.partition_index,
+            offset: p.committed_offset,
+            leader_epoch: if version >= 6 {
+                p.committed_leader_epoch
+            } else {
+                -1
+            },
+            metadata: p.committed_metadata.as_deref(),
+        })
+    });
+    let (slots, entries) = check(broker, requested, now_ms, expire_ms);
     let names: Vec<_> = req.topics.iter().map(|t| t.name.clone()).collect();
     if entries.is_empty() {
         // Nothing to commit: Kafka answers without consulting the group.

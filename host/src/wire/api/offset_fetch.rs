@@ -26,56 +26,80 @@ fn answer(c: Option<&Committed>) -> (i64, i32, String) {
     }
 }
 
+/// The v8+ answer of one group's topics.
+fn group_topics(topics: Vec<FetchedTopic>) -> Vec<OffsetFetchResponseTopics> {
+    let partition = |(p, c, code): (i32, Option<Committed>, i16)| {
+        let (offset, epoch, meta) = answer(c.as_ref());
+        OffsetFetchResponsePartitions::default()
+            .with_partition_index(p)
+            .with_error_code(code)
+            .with_committed_offset(offset)
+            .with_committed_leader_epoch(epoch)
+            .with_metadata(Some(sb(&meta)))
+    };
+    topics
+        .into_iter()
+        .map(|(t, parts)| {
+            OffsetFetchResponseTopics::default()
+                .with_name(topic_name(&t))
+                .with_partitions(parts.into_iter().map(partition).collect())
+        })
+        .collect()
+}
+
+/// The v1–v7 answer: `partition_error` goes on every partition that has
+/// no error of its own (before v2 the group's error travels there).
+fn single_group_topics(
+    topics: Vec<FetchedTopic>,
+    partition_error: i16,
+) -> Vec<OffsetFetchResponseTopic> {
+    let partition = |(p, c, code): (i32, Option<Committed>, i16)| {
+        let (offset, epoch, meta) = answer(c.as_ref());
+        OffsetFetchResponsePartition::default()
+            .with_partition_index(p)
+            .with_committed_offset(offset)
+            .with_committed_leader_epoch(epoch)
+            .with_metadata(Some(sb(&meta)))
+            .with_error_code(if code != 0 { code } else { partition_error })
+    };
+    topics
+        .into_iter()
+        .map(|(t, parts)| {
+            OffsetFetchResponseTopic::default()
+                .with_name(topic_name(&t))
+                .with_partitions(parts.into_iter().map(partition).collect())
+        })
+        .collect()
+}
+
+/// Requested topics as the group coordinator takes them (None: all).
+fn wanted<T>(
+    topics: Option<Vec<T>>,
+    split: impl Fn(T) -> (String, Vec<i32>),
+) -> Option<Vec<(String, Vec<i32>)>> {
+    topics.map(|ts| ts.into_iter().map(split).collect())
+}
+
 pub fn handle(broker: &Arc<Broker>, req: OffsetFetchRequest, version: i16) -> ResponseKind {
     if version >= 8 {
         let groups = req
             .groups
             .into_iter()
             .map(|g| {
-                let wanted = g.topics.map(|ts| {
-                    ts.into_iter()
-                        .map(|t| (t.name.0.to_string(), t.partition_indexes))
-                        .collect()
-                });
+                let wanted = wanted(g.topics, |t| (t.name.0.to_string(), t.partition_indexes));
                 let base = OffsetFetchResponseGroup::default().with_group_id(g.group_id.clone());
                 match broker
                     .groups
                     .fetch(&g.group_id.0, wanted, req.require_stable)
                 {
                     Err(code) => base.with_error_code(code),
-                    Ok(topics) => base.with_topics(
-                        topics
-                            .into_iter()
-                            .map(|(t, parts)| {
-                                OffsetFetchResponseTopics::default()
-                                    .with_name(topic_name(&t))
-                                    .with_partitions(
-                                        parts
-                                            .into_iter()
-                                            .map(|(p, c, code)| {
-                                                let (offset, epoch, meta) = answer(c.as_ref());
-                                                OffsetFetchResponsePartitions::default()
-                                                    .with_partition_index(p)
-                                                    .with_error_code(code)
-                                                    .with_committed_offset(offset)
-                                                    .with_committed_leader_epoch(epoch)
-                                                    .with_metadata(Some(sb(&meta)))
-                                            })
-                                            .collect(),
-                                    )
-                            })
-                            .collect(),
-                    ),
+                    Ok(topics) => base.with_topics(group_topics(topics)),
                 }
             })
             .collect();
         return ResponseKind::OffsetFetch(OffsetFetchResponse::default().with_groups(groups));
     }
-    let requested: Option<Vec<(String, Vec<i32>)>> = req.topics.map(|ts| {
-        ts.into_iter()
-            .map(|t| (t.name.0.to_string(), t.partition_indexes))
-            .collect()
-    });
+    let requested = wanted(req.topics, |t| (t.name.0.to_string(), t.partition_indexes));
     let (topics, error): (Vec<FetchedTopic>, i16) = match broker.groups.fetch(
         &req.group_id.0,
         requested.clone(),
@@ -95,30 +119,9 @@ pub fn handle(broker: &Arc<Broker>, req: OffsetFetchRequest, version: i16) -> Re
         Err(code) => (Vec::new(), code),
     };
     let partition_error = if version < 2 { error } else { 0 };
-    let topics = topics
-        .into_iter()
-        .map(|(t, parts)| {
-            OffsetFetchResponseTopic::default()
-                .with_name(topic_name(&t))
-                .with_partitions(
-                    parts
-                        .into_iter()
-                        .map(|(p, c, code)| {
-                            let (offset, epoch, meta) = answer(c.as_ref());
-                            OffsetFetchResponsePartition::default()
-                                .with_partition_index(p)
-                                .with_committed_offset(offset)
-                                .with_committed_leader_epoch(epoch)
-                                .with_metadata(Some(sb(&meta)))
-                                .with_error_code(if code != 0 { code } else { partition_error })
-                        })
-                        .collect(),
-                )
-        })
-        .collect();
     ResponseKind::OffsetFetch(
         OffsetFetchResponse::default()
-            .with_topics(topics)
+            .with_topics(single_group_topics(topics, partition_error))
             .with_error_code(error),
     )
 }

@@ -16,55 +16,27 @@ use kafka_protocol::messages::{
     ResponseKind, TopicName, TxnOffsetCommitRequest, TxnOffsetCommitResponse,
 };
 
+use super::offset_commit::{Requested, Slot, check};
 use crate::broker::Broker;
-use crate::group::{Committed, codes};
+use crate::group::codes;
 use crate::wire::Handled;
 
-/// (topic index, partition, code or None while it waits on the group).
-type Slot = (usize, i32, Option<i16>);
-
 pub fn handle(broker: &Arc<Broker>, req: TxnOffsetCommitRequest, version: i16) -> Handled {
-    let now_ms = crate::txn::coordinator::now_ms();
-    let max_metadata = broker
-        .groups
-        .config()
-        .offset_metadata_max_bytes
-        .min(i16::MAX as usize);
-    let mut slots: Vec<Slot> = Vec::new();
-    let mut entries = Vec::new();
-    for (ti, t) in req.topics.iter().enumerate() {
-        let topic = t.name.0.to_string();
-        for p in &t.partitions {
-            let metadata = p
-                .committed_metadata
-                .as_ref()
-                .map(|m| m.to_string())
-                .unwrap_or_default();
-            let code = if broker.logs.partition(&topic, p.partition_index).is_none() {
-                Some(codes::UNKNOWN_TOPIC_OR_PARTITION)
-            } else if metadata.len() > max_metadata {
-                Some(codes::OFFSET_METADATA_TOO_LARGE)
+    let requested = req.topics.iter().enumerate().flat_map(|(ti, t)| {
+        t.partitions.iter().map(move |p| Requested {
+            topic_index: ti,
+            topic: &t.name.0,
+            partition: p.partition_index,
+            offset: p.committed_offset,
+            leader_epoch: if version >= 2 {
+                p.committed_leader_epoch
             } else {
-                entries.push((
-                    topic.clone(),
-                    p.partition_index,
-                    Committed {
-                        offset: p.committed_offset,
-                        leader_epoch: if version >= 2 {
-                            p.committed_leader_epoch
-                        } else {
-                            -1
-                        },
-                        metadata,
-                        commit_ms: now_ms,
-                        expire_ms: None,
-                    },
-                ));
-                None
-            };
-            slots.push((ti, p.partition_index, code));
-        }
-    }
+                -1
+            },
+            metadata: p.committed_metadata.as_deref(),
+        })
+    });
+    let (slots, entries) = check(broker, requested, crate::txn::coordinator::now_ms(), None);
     let names: Vec<TopicName> = req.topics.iter().map(|t| t.name.clone()).collect();
     // Old clients know 15, not 14 (spec §2.3).
     let for_version = move |code: i16| {
