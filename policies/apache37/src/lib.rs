@@ -8,10 +8,7 @@
 
 pub use kaas_apache37_rules as rules;
 
-use kaas_policy_sdk::{
-    AddPartitionsRequest, Decision, EndTxnRequest, Entry, InitRequest, Limits, Policy, PolicyInfo,
-    VerifyDecision,
-};
+use kaas_policy_sdk::PolicyInfo;
 use std::{string::String, vec};
 
 /// The policy's name as `describe()` reports it.
@@ -21,7 +18,7 @@ pub const NAME: &str = "apache37";
 #[derive(Debug)]
 pub struct Apache37;
 
-impl Policy for Apache37 {
+impl rules::Variant for Apache37 {
     fn describe() -> PolicyInfo {
         PolicyInfo {
             name: NAME.into(),
@@ -36,40 +33,7 @@ impl Policy for Apache37 {
             ],
         }
     }
-
-    fn init_producer_id(current: Option<Entry>, req: InitRequest, limits: &Limits) -> Decision {
-        rules::init_producer_id(current, &req, limits)
-    }
-
-    fn add_partitions(
-        current: Option<Entry>,
-        req: AddPartitionsRequest,
-        _limits: &Limits,
-    ) -> Decision {
-        rules::add_partitions(current, &req)
-    }
-
-    fn verify_partitions(
-        current: Option<Entry>,
-        req: AddPartitionsRequest,
-        in_transaction: &[bool],
-        _limits: &Limits,
-    ) -> VerifyDecision {
-        rules::verify_partitions(current, &req, in_transaction)
-    }
-
-    fn end_txn(current: Option<Entry>, req: EndTxnRequest, _limits: &Limits) -> Decision {
-        rules::end_txn(current, &req)
-    }
-
-    fn complete_transaction(current: Entry, _limits: &Limits) -> Decision {
-        rules::complete_transaction(current)
-    }
-
-    fn reap(current: Entry, start_timestamp_ms: i64, now_ms: i64, _limits: &Limits) -> Decision {
-        rules::reap(current, start_timestamp_ms, now_ms)
-    }
 }
 
 #[cfg(target_arch = "wasm32")]
-kaas_policy_sdk::export_policy!(Apache37);
+kaas_policy_sdk::export_policy!(rules::Apache37Based<Apache37>);

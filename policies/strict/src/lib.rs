@@ -8,10 +8,7 @@
 pub mod rules;
 
 use kaas_apache37_rules as apache;
-use kaas_policy_sdk::{
-    AddPartitionsRequest, Decision, EndTxnRequest, Entry, InitRequest, Limits, Policy, PolicyInfo,
-    VerifyDecision,
-};
+use kaas_policy_sdk::{Decision, Entry, InitRequest, Limits, PolicyInfo};
 
 /// The policy's name as `describe()` reports it.
 pub const NAME: &str = "strict";
@@ -20,7 +17,7 @@ pub const NAME: &str = "strict";
 #[derive(Debug)]
 pub struct Strict;
 
-impl Policy for Strict {
+impl apache::Variant for Strict {
     fn describe() -> PolicyInfo {
         PolicyInfo {
             name: NAME.into(),
@@ -39,36 +36,7 @@ impl Policy for Strict {
     fn init_producer_id(current: Option<Entry>, req: InitRequest, limits: &Limits) -> Decision {
         rules::init_producer_id(current, &req, limits)
     }
-
-    fn add_partitions(
-        current: Option<Entry>,
-        req: AddPartitionsRequest,
-        _limits: &Limits,
-    ) -> Decision {
-        apache::add_partitions(current, &req)
-    }
-
-    fn verify_partitions(
-        current: Option<Entry>,
-        req: AddPartitionsRequest,
-        in_transaction: &[bool],
-        _limits: &Limits,
-    ) -> VerifyDecision {
-        apache::verify_partitions(current, &req, in_transaction)
-    }
-
-    fn end_txn(current: Option<Entry>, req: EndTxnRequest, _limits: &Limits) -> Decision {
-        apache::end_txn(current, &req)
-    }
-
-    fn complete_transaction(current: Entry, _limits: &Limits) -> Decision {
-        apache::complete_transaction(current)
-    }
-
-    fn reap(current: Entry, start_timestamp_ms: i64, now_ms: i64, _limits: &Limits) -> Decision {
-        apache::reap(current, start_timestamp_ms, now_ms)
-    }
 }
 
 #[cfg(target_arch = "wasm32")]
-kaas_policy_sdk::export_policy!(Strict);
+kaas_policy_sdk::export_policy!(apache::Apache37Based<Strict>);

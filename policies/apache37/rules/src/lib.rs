@@ -12,6 +12,10 @@
 
 #![no_std]
 
+mod variant;
+
+pub use variant::{Apache37Based, Variant};
+
 use kaas_policy_sdk::{
     AddPartitionsRequest, Claim, Decision, DecisionKind, EndTxnRequest, Entry, InitRequest, Limits,
     NO_EPOCH, NO_PID, Reply, TransactionalId, TxnState, VerifyDecision, code,

@@ -5,17 +5,14 @@
 //! Everything except InitProducerId is apache37's rules.
 
 use kaas_apache37_rules as rules;
-use kaas_policy_sdk::{
-    AddPartitionsRequest, Decision, EndTxnRequest, Entry, InitRequest, Limits, Policy, PolicyInfo,
-    VerifyDecision,
-};
+use kaas_policy_sdk::{Decision, Entry, InitRequest, Limits, PolicyInfo};
 
 struct Hostile;
 
 /// The requested transaction timeout for which this policy does not panic.
 pub const NO_TRAP_TIMEOUT_MS: i32 = 77_777;
 
-impl Policy for Hostile {
+impl rules::Variant for Hostile {
     fn describe() -> PolicyInfo {
         PolicyInfo {
             name: "hostile-trap".into(),
@@ -33,35 +30,6 @@ impl Policy for Hostile {
             req.timeout_ms
         )
     }
-
-    fn add_partitions(
-        current: Option<Entry>,
-        req: AddPartitionsRequest,
-        _limits: &Limits,
-    ) -> Decision {
-        rules::add_partitions(current, &req)
-    }
-
-    fn verify_partitions(
-        current: Option<Entry>,
-        req: AddPartitionsRequest,
-        in_transaction: &[bool],
-        _limits: &Limits,
-    ) -> VerifyDecision {
-        rules::verify_partitions(current, &req, in_transaction)
-    }
-
-    fn end_txn(current: Option<Entry>, req: EndTxnRequest, _limits: &Limits) -> Decision {
-        rules::end_txn(current, &req)
-    }
-
-    fn complete_transaction(current: Entry, _limits: &Limits) -> Decision {
-        rules::complete_transaction(current)
-    }
-
-    fn reap(current: Entry, start_timestamp_ms: i64, now_ms: i64, _limits: &Limits) -> Decision {
-        rules::reap(current, start_timestamp_ms, now_ms)
-    }
 }
 
-kaas_policy_sdk::export_policy!(Hostile);
+kaas_policy_sdk::export_policy!(rules::Apache37Based<Hostile>);
