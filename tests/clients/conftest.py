@@ -215,10 +215,15 @@ class KaasBroker:
         return "\n".join(parts) if parts else "(no broker output)"
 
 
-@pytest.fixture
-def kaas(request, tmp_path):
-    """A started KaasBroker with a fresh data dir; stopped (SIGTERM) at teardown."""
-    b = KaasBroker(data_dir=tmp_path / "data", log_dir=tmp_path / "logs")
+POLICIES = {
+    "apache37": REPO / "target" / "wasm32-wasip2" / "release" / "kaas_policy_apache37.wasm",
+    "strict": REPO / "target" / "wasm32-wasip2" / "release" / "kaas_policy_strict.wasm",
+}
+
+
+def _serve(request, b: KaasBroker):
+    """Starts `b` for a fixture: its output goes into a failing test's report,
+    and a broker that exits by itself during the test fails it."""
     request.node.stash.setdefault(_BROKERS, []).append(b)
     try:
         b.start()
@@ -232,6 +237,19 @@ def kaas(request, tmp_path):
     b.stop()
     if died is not None:
         pytest.fail(f"kaas broker exited by itself during the test (code {died})", pytrace=False)
+
+
+@pytest.fixture
+def kaas(request, tmp_path):
+    """A started KaasBroker with a fresh data dir; stopped (SIGTERM) at teardown."""
+    yield from _serve(request, KaasBroker(data_dir=tmp_path / "data", log_dir=tmp_path / "logs"))
+
+
+@pytest.fixture(params=sorted(POLICIES))
+def policy_broker(request, tmp_path):
+    """Like `kaas`, once per shipped policy (`--policy`)."""
+    yield from _serve(request, KaasBroker(data_dir=tmp_path / "data", log_dir=tmp_path / "logs",
+                                          extra_args=("--policy", str(POLICIES[request.param]))))
 
 
 @pytest.fixture

@@ -19,12 +19,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from conftest import REPO, KaasBroker, free_port
-
-POLICIES = {
-    "apache37": REPO / "target" / "wasm32-wasip2" / "release" / "kaas_policy_apache37.wasm",
-    "strict": REPO / "target" / "wasm32-wasip2" / "release" / "kaas_policy_strict.wasm",
-}
+from conftest import POLICIES, KaasBroker, free_port
 
 
 def start(tmp_path: Path, policy: str, env: dict | None = None,

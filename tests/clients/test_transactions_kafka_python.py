@@ -27,7 +27,6 @@ from kafka.errors import (InvalidProducerEpochError, KafkaError, KafkaTimeoutErr
                           ProducerFencedError)
 from kafka.structs import OffsetAndMetadata
 
-from txn_common import policy_broker  # noqa: F401 (a fixture)
 
 OP_TIMEOUT = 30.0
 OP_TIMEOUT_MS = int(OP_TIMEOUT * 1000)
