@@ -246,6 +246,12 @@ def kaas(request, tmp_path):
 
 
 @pytest.fixture(params=sorted(POLICIES))
+def policy(request) -> str:
+    """The name of each shipped policy in turn (a key of POLICIES)."""
+    return request.param
+
+
+@pytest.fixture(params=sorted(POLICIES))
 def policy_broker(request, tmp_path):
     """Like `kaas`, once per shipped policy (`--policy`)."""
     yield from _serve(request, KaasBroker(data_dir=tmp_path / "data", log_dir=tmp_path / "logs",

@@ -19,6 +19,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 MEMBER = HERE / "group_member.py"
 
+# The topic's partitions.
+ALL = {0, 1, 2, 3}
+
 SESSION_MS = 6000
 HEARTBEAT_MS = 500
 # Deadline for a group to settle or a takeover to complete.
@@ -146,3 +149,105 @@ def check_takeover(produced, first, second, first_commits):
     late = [(p, o) for p, o in dups if o < first_commits.get(p, 0)]
     assert late == [], f"re-read records before the last commit: {late}; commits {first_commits}"
     return dups
+
+
+def poll_until(consumers, condition, what, timeout=GROUP_TIMEOUT):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out after {timeout} s waiting for {what}"
+        for c in consumers:
+            c.poll()
+
+
+def split(a, b):
+    return bool(a) and bool(b) and not (a & b) and (a | b) == ALL
+
+
+# The scenarios both Python clients run. `client` is the test module: it
+# provides NAME (as group_member.py takes it), create_topic(bootstrap, topic),
+# produce(bootstrap, topic, records) and GroupConsumer(bootstrap, topic, group).
+
+
+def leave_and_takeover(client, broker, topic_name):
+    """Two members split the partitions; one leaves (LeaveGroup) and the other
+    takes over each of its partitions exactly at its last commit."""
+    topic = topic_name()
+    client.create_topic(broker, topic)
+    group = f"{topic}-group"
+    records = values(600, topic)
+    first, second, third = records[:200], records[200:400], records[400:]
+    client.produce(broker, topic, first)
+    a = client.GroupConsumer(broker, topic, group)
+    b = client.GroupConsumer(broker, topic, group)
+    try:
+        poll_until([a, b], lambda: split(a.assignment, b.assignment), "the partitions to be split")
+        # More records, so both members consume after the split.
+        client.produce(broker, topic, second)
+        na, nb = len(a.consumed), len(b.consumed)
+        poll_until([a, b], lambda: len(a.consumed) - na >= 20 and len(b.consumed) - nb >= 20,
+                   "both members to consume")
+        # Every record A processed is committed (synchronously, one by one).
+        a_held = set(a.assignment)
+        a_commits = {}
+        for p, o, _ in a.consumed:
+            a_commits[p] = max(a_commits.get(p, 0), o + 1)
+        a.close()  # LeaveGroup: B is told to rejoin at once
+        b_before = len(b.consumed)
+        client.produce(broker, topic, third)
+        produced = first + second + third
+        poll_until([b], lambda: {(p, v) for p, _, v in a.consumed + b.consumed} >= set(produced),
+                   "B to consume the rest")
+        assert b.assignment == ALL
+        dups = check_takeover(produced, a.consumed, b.consumed, a_commits)
+        assert dups == [], "A committed everything it read before leaving"
+        # B picked up each of A's partitions exactly at its last commit (each
+        # record read before A left was committed by whoever read it).
+        committed = {}
+        for p, o, _ in a.consumed + b.consumed[:b_before]:
+            committed[p] = max(committed.get(p, 0), o + 1)
+        resumed = {p: min(o for q, o, _ in b.consumed[b_before:] if q == p) for p in a_held}
+        assert resumed == {p: committed.get(p, 0) for p in a_held}
+    finally:
+        b.close()
+
+
+def kill_and_takeover(client, broker, topic_name):
+    """A member process is SIGKILLed with records read but not committed; the
+    survivor takes over within the session timeout and re-reads only the dead
+    member's uncommitted records."""
+    topic = topic_name()
+    client.create_topic(broker, topic)
+    produced = values(400, topic)
+    client.produce(broker, topic, produced)
+    group = f"{topic}-group"
+    # The member to kill processes a record every 20 ms and commits every
+    # 10 records, so it dies with records read but not committed.
+    child = MemberProcess(client.NAME, broker, topic, group, commit_every=10, delay_ms=20)
+    b = None
+    try:
+        child.wait_for(lambda: child.consumed, "the child to consume")
+        b = client.GroupConsumer(broker, topic, group)
+        child.wait_for(lambda: split(child.assignment or set(), b.assignment),
+                       "the partitions to be split", also=b.poll)
+        n = len(child.consumed)
+        child.wait_for(lambda: len(child.consumed) - n >= 15, "the child to consume more",
+                       also=b.poll)
+        held = set(child.assignment)
+        child.kill()
+        killed_at = time.monotonic()
+        poll_until([b], lambda: b.assignment == ALL, "B to take over every partition")
+        took = time.monotonic() - killed_at
+        poll_until([b], lambda: {(p, v) for p, _, v in child.consumed + b.consumed}
+                   >= set(produced), "B to consume the rest")
+        dups = check_takeover(produced, child.consumed, b.consumed, child.committed)
+        assert {p for p, _ in dups} <= held, (
+            "only the killed member's partitions are re-read",
+            dups, held, child.committed, child.commit_failures)
+        # The session timeout removes the dead member; one rebalance follows.
+        assert took < SESSION_MS / 1000 + 15, f"takeover took {took:.1f} s"
+        print(f"takeover after SIGKILL: {took:.2f} s (session.timeout.ms={SESSION_MS}); "
+              f"{len(dups)} records re-read after the last commit")
+    finally:
+        child.stop()
+        if b is not None:
+            b.close()

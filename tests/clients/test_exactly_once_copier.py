@@ -22,7 +22,7 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from test_transactions_confluent import create_topic, policy, read_committed, start  # noqa: F401
+from test_transactions_confluent import create_topic, read_committed, start
 
 HERE = Path(__file__).resolve().parent
 N = 3000

@@ -42,11 +42,6 @@ def start(tmp_path: Path, policy: str, env: dict | None = None,
     return b
 
 
-@pytest.fixture(params=sorted(POLICIES))
-def policy(request):
-    return request.param
-
-
 def create_topic(bootstrap: str, name: str, partitions: int = 2) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     for f in admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)]).values():
