@@ -70,16 +70,12 @@ async fn producer(
     // Per-step latencies (ms): AddPartitionsToTxn, Produce, EndTxn.
     let mut steps: [Vec<f64>; 3] = Default::default();
     let txn = format!("bench-{id}-{records}");
+    let init = InitProducerIdRequest::default()
+        .with_transactional_id(Some(TransactionalId(s(&txn))))
+        .with_transaction_timeout_ms(60_000);
     let mut init_lat = Vec::new();
     let t = Instant::now();
-    let r = c
-        .call(
-            &InitProducerIdRequest::default()
-                .with_transactional_id(Some(TransactionalId(s(&txn))))
-                .with_transaction_timeout_ms(60_000),
-            4,
-        )
-        .await?;
+    let r = c.call(&init, 4).await?;
     init_lat.push(t.elapsed().as_secs_f64() * 1e3);
     anyhow::ensure!(r.error_code == 0, "InitProducerId: {}", r.error_code);
     let (pid, epoch) = (r.producer_id.0, r.producer_epoch);
@@ -140,14 +136,7 @@ async fn producer(
     for _ in 0..20 {
         loop {
             let t = Instant::now();
-            let r = c
-                .call(
-                    &InitProducerIdRequest::default()
-                        .with_transactional_id(Some(TransactionalId(s(&txn))))
-                        .with_transaction_timeout_ms(60_000),
-                    4,
-                )
-                .await?;
+            let r = c.call(&init, 4).await?;
             if r.error_code == 51 {
                 tokio::time::sleep(Duration::from_millis(1)).await;
                 continue;

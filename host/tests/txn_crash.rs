@@ -16,7 +16,9 @@ mod support;
 use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::*;
-use support::txn::{add, create_topic, fetch_committed, init, init_request, produce_txn, s};
+use support::txn::{
+    add, create_topic, end_request, fetch_committed, init, init_request, produce_txn,
+};
 use support::{Client, Process};
 
 use kaas::log::{FsyncMode, GroupCommit};
@@ -143,6 +145,16 @@ async fn txn_setup(c: &mut Client, partitions: Vec<i32>) -> (i64, i16) {
     (pid, epoch)
 }
 
+/// Restarts the broker on `dir` and checks that the transaction of
+/// [`txn_setup`] on partitions 0 and 1 is committed, each record once.
+async fn committed_once_after_restart(dir: &std::path::Path) {
+    let broker = Process::spawn(dir, &[]);
+    let mut c = Client::connect(&broker.addr).await;
+    assert_eq!(committed_values(&mut c, 0).await, vec!["txn-0"]);
+    assert_eq!(committed_values(&mut c, 1).await, vec!["txn-1"]);
+    broker.terminate();
+}
+
 /// Reads partition `p` read_committed until its LSO reaches the HW, and
 /// returns the values a read_committed consumer keeps.
 async fn committed_values(c: &mut Client, p: i32) -> Vec<String> {
@@ -170,20 +182,12 @@ async fn a_crash_after_prepare_commit_finishes_the_commit_on_restart() {
     );
     let mut c = Client::connect(&broker.addr).await;
     let (pid, epoch) = txn_setup(&mut c, vec![0, 1]).await;
-    let end = EndTxnRequest::default()
-        .with_transactional_id(TransactionalId(s("T")))
-        .with_producer_id(ProducerId(pid))
-        .with_producer_epoch(epoch)
-        .with_committed(true);
+    let end = end_request("T", pid, epoch, true);
     let (_, frame) = c.frame(&end, 3);
     c.send_raw(&frame).await;
     assert!(c.read_frame().await.is_none());
     assert!(!broker.wait_crash().success());
-    let broker = Process::spawn(dir.path(), &[]);
-    let mut c = Client::connect(&broker.addr).await;
-    assert_eq!(committed_values(&mut c, 0).await, vec!["txn-0"]);
-    assert_eq!(committed_values(&mut c, 1).await, vec!["txn-1"]);
-    broker.terminate();
+    committed_once_after_restart(dir.path()).await;
 }
 
 #[tokio::test]
@@ -192,18 +196,10 @@ async fn a_crash_with_markers_half_written_finishes_them_on_restart_exactly_once
     let broker = Process::spawn_env(dir.path(), &[], &[("KAAS_FAULT", "markers-half-written")]);
     let mut c = Client::connect(&broker.addr).await;
     let (pid, epoch) = txn_setup(&mut c, vec![0, 1]).await;
-    let end = EndTxnRequest::default()
-        .with_transactional_id(TransactionalId(s("T")))
-        .with_producer_id(ProducerId(pid))
-        .with_producer_epoch(epoch)
-        .with_committed(true);
+    let end = end_request("T", pid, epoch, true);
     let _ = c.call(&end, 3).await; // answered once PrepareCommit is durable; markers follow
     assert!(!broker.wait_crash().success());
-    let broker = Process::spawn(dir.path(), &[]);
-    let mut c = Client::connect(&broker.addr).await;
-    assert_eq!(committed_values(&mut c, 0).await, vec!["txn-0"]);
-    assert_eq!(committed_values(&mut c, 1).await, vec!["txn-1"]);
-    broker.terminate();
+    committed_once_after_restart(dir.path()).await;
 }
 
 #[tokio::test]

@@ -563,13 +563,7 @@ impl Policy {
         let d = self.call("complete-transaction", Some(limits), |b, s| {
             b.kaas_txn_policy_policy().call_complete_transaction(s, cur)
         })?;
-        let cx = types::Context {
-            before: Some(current),
-            transactional_id: &current.transactional_id,
-            added: &[],
-            now_ms,
-        };
-        let d = types::decision(&cx, d);
+        let d = types::decision(&types::Context::of(current, now_ms), d);
         self.checked(
             "complete-transaction",
             check::complete_transaction(current, &d).map(|()| d),
@@ -588,13 +582,7 @@ impl Policy {
         let d = self.call("reap", Some(limits), |b, s| {
             b.kaas_txn_policy_policy().call_reap(s, cur, start, now_ms)
         })?;
-        let cx = types::Context {
-            before: Some(current),
-            transactional_id: &current.transactional_id,
-            added: &[],
-            now_ms,
-        };
-        let d = types::decision(&cx, d);
+        let d = types::decision(&types::Context::of(current, now_ms), d);
         self.checked("reap", check::reap(current, &d).map(|()| d))
     }
 

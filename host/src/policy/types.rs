@@ -195,6 +195,19 @@ pub(crate) struct Context<'a> {
     pub now_ms: i64,
 }
 
+impl<'a> Context<'a> {
+    /// A decision about an existing entry that adds no partitions
+    /// (completion, reaper).
+    pub fn of(current: &'a Entry, now_ms: i64) -> Self {
+        Context {
+            before: Some(current),
+            transactional_id: &current.transactional_id,
+            added: &[],
+            now_ms,
+        }
+    }
+}
+
 /// The full entry a policy's decided `v` becomes: the host's fields derived
 /// as Kafka 3.7 does (policy-wit/README.md, "Fields the host keeps").
 fn decided(cx: &Context<'_>, v: wit::Entry) -> Entry {
@@ -220,6 +233,17 @@ fn decided(cx: &Context<'_>, v: wit::Entry) -> Entry {
         TxnState::Ongoing => ongoing_before.map_or(cx.now_ms, |b| b.start_timestamp_ms),
         _ => before.map_or(-1, |b| b.start_timestamp_ms),
     };
+    entry(cx, v, partitions, start_timestamp_ms, cx.now_ms)
+}
+
+/// The policy's fields of `v` with the host's.
+fn entry(
+    cx: &Context<'_>,
+    v: wit::Entry,
+    partitions: Vec<TopicPartition>,
+    start_timestamp_ms: i64,
+    last_update_timestamp_ms: i64,
+) -> Entry {
     Entry {
         transactional_id: cx.transactional_id.to_owned(),
         producer_id: v.producer_id,
@@ -230,7 +254,7 @@ fn decided(cx: &Context<'_>, v: wit::Entry) -> Entry {
         partitions,
         timeout_ms: v.timeout_ms,
         start_timestamp_ms,
-        last_update_timestamp_ms: cx.now_ms,
+        last_update_timestamp_ms,
         has_failed_epoch_fence: v.has_failed_epoch_fence,
     }
 }
@@ -246,19 +270,13 @@ fn kept(cx: &Context<'_>, v: wit::Entry) -> Entry {
         ),
         None => (Vec::new(), -1, cx.now_ms),
     };
-    Entry {
-        transactional_id: cx.transactional_id.to_owned(),
-        producer_id: v.producer_id,
-        producer_epoch: v.producer_epoch,
-        last_producer_id: v.last_producer_id,
-        last_producer_epoch: v.last_producer_epoch,
-        state: v.state,
+    entry(
+        cx,
+        v,
         partitions,
-        timeout_ms: v.timeout_ms,
         start_timestamp_ms,
         last_update_timestamp_ms,
-        has_failed_epoch_fence: v.has_failed_epoch_fence,
-    }
+    )
 }
 
 /// A policy's decision with its entries completed by the host.

@@ -115,14 +115,20 @@ pub async fn produce_txn(
     c.call(&req, 9).await.responses[0].partition_responses[0].error_code
 }
 
-/// EndTxn v3: its code.
-pub async fn end(c: &mut Client, txn: &str, pid: i64, epoch: i16, commit: bool) -> i16 {
-    let req = EndTxnRequest::default()
+/// EndTxn of (pid, epoch): COMMIT or ABORT.
+pub fn end_request(txn: &str, pid: i64, epoch: i16, commit: bool) -> EndTxnRequest {
+    EndTxnRequest::default()
         .with_transactional_id(TransactionalId(s(txn)))
         .with_producer_id(ProducerId(pid))
         .with_producer_epoch(epoch)
-        .with_committed(commit);
-    c.call(&req, 3).await.error_code
+        .with_committed(commit)
+}
+
+/// EndTxn v3: its code.
+pub async fn end(c: &mut Client, txn: &str, pid: i64, epoch: i16, commit: bool) -> i16 {
+    c.call(&end_request(txn, pid, epoch, commit), 3)
+        .await
+        .error_code
 }
 
 /// What a read_committed Fetch of one partition from offset 0 returned.
