@@ -89,8 +89,12 @@ impl Broker {
         let producer_ids =
             crate::pid::ProducerIdAllocator::open(&config.data_dir.join("__producer_ids"))?;
         let (store, records) = TxnStore::open(&config.data_dir, logs.group_commit().clone())?;
-        let txn = Coordinator::new(TxnMachine::new(policy, DEFAULT_LIMITS), store, records);
-        txn.set_expiration_ms(config.transactional_id_expiration_ms);
+        let txn = Coordinator::new(
+            TxnMachine::new(policy, DEFAULT_LIMITS),
+            store,
+            records,
+            config.transactional_id_expiration_ms,
+        );
         let groups = crate::group::GroupCoordinator::open(
             &config.data_dir,
             config.groups.clone(),

@@ -77,7 +77,7 @@ pub struct Coordinator {
     /// Woken whenever a transaction's completion is durable.
     completed: tokio::sync::Notify,
     /// transactional.id.expiration.ms.
-    expiration_ms: std::sync::atomic::AtomicI64,
+    expiration_ms: i64,
 }
 
 /// Kafka's transactional.id.expiration.ms default: 7 days.
@@ -88,11 +88,13 @@ pub const DEFAULT_EXPIRATION_MS: i64 = 7 * 24 * 3600 * 1000;
 const MARKER_WAIT: Duration = Duration::from_millis(500);
 
 impl Coordinator {
-    /// A coordinator over `machine`, loaded from `store`'s records.
+    /// A coordinator over `machine`, loaded from `store`'s records, that
+    /// expires transactional ids idle for `expiration_ms`.
     pub fn new(
         mut machine: TxnMachine,
         store: TxnStore,
         records: Vec<super::record::StateRecord>,
+        expiration_ms: i64,
     ) -> Self {
         let jobs = machine.load(records);
         Coordinator {
@@ -100,7 +102,7 @@ impl Coordinator {
             store,
             recovered: Mutex::new(jobs),
             completed: tokio::sync::Notify::new(),
-            expiration_ms: std::sync::atomic::AtomicI64::new(DEFAULT_EXPIRATION_MS),
+            expiration_ms: expiration_ms.max(0),
         }
     }
 
@@ -325,10 +327,7 @@ impl Coordinator {
     /// transactional.id expiry (spec §2.7): tombstones for ids idle longer
     /// than `transactional.id.expiration.ms`, each removed once durable.
     async fn expire(&self) {
-        let expiration = self
-            .expiration_ms
-            .load(std::sync::atomic::Ordering::Relaxed);
-        let tombstones = self.machine().begin_expiry(now_ms(), expiration);
+        let tombstones = self.machine().begin_expiry(now_ms(), self.expiration_ms);
         for t in tombstones {
             let id = t.transactional_id().to_string();
             let durable = match self.store.append(&t).await {
@@ -343,12 +342,6 @@ impl Coordinator {
                 tracing::info!(txn = %id, "transactional.id expired");
             }
         }
-    }
-
-    /// Sets transactional.id.expiration.ms (Kafka's default: 7 days).
-    pub fn set_expiration_ms(&self, ms: i64) {
-        self.expiration_ms
-            .store(ms.max(0), std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Runs the reaper every `every` until the process ends.
