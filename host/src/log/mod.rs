@@ -12,6 +12,7 @@ pub mod partition;
 pub mod producer;
 pub mod segment;
 pub mod sync;
+pub mod zero_tail;
 
 use std::collections::BTreeMap;
 use std::fs;

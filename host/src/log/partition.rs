@@ -139,6 +139,12 @@ const CLEAN_MARKER: &str = ".kaas-clean";
 const SNAPSHOT: &str = "producer.snapshot";
 const LOG_START: &str = "log-start-offset";
 
+/// Zeros kept ahead of the active segment's end: a chunk, but never more
+/// than a segment holds.
+fn chunk(config: &LogConfig) -> u64 {
+    super::zero_tail::CHUNK.min(config.segment_bytes.max(1))
+}
+
 impl Partition {
     /// The partition directory name.
     pub fn dir_name(topic: &str, id: i32) -> String {
@@ -155,7 +161,7 @@ impl Partition {
     ) -> io::Result<Self> {
         let dir = root.join(Self::dir_name(topic, id));
         fs::create_dir_all(&dir)?;
-        let seg = Segment::create(&dir, 0)?;
+        let seg = Segment::create(&dir, 0, chunk(&config))?;
         let mut segments = BTreeMap::new();
         segments.insert(0, seg);
         Ok(Partition {
@@ -209,20 +215,20 @@ impl Partition {
         let last = bases.last().copied();
         for base in &bases {
             let seg = if clean {
-                match Segment::open_clean(&dir, *base) {
+                match Segment::open_clean(&dir, *base, chunk(&config)) {
                     Ok(s) => s,
                     Err(e) => {
                         tracing::warn!(dir = %dir.display(), base, error = %e, "index unusable; rescanning the segment");
-                        Segment::open(&dir, *base, true)?
+                        Segment::open(&dir, *base, true, chunk(&config))?
                     }
                 }
             } else {
-                Segment::open(&dir, *base, Some(*base) == last)?
+                Segment::open(&dir, *base, Some(*base) == last, chunk(&config))?
             };
             segments.insert(*base, seg);
         }
         if segments.is_empty() {
-            segments.insert(log_start, Segment::create(&dir, log_start)?);
+            segments.insert(log_start, Segment::create(&dir, log_start, chunk(&config))?);
         }
         let mut state = State {
             segments,
@@ -382,11 +388,13 @@ impl Partition {
         if active.size == 0 || active.size + incoming <= self.config.segment_bytes {
             return Ok(());
         }
+        active.trim()?;
         active.file.sync_data()?;
         active.write_indexes()?;
         let base = st.log_end();
         write_snapshot(&self.dir, base, &st.producers, &st.aborted)?;
-        st.segments.insert(base, Segment::create(&self.dir, base)?);
+        st.segments
+            .insert(base, Segment::create(&self.dir, base, chunk(&self.config))?);
         Ok(())
     }
 
@@ -591,8 +599,9 @@ impl Partition {
 
     /// Clean shutdown: sync, write indexes and the producer snapshot, leave the marker.
     pub fn close(&self) -> io::Result<()> {
-        let st = self.lock();
-        for s in st.segments.values() {
+        let mut st = self.lock();
+        for s in st.segments.values_mut() {
+            s.trim()?;
             s.file.sync_data()?;
             s.write_indexes()?;
         }
@@ -783,25 +792,55 @@ mod tests {
     #[test]
     fn a_torn_tail_is_truncated_on_recovery_and_the_rest_kept() {
         let dir = tempfile::tempdir().expect("tmp");
-        {
+        let good = {
             let p =
                 Partition::create(dir.path(), "t", 0, LogConfig::default(), true).expect("create");
             fill(&p, 10, 1000);
+            p.size_bytes() as usize
             // no close(): a crash
-        }
+        };
         let seg = dir
             .path()
             .join("t-0")
             .join(format!("{}.log", super::super::segment::stem(0)));
         let mut bytes = std::fs::read(&seg).expect("read segment");
-        let good = bytes.len();
+        assert!(bytes.len() > good, "zeros follow the data");
         let half_header = bytes[..40].to_owned();
-        bytes.extend_from_slice(&half_header); // a torn write
+        bytes[good..good + 40].copy_from_slice(&half_header); // a torn write
         std::fs::write(&seg, &bytes).expect("write");
         let p = Partition::open(dir.path(), "t", 0, LogConfig::default(), true).expect("recover");
         assert_eq!(p.log_end_offset(), 10);
         assert_eq!(std::fs::metadata(&seg).expect("meta").len() as usize, good);
         fill(&p, 1, 2000);
+        assert_eq!(values(&p, 0), (0..11).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn the_zero_filled_tail_is_cut_at_recovery_and_at_a_clean_close() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let seg = dir
+            .path()
+            .join("t-0")
+            .join(format!("{}.log", super::super::segment::stem(0)));
+        let len = || std::fs::metadata(&seg).expect("meta").len();
+        let data = {
+            let p =
+                Partition::create(dir.path(), "t", 0, LogConfig::default(), true).expect("create");
+            fill(&p, 10, 1000);
+            let data = p.size_bytes();
+            assert!(len() > data, "zeros follow the data");
+            data
+            // no close(): a crash with the zeros in place
+        };
+        let p = Partition::open(dir.path(), "t", 0, LogConfig::default(), true).expect("recover");
+        assert_eq!(p.log_end_offset(), 10);
+        assert_eq!(len(), data, "recovery cut the zeros, kept every batch");
+        fill(&p, 1, 2000);
+        assert!(len() > p.size_bytes(), "appending zero-fills again");
+        p.close().expect("close");
+        assert_eq!(len(), p.size_bytes(), "a clean close leaves no zeros");
+        drop(p);
+        let p = Partition::open(dir.path(), "t", 0, LogConfig::default(), true).expect("reopen");
         assert_eq!(values(&p, 0), (0..11).collect::<Vec<_>>());
     }
 

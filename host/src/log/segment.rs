@@ -6,6 +6,11 @@
 //! Recovery: a segment opened after a crash is scanned batch by batch; the
 //! first batch whose header, length or CRC does not hold marks the torn tail,
 //! and the file is truncated there. Touches only its own three files.
+//!
+//! The data file carries a zero-filled tail ahead of its end while it is
+//! active ([`super::zero_tail`]), so most appends do not change its size;
+//! recovery reads the zeros as the end of the log, and a roll or a clean
+//! shutdown trims them ([`Segment::trim`]).
 
 use std::fs::{self, File, OpenOptions};
 use std::io;
@@ -14,6 +19,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::batch::{self, BatchHeader, HEADER_LEN};
+use super::zero_tail::{self, ZeroTail};
 
 /// Bytes of log between two sparse index entries.
 pub const INDEX_INTERVAL: u64 = 4096;
@@ -37,6 +43,8 @@ pub struct Segment {
     time_index: Vec<(i64, i64)>,
     /// Position of the last index entry.
     last_indexed: Option<u64>,
+    /// Zeros kept ahead of `size` in the data file.
+    tail: ZeroTail,
     dir: PathBuf,
 }
 
@@ -50,8 +58,9 @@ impl Segment {
         self.dir.join(format!("{}.{ext}", stem(self.base_offset)))
     }
 
-    /// Creates an empty segment.
-    pub fn create(dir: &Path, base_offset: i64) -> io::Result<Self> {
+    /// Creates an empty segment whose file grows `chunk` bytes of zeros at a
+    /// time.
+    pub fn create(dir: &Path, base_offset: i64, chunk: u64) -> io::Result<Self> {
         let path = dir.join(format!("{}.log", stem(base_offset)));
         let file = OpenOptions::new()
             .read(true)
@@ -68,14 +77,16 @@ impl Segment {
             index: Vec::new(),
             time_index: Vec::new(),
             last_indexed: None,
+            tail: ZeroTail::new(0, chunk),
             dir: dir.to_path_buf(),
         })
     }
 
     /// Opens an existing segment. When `verify` is set every batch's CRC is
     /// checked and a torn or corrupt tail is truncated; otherwise headers
-    /// are trusted.
-    pub fn open(dir: &Path, base_offset: i64, verify: bool) -> io::Result<Self> {
+    /// are trusted. A zero-filled tail is cut off quietly; anything else
+    /// after the last whole batch is reported.
+    pub fn open(dir: &Path, base_offset: i64, verify: bool, chunk: u64) -> io::Result<Self> {
         let path = dir.join(format!("{}.log", stem(base_offset)));
         let file = OpenOptions::new().read(true).write(true).open(&path)?;
         let len = file.metadata()?.len();
@@ -88,6 +99,7 @@ impl Segment {
             index: Vec::new(),
             time_index: Vec::new(),
             last_indexed: None,
+            tail: ZeroTail::new(len, chunk),
             dir: dir.to_path_buf(),
         };
         let mut pos = 0u64;
@@ -113,8 +125,12 @@ impl Segment {
             pos += h.size as u64;
         }
         if pos < len {
-            tracing::warn!(file = %path.display(), kept = pos, dropped = len - pos, "truncating a torn or corrupt segment tail");
-            seg.file.set_len(pos)?;
+            if zero_tail::is_zero(&seg.file, pos, len)? {
+                tracing::debug!(file = %path.display(), kept = pos, "cutting the zero-filled tail");
+            } else {
+                tracing::warn!(file = %path.display(), kept = pos, dropped = len - pos, "truncating a torn or corrupt segment tail");
+            }
+            seg.tail.trim(&seg.file, pos)?;
             seg.file.sync_data()?;
         }
         seg.size = pos;
@@ -145,7 +161,18 @@ impl Segment {
         let pos = self.size;
         self.size += bytes.len() as u64;
         self.note_batch(h, pos);
+        // A failure here leaves the batch written and the file merely
+        // without zeros ahead; the append stands.
+        if let Err(e) = self.tail.after_write(&self.file, self.size) {
+            tracing::warn!(error = %e, "zero-filling ahead of a segment's end failed");
+        }
         Ok(())
+    }
+
+    /// Cuts the zero-filled tail off (before a roll or a clean shutdown; the
+    /// caller's fdatasync makes it durable).
+    pub fn trim(&mut self) -> io::Result<()> {
+        self.tail.trim(&self.file, self.size)
     }
 
     /// Position of the batch containing `offset`, or of the first batch
@@ -246,7 +273,7 @@ impl Segment {
 
     /// Opens a segment after a clean shutdown: indexes from their files,
     /// the tail after the last index entry walked to find the next offset.
-    pub fn open_clean(dir: &Path, base_offset: i64) -> io::Result<Self> {
+    pub fn open_clean(dir: &Path, base_offset: i64, chunk: u64) -> io::Result<Self> {
         let path = dir.join(format!("{}.log", stem(base_offset)));
         let file = OpenOptions::new().read(true).write(true).open(&path)?;
         let size = file.metadata()?.len();
@@ -285,6 +312,7 @@ impl Segment {
             last_indexed: index.last().map(|e| e.1),
             index,
             time_index,
+            tail: ZeroTail::new(size, chunk),
             dir: dir.to_path_buf(),
         };
         let mut pos = seg.last_indexed.unwrap_or(0);

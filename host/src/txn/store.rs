@@ -18,6 +18,10 @@
 //! changes nothing). The next synced record of the log, which is the next
 //! transition of any entry, makes it durable too. This takes one fdatasync
 //! off the path between a client's transactions.
+//!
+//! The file keeps a zero-filled tail ahead of its last frame
+//! ([`crate::log::zero_tail`]) so an append's fdatasync does not also write
+//! the inode; a zero length field ends the replay like the end of the file.
 
 use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
@@ -28,6 +32,7 @@ use std::sync::{Arc, Mutex};
 
 use super::record::StateRecord;
 use crate::log::GroupCommit;
+use crate::log::zero_tail::{CHUNK, ZeroTail};
 
 /// Compact when the file exceeds this many bytes and 4× the live size.
 const COMPACT_MIN_BYTES: u64 = 8 << 20;
@@ -36,6 +41,20 @@ const COMPACT_MIN_BYTES: u64 = 8 << 20;
 struct Inner {
     file: Arc<File>,
     size: u64,
+    tail: ZeroTail,
+}
+
+impl Inner {
+    /// Writes a frame at the end (not synced).
+    fn write(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.file.write_all_at(bytes, self.size)?;
+        self.size += bytes.len() as u64;
+        // Without zeros ahead the next append only costs an inode write.
+        if let Err(e) = self.tail.after_write(&self.file, self.size) {
+            tracing::warn!(error = %e, "zero-filling ahead of the state log's end failed");
+        }
+        Ok(())
+    }
 }
 
 /// The transaction state log.
@@ -62,6 +81,9 @@ fn replay(bytes: &[u8]) -> (Vec<StateRecord>, usize) {
     while at + 8 <= bytes.len() {
         let len =
             u32::from_be_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]]) as usize;
+        if len == 0 {
+            break; // the zero-filled tail: no frame is empty
+        }
         let crc = u32::from_be_bytes([bytes[at + 4], bytes[at + 5], bytes[at + 6], bytes[at + 7]]);
         let Some(body) = bytes.get(at + 8..at + 8 + len) else {
             break;
@@ -96,7 +118,7 @@ impl TxnStore {
             f.read_to_end(&mut bytes)?;
         }
         let (records, intact) = replay(&bytes);
-        if intact < bytes.len() {
+        if bytes[intact..].iter().any(|&b| b != 0) {
             tracing::warn!(
                 kept = intact,
                 dropped = bytes.len() - intact,
@@ -133,6 +155,7 @@ impl TxnStore {
             inner: Mutex::new(Inner {
                 file: Arc::new(file),
                 size: compacted.len() as u64,
+                tail: ZeroTail::new(compacted.len() as u64, CHUNK),
             }),
             group_commit,
         };
@@ -144,8 +167,7 @@ impl TxnStore {
         let bytes = frame(record);
         let file = {
             let mut st = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-            st.file.write_all_at(&bytes, st.size)?;
-            st.size += bytes.len() as u64;
+            st.write(&bytes)?;
             st.file.clone()
         };
         self.group_commit.sync(file).await
@@ -156,9 +178,7 @@ impl TxnStore {
     pub fn append_unsynced(&self, record: &StateRecord) -> io::Result<()> {
         let bytes = frame(record);
         let mut st = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        st.file.write_all_at(&bytes, st.size)?;
-        st.size += bytes.len() as u64;
-        Ok(())
+        st.write(&bytes)
     }
 
     /// Whether the log is big enough that compaction may pay off; cheap, so
@@ -178,6 +198,7 @@ impl TxnStore {
         crate::log::partition::write_atomically(&path, &bytes)?;
         st.file = Arc::new(OpenOptions::new().read(true).write(true).open(&path)?);
         st.size = bytes.len() as u64;
+        st.tail = ZeroTail::new(st.size, CHUNK);
         Ok(true)
     }
 
@@ -252,7 +273,7 @@ mod tests {
     async fn a_torn_tail_is_dropped_and_the_rest_kept() {
         let dir = tempfile::tempdir().expect("tmp");
         let gc = GroupCommit::new(FsyncMode::Always);
-        {
+        let end = {
             let (store, _) = TxnStore::open(dir.path(), gc.clone()).expect("open");
             store
                 .append(&StateRecord::upsert(&entry("a", 1), None))
@@ -262,11 +283,15 @@ mod tests {
                 .append(&StateRecord::upsert(&entry("a", 2), None))
                 .await
                 .expect("append");
-        }
+            store.size() as usize
+        };
         let path = dir.path().join("__transaction_state/state.log");
         let mut bytes = fs::read(&path).expect("read");
-        let n = bytes.len();
-        bytes.truncate(n - 5);
+        assert!(
+            bytes.len() > end && bytes[end..].iter().all(|&b| b == 0),
+            "zeros follow the last frame"
+        );
+        bytes.truncate(end - 5);
         fs::write(&path, &bytes).expect("write");
         let (_, live) = TxnStore::open(dir.path(), gc).expect("reopen");
         let StateRecord::Upsert { entry: e, .. } = &live[0] else {
