@@ -163,7 +163,10 @@ impl Segment {
         self.note_batch(h, pos);
         // A failure here leaves the batch written and the file merely
         // without zeros ahead; the append stands.
-        if let Err(e) = self.tail.after_write(&self.file, self.size) {
+        if let Err(e) = self
+            .tail
+            .after_write(&self.file, self.size, bytes.len() as u64)
+        {
             tracing::warn!(error = %e, "zero-filling ahead of a segment's end failed");
         }
         Ok(())

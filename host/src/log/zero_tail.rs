@@ -9,6 +9,13 @@
 //! extended with real zeros a chunk at a time, and only the flush of the
 //! append that crosses into a new chunk pays for the size change.
 //!
+//! The price is writing every byte twice (zeros, then data), so only small
+//! appends zero-fill ahead: they are the latency-bound ones where the inode
+//! write is half the flush. A large append (at least [`SMALL_APPEND`]
+//! bytes) just grows the file: its flush is dominated by its data, and
+//! bulk producers would otherwise pay double the disk bandwidth. The chunk
+//! also bounds the space an idle active segment holds in zeros.
+//!
 //! Readers never see the zeros as data: every owner keeps its logical end
 //! in memory, recovery stops at the first zero frame (a zero length is no
 //! valid batch or record frame), and owners trim the tail (`trim`) before a
@@ -19,8 +26,11 @@ use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
 
-/// Bytes of zeros added ahead of the end when an append reaches it.
-pub const CHUNK: u64 = 1 << 20;
+/// Bytes of zeros added ahead of the end when a small append reaches it.
+pub const CHUNK: u64 = 256 << 10;
+
+/// Appends at least this big never zero-fill ahead.
+pub const SMALL_APPEND: u64 = 64 << 10;
 
 static ZEROS: [u8; 64 * 1024] = [0; 64 * 1024];
 
@@ -47,11 +57,16 @@ impl ZeroTail {
         self.allocated
     }
 
-    /// Called after writing data that ends at `end`: when the write reached
-    /// the end of the zeros, zero-fill the next chunk, so this round's flush
-    /// pays the size change once and the next appends do not.
-    pub fn after_write(&mut self, file: &File, end: u64) -> io::Result<()> {
+    /// Called after writing `len` bytes of data that end at `end`: when a
+    /// small write reached the end of the zeros, zero-fill the next chunk,
+    /// so this round's flush pays the size change once and the next small
+    /// appends do not.
+    pub fn after_write(&mut self, file: &File, end: u64, len: u64) -> io::Result<()> {
         if end < self.allocated {
+            return Ok(());
+        }
+        if len >= SMALL_APPEND {
+            self.allocated = end;
             return Ok(());
         }
         let target = end + self.chunk;
@@ -108,16 +123,42 @@ mod tests {
             .expect("open");
         let mut tail = ZeroTail::new(0, 4096);
         file.write_all_at(b"abc", 0).expect("write");
-        tail.after_write(&file, 3).expect("extend");
+        tail.after_write(&file, 3, 3).expect("extend");
         assert_eq!(file.metadata().expect("meta").len(), 3 + 4096);
         assert!(is_zero(&file, 3, 3 + 4096).expect("read"));
         // Appends inside the zeros leave the length alone.
         file.write_all_at(b"def", 3).expect("write");
-        tail.after_write(&file, 6).expect("extend");
+        tail.after_write(&file, 6, 3).expect("extend");
         assert_eq!(file.metadata().expect("meta").len(), 3 + 4096);
         assert!(!is_zero(&file, 0, 6).expect("read"));
         tail.trim(&file, 6).expect("trim");
         assert_eq!(file.metadata().expect("meta").len(), 6);
         assert_eq!(tail.allocated(), 6);
+    }
+
+    #[test]
+    fn a_large_append_grows_the_file_without_zeros() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(dir.path().join("f"))
+            .expect("open");
+        let mut tail = ZeroTail::new(0, 4096);
+        let big = vec![1u8; SMALL_APPEND as usize];
+        file.write_all_at(&big, 0).expect("write");
+        tail.after_write(&file, SMALL_APPEND, SMALL_APPEND)
+            .expect("extend");
+        assert_eq!(file.metadata().expect("meta").len(), SMALL_APPEND);
+        // A small one after it zero-fills again.
+        file.write_all_at(b"x", SMALL_APPEND).expect("write");
+        tail.after_write(&file, SMALL_APPEND + 1, 1)
+            .expect("extend");
+        assert_eq!(
+            file.metadata().expect("meta").len(),
+            SMALL_APPEND + 1 + 4096
+        );
     }
 }

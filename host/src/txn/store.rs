@@ -50,7 +50,10 @@ impl Inner {
         self.file.write_all_at(bytes, self.size)?;
         self.size += bytes.len() as u64;
         // Without zeros ahead the next append only costs an inode write.
-        if let Err(e) = self.tail.after_write(&self.file, self.size) {
+        if let Err(e) = self
+            .tail
+            .after_write(&self.file, self.size, bytes.len() as u64)
+        {
             tracing::warn!(error = %e, "zero-filling ahead of the state log's end failed");
         }
         Ok(())
