@@ -297,7 +297,7 @@ async fn main() -> anyhow::Result<()> {
                     one_rate = rate;
                 }
             }
-            let vs = if producers == 8 {
+            let vs = if producers == 8 && one_of_size > 0.0 {
                 format!(
                     "  ({:.1}× one producer)",
                     rate / f64::max(one_of_size, 1e-9)

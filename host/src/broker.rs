@@ -88,7 +88,7 @@ impl Broker {
     ) -> std::io::Result<Self> {
         let producer_ids =
             crate::pid::ProducerIdAllocator::open(&config.data_dir.join("__producer_ids"))?;
-        let (store, records) = TxnStore::open(&config.data_dir, logs.group_commit().clone())?;
+        let (store, records) = TxnStore::open(&config.data_dir)?;
         let txn = Coordinator::new(
             TxnMachine::new(policy, DEFAULT_LIMITS),
             store,

@@ -81,6 +81,18 @@ impl Metrics {
             "# TYPE kaas_fsync_seconds_sum counter\nkaas_fsync_seconds_sum {:.9}",
             st.sync_nanos.load(Ordering::Relaxed) as f64 / 1e9
         );
+        // The transaction state log has its own flusher.
+        let st = broker.txn.store().sync_stats();
+        let _ = writeln!(
+            out,
+            "# TYPE kaas_txn_state_fsync_total counter\nkaas_txn_state_fsync_total {}",
+            st.syncs.load(Ordering::Relaxed)
+        );
+        let _ = writeln!(
+            out,
+            "# TYPE kaas_txn_state_fsync_seconds_sum counter\nkaas_txn_state_fsync_seconds_sum {:.9}",
+            st.sync_nanos.load(Ordering::Relaxed) as f64 / 1e9
+        );
         let _ = writeln!(
             out,
             "# HELP kaas_txn_entry_epoch Producer epoch per transactional.id, labelled with its state and the policy that made its last transition."

@@ -319,7 +319,7 @@ impl CaseRun<'_> {
                 .map(|e| e.transactional_id.clone())
                 .collect();
             for id in ids {
-                let s = self.machine.markers_written(&id, self.now);
+                let s = self.machine.markers_written(&id, self.now, None);
                 self.resolve(s, &mut append_error, false, &mut obs);
             }
         } else {
@@ -365,7 +365,7 @@ impl CaseRun<'_> {
             if !hold {
                 let s = self
                     .machine
-                    .markers_written(&job.transactional_id, self.now);
+                    .markers_written(&job.transactional_id, self.now, None);
                 let mut none = None;
                 let mut inner = Observed {
                     answer: None,

@@ -7,6 +7,20 @@
 //! Order of every transition: decide (policy, checked) → persist the state
 //! record (fsync) → apply in memory → fence → answer → markers → persist
 //! the completion. Nothing is answered before it is durable.
+//!
+//! Markers off the critical path: a transaction's markers are appended,
+//! then its completion is recorded (unsynced) and applied at once, while
+//! the markers' fdatasync runs; the client's next transaction does not wait
+//! for it. Until it finishes, every record of the entry carries the
+//! markers' partitions and offsets ([`UnsyncedMarkers`]). A crash can lose
+//! a marker only together with everything after it in that partition's
+//! file, so at load a partition whose log ends at or before its marker's
+//! offset gets the marker again ([`Coordinator::resume`]); one that ends
+//! after it has it. The next transaction's markers wait for the previous
+//! ones' flush, so an entry has one such set at a time. A transaction that
+//! wrote consumer offsets keeps the old order (its offsets journal entry is
+//! durable before the completion), as does the high watermark: consumers see
+//! a marker only once it is durable.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -14,6 +28,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use super::machine::{Answer, AppendError, InitProducerId, MarkerJob, Step, TxnMachine};
+use super::record::UnsyncedMarkers;
 use super::store::TxnStore;
 use crate::broker::Broker;
 use crate::policy::{AddPartitionsRequest, EndTxnRequest, Reply, TopicPartition};
@@ -74,8 +89,12 @@ pub struct Coordinator {
     store: TxnStore,
     /// Marker jobs found Prepare* at load, to finish once the broker runs.
     recovered: Mutex<Vec<MarkerJob>>,
+    /// Markers found not known durable at load, to check once the broker runs.
+    unsynced_at_load: Mutex<Vec<(String, UnsyncedMarkers)>>,
     /// Woken whenever a transaction's completion is durable.
     completed: tokio::sync::Notify,
+    /// Woken whenever a transaction's markers become durable.
+    synced: tokio::sync::Notify,
     /// transactional.id.expiration.ms.
     expiration_ms: i64,
 }
@@ -97,13 +116,21 @@ impl Coordinator {
         expiration_ms: i64,
     ) -> Self {
         let jobs = machine.load(records);
+        let unsynced = machine.unsynced_markers();
         Coordinator {
             machine: Mutex::new(machine),
             store,
             recovered: Mutex::new(jobs),
+            unsynced_at_load: Mutex::new(unsynced),
             completed: tokio::sync::Notify::new(),
+            synced: tokio::sync::Notify::new(),
             expiration_ms: expiration_ms.max(0),
         }
+    }
+
+    /// The durable state log.
+    pub fn store(&self) -> &TxnStore {
+        &self.store
     }
 
     /// The state machine (short critical sections only; never held across an await).
@@ -111,12 +138,52 @@ impl Coordinator {
         self.machine.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Finishes the markers of transactions found Prepare* at load.
+    /// After a load: appends again every marker a crash lost (see the
+    /// module docs), then finishes the markers of transactions found
+    /// Prepare*. The repairs come first: a Prepare* transaction's markers
+    /// go after the previous transaction's in the same partitions.
     pub fn resume(&self, broker: &Arc<Broker>) {
+        let unsynced = std::mem::take(
+            &mut *self
+                .unsynced_at_load
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()),
+        );
         let jobs = std::mem::take(&mut *self.recovered.lock().unwrap_or_else(|p| p.into_inner()));
-        for job in jobs {
-            tracing::info!(txn = %job.transactional_id, commit = job.commit, "finishing markers found at load");
-            tokio::spawn(write_markers(broker.clone(), job));
+        // Appended here, before the broker answers anyone, so no new batch
+        // can land where a lost marker belongs.
+        let repaired: Vec<_> = unsynced
+            .into_iter()
+            .map(|(txn_id, markers)| {
+                let appended = repair_markers(broker, &txn_id, &markers);
+                (txn_id, markers, appended)
+            })
+            .collect();
+        let broker = broker.clone();
+        tokio::spawn(async move {
+            for (txn_id, markers, (files, written)) in repaired {
+                let synced = broker.logs.group_commit().sync_all(files).await;
+                markers_durable(&broker, synced, written);
+                broker.txn.machine().markers_synced(&txn_id, &markers);
+                broker.txn.synced.notify_waiters();
+            }
+            for job in jobs {
+                tracing::info!(txn = %job.transactional_id, commit = job.commit, "finishing markers found at load");
+                tokio::spawn(write_markers(broker.clone(), job));
+            }
+        });
+    }
+
+    /// Waits until `txn_id`'s previous markers are durable.
+    async fn await_synced(&self, txn_id: &str) {
+        loop {
+            let notified = self.synced.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if !self.machine().has_unsynced_markers(txn_id) {
+                return;
+            }
+            notified.await;
         }
     }
 
@@ -383,12 +450,26 @@ async fn wait_all(writes: Vec<crate::group::coordinator::Durable>) -> Option<i16
     failed
 }
 
-/// Writes a transaction's markers to every partition, makes them durable,
-/// then persists the completion. Retries storage errors.
+/// Writes a transaction's markers to every partition, then records the
+/// completion. With consumer offsets in the transaction the markers and the
+/// offsets journal are durable first; otherwise the completion carries the
+/// markers as unsynced and their fdatasync follows (module docs). Retries
+/// storage errors.
 fn write_markers(broker: Arc<Broker>, job: MarkerJob) -> Pin<Box<dyn Future<Output = ()> + Send>> {
     Box::pin(async move {
+        // One set of unsynced markers per entry: the previous transaction's first.
+        broker.txn.await_synced(&job.transactional_id).await;
+        let offsets_too = job
+            .partitions
+            .iter()
+            .any(|tp| tp.topic == super::OFFSETS_TOPIC);
         let mut pending: Vec<TopicPartition> = job.partitions.clone();
         let mut delay = Duration::from_millis(10);
+        // Appended, not yet durable (only without offsets): marker offsets,
+        // files, and where each partition's high watermark goes once synced.
+        let mut marker_offsets = Vec::new();
+        let mut later_files = Vec::new();
+        let mut later_written = Vec::new();
         while !pending.is_empty() {
             let mut files = Vec::new();
             let mut written = Vec::new();
@@ -432,6 +513,7 @@ fn write_markers(broker: Arc<Broker>, job: MarkerJob) -> Pin<Box<dyn Future<Outp
                             }
                             files.push(f);
                         }
+                        marker_offsets.push((tp, a.base_offset));
                         written.push((part, a.end_offset));
                     }
                     Err(crate::log::partition::AppendError::Producer(_)) => {
@@ -443,27 +525,22 @@ fn write_markers(broker: Arc<Broker>, job: MarkerJob) -> Pin<Box<dyn Future<Outp
                     }
                 }
             }
-            // The offsets journal's fsync runs in the same group-commit round.
-            let (synced, offsets_synced) = tokio::join!(
-                broker.logs.group_commit().sync_all(files),
-                wait_all(offsets)
-            );
-            if let Some(code) = offsets_synced {
-                tracing::error!(
-                    code,
-                    "offsets journal fsync failed; the transactional offsets stand unsynced"
+            if offsets_too {
+                // The offsets journal's fsync runs in the same group-commit round.
+                let (synced, offsets_synced) = tokio::join!(
+                    broker.logs.group_commit().sync_all(files),
+                    wait_all(offsets)
                 );
-            }
-            match synced {
-                Ok(()) => {
-                    for (part, end) in written {
-                        part.advance_high_watermark(end);
-                    }
-                    broker.data_ready.notify_waiters();
+                if let Some(code) = offsets_synced {
+                    tracing::error!(
+                        code,
+                        "offsets journal fsync failed; the transactional offsets stand unsynced"
+                    );
                 }
-                Err(e) => {
-                    tracing::error!(error = %e, "marker fsync failed; rewriting is not possible, the markers stand unsynced");
-                }
+                markers_durable(&broker, synced, written);
+            } else {
+                later_files.extend(files);
+                later_written.extend(written);
             }
             if !retry.is_empty() {
                 tokio::time::sleep(delay).await;
@@ -471,14 +548,91 @@ fn write_markers(broker: Arc<Broker>, job: MarkerJob) -> Pin<Box<dyn Future<Outp
             }
             pending = retry;
         }
-        let step = broker
-            .txn
-            .machine()
-            .markers_written(&job.transactional_id, now_ms());
+        let unsynced = (!offsets_too && !marker_offsets.is_empty()).then_some(UnsyncedMarkers {
+            producer_id: job.producer_id,
+            producer_epoch: job.producer_epoch,
+            commit: job.commit,
+            markers: marker_offsets,
+        });
+        let step =
+            broker
+                .txn
+                .machine()
+                .markers_written(&job.transactional_id, now_ms(), unsynced.clone());
         let a = broker.txn.resolve(&broker, step).await;
         broker.txn.completed.notify_waiters();
         if a.reply.error_code != 0 {
             tracing::error!(txn = %job.transactional_id, code = a.reply.error_code, "completing the transaction failed");
         }
+        if let Some(markers) = unsynced {
+            let synced = broker.logs.group_commit().sync_all(later_files).await;
+            markers_durable(&broker, synced, later_written);
+            broker
+                .txn
+                .machine()
+                .markers_synced(&job.transactional_id, &markers);
+            broker.txn.synced.notify_waiters();
+        }
     })
+}
+
+/// After the markers' fdatasync: consumers may read up to them.
+fn markers_durable(
+    broker: &Broker,
+    synced: std::io::Result<()>,
+    written: Vec<(Arc<crate::log::Partition>, i64)>,
+) {
+    match synced {
+        Ok(()) => {
+            for (part, end) in written {
+                part.advance_high_watermark(end);
+            }
+            broker.data_ready.notify_waiters();
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "marker fsync failed; rewriting is not possible, the markers stand unsynced");
+        }
+    }
+}
+
+/// At load: appends `markers`' marker again to every partition whose log
+/// ends at or before it (lost in a crash with everything after it); returns
+/// the files to sync and where each high watermark goes.
+#[allow(clippy::type_complexity)]
+fn repair_markers(
+    broker: &Broker,
+    txn_id: &str,
+    markers: &UnsyncedMarkers,
+) -> (
+    Vec<Arc<std::fs::File>>,
+    Vec<(Arc<crate::log::Partition>, i64)>,
+) {
+    let mut files = Vec::new();
+    let mut written = Vec::new();
+    for (tp, offset) in &markers.markers {
+        let Some(part) = broker.logs.partition(&tp.topic, tp.partition) else {
+            continue;
+        };
+        let end = part.log_end_offset();
+        if end > *offset {
+            continue; // the marker made it
+        }
+        tracing::warn!(txn = %txn_id, topic = %tp.topic, partition = tp.partition, marker_offset = offset, log_end = end, commit = markers.commit, "a marker was lost in a crash; appending it again");
+        match part.append_marker(
+            markers.producer_id,
+            markers.producer_epoch,
+            markers.commit,
+            0,
+            now_ms(),
+        ) {
+            Ok(a) => {
+                files.extend(a.file);
+                written.push((part, a.end_offset));
+            }
+            Err(e) => {
+                tracing::error!(topic = %tp.topic, partition = tp.partition, error = %e, "appending a lost marker again failed");
+            }
+        }
+    }
+    (files, written)
 }

@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use tracing::warn;
 
-use super::record::StateRecord;
+use super::record::{StateRecord, UnsyncedMarkers};
 use crate::policy::{
     AddPartitionsRequest, Claim, Decision, DecisionKind, EndTxnRequest, Entry, InitRequest, Limits,
     Policy, Reply, TopicPartition, TxnState,
@@ -152,6 +152,9 @@ struct Slot {
     pending: Option<Pending>,
     /// Identity of the policy whose decision produced this entry.
     written_by: Option<String>,
+    /// The last transaction's markers while not known durable; every
+    /// record of the entry carries them meanwhile.
+    unsynced: Option<UnsyncedMarkers>,
 }
 
 /// The coordinator's entries and the policy that decides over them.
@@ -215,6 +218,7 @@ impl TxnMachine {
                 entry,
                 pending: None,
                 written_by: None,
+                unsynced: None,
             },
         );
     }
@@ -234,12 +238,16 @@ impl TxnMachine {
         for record in records {
             match record {
                 StateRecord::Upsert {
-                    entry, written_by, ..
+                    entry,
+                    written_by,
+                    unsynced_markers,
+                    ..
                 } => {
                     let id = entry.transactional_id.clone();
                     self.install(entry);
                     if let Some(slot) = self.slots.get_mut(&id) {
                         slot.written_by = written_by;
+                        slot.unsynced = unsynced_markers;
                     }
                 }
                 StateRecord::Tombstone { transactional_id } => {
@@ -262,8 +270,34 @@ impl TxnMachine {
         let by = self.policy.identity().to_string();
         self.slots
             .values()
-            .map(|s| StateRecord::upsert(&s.entry, Some(&by)))
+            .map(|s| {
+                StateRecord::upsert(&s.entry, Some(&by)).with_unsynced_markers(s.unsynced.clone())
+            })
             .collect()
+    }
+
+    /// Every entry's markers not known durable (after a load: the ones a
+    /// crash may have lost).
+    pub fn unsynced_markers(&self) -> Vec<(String, UnsyncedMarkers)> {
+        self.slots
+            .iter()
+            .filter_map(|(id, s)| s.unsynced.clone().map(|m| (id.clone(), m)))
+            .collect()
+    }
+
+    /// Whether `txn_id`'s last markers are not known durable yet.
+    pub fn has_unsynced_markers(&self, txn_id: &str) -> bool {
+        self.slots.get(txn_id).is_some_and(|s| s.unsynced.is_some())
+    }
+
+    /// `markers` reached the disk: records stop carrying them (unless a
+    /// newer set replaced them meanwhile).
+    pub fn markers_synced(&mut self, txn_id: &str, markers: &UnsyncedMarkers) {
+        if let Some(slot) = self.slots.get_mut(txn_id)
+            && slot.unsynced.as_ref() == Some(markers)
+        {
+            slot.unsynced = None;
+        }
     }
 
     /// InitProducerId (spec §1).
@@ -340,10 +374,21 @@ impl TxnMachine {
     }
 
     /// Every marker of `txn_id`'s Prepare* is written: plan the completion.
-    pub fn markers_written(&mut self, txn_id: &str, now_ms: i64) -> Step {
-        let Some(slot) = self.slots.get(txn_id) else {
+    /// `unsynced`: the markers, when they are appended but not yet durable
+    /// (the completion record and every later one carry them until
+    /// [`Self::markers_synced`]).
+    pub fn markers_written(
+        &mut self,
+        txn_id: &str,
+        now_ms: i64,
+        unsynced: Option<UnsyncedMarkers>,
+    ) -> Step {
+        let Some(slot) = self.slots.get_mut(txn_id) else {
             return Step::Done(Answer::error(code::NOT_COORDINATOR));
         };
+        if unsynced.is_some() {
+            slot.unsynced = unsynced;
+        }
         if !matches!(slot.pending, Some(Pending::Markers(_))) {
             return Step::Done(Answer::error(code::UNKNOWN_SERVER_ERROR));
         }
@@ -380,6 +425,7 @@ impl TxnMachine {
             );
             if idle
                 && slot.pending.is_none()
+                && slot.unsynced.is_none()
                 && slot.entry.last_update_timestamp_ms <= now_ms.saturating_sub(expiration_ms)
             {
                 slot.pending = Some(Pending::Append);
@@ -432,12 +478,14 @@ impl TxnMachine {
                 fence: None,
             });
         };
+        let mut unsynced = None;
         if let Some(slot) = self.slots.get_mut(txn_id) {
             slot.pending = Some(Pending::Append);
+            unsynced = slot.unsynced.clone();
         }
         let by = self.policy.identity().to_string();
         Step::Write(PlannedWrite {
-            record: StateRecord::upsert(&entry, Some(&by)),
+            record: StateRecord::upsert(&entry, Some(&by)).with_unsynced_markers(unsynced),
             kind: d.kind,
             entry,
             on_failure: d.on_append_failure,
@@ -466,12 +514,15 @@ impl TxnMachine {
                     .then_some((write.entry.producer_id, write.entry.producer_epoch));
                 let pending = markers.clone().map(Pending::Markers);
                 let written_by = Some(self.policy.identity().to_string());
+                // Still unsynced unless their flush finished meanwhile.
+                let unsynced = self.slots.get(&txn_id).and_then(|s| s.unsynced.clone());
                 self.slots.insert(
                     txn_id,
                     Slot {
                         entry: write.entry,
                         pending,
                         written_by,
+                        unsynced,
                     },
                 );
                 Answer {

@@ -18,7 +18,10 @@
 //!   u32 partition_count { str16 topic | i32 partition }
 //!   u16 tag_count { u16 tag | u32 len | bytes }   (tags ascending)
 //! ```
-//! Known tags: 0 = identity of the policy that wrote the record (UTF-8).
+//! Known tags: 0 = identity of the policy that wrote the record (UTF-8);
+//! 1 = markers appended but perhaps not yet durable ([`UnsyncedMarkers`]):
+//! `i64 producer_id | i16 producer_epoch | u8 commit | u32 count { str16
+//! topic | i32 partition | i64 marker_offset }`.
 //! Decoding never panics: every length is checked against what remains.
 
 use thiserror::Error;
@@ -29,6 +32,67 @@ use crate::policy::{Entry, TopicPartition, TxnState};
 pub const FORMAT_VERSION: u16 = 1;
 /// Tag of the writer's policy identity.
 pub const TAG_WRITTEN_BY: u16 = 0;
+/// Tag of the markers not known to be durable when the record was written.
+pub const TAG_UNSYNCED_MARKERS: u16 = 1;
+
+/// A finished transaction's markers, appended to their partitions but not
+/// known to be durable yet. Every record of the entry carries them until
+/// their fdatasync completes, so the completion (and the next transaction)
+/// need not wait for it: after a crash that lost a marker, the partition's
+/// log ends at or before the marker's offset, and the marker is appended
+/// again at load (`txn::coordinator`, "markers off the critical path").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnsyncedMarkers {
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub commit: bool,
+    /// Each partition with the offset its marker was appended at.
+    pub markers: Vec<(TopicPartition, i64)>,
+}
+
+impl UnsyncedMarkers {
+    fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(16 + self.markers.len() * 24);
+        out.extend_from_slice(&self.producer_id.to_be_bytes());
+        out.extend_from_slice(&self.producer_epoch.to_be_bytes());
+        out.push(u8::from(self.commit));
+        out.extend_from_slice(&(self.markers.len() as u32).to_be_bytes());
+        for (tp, offset) in &self.markers {
+            put_str(&mut out, &tp.topic);
+            out.extend_from_slice(&tp.partition.to_be_bytes());
+            out.extend_from_slice(&offset.to_be_bytes());
+        }
+        out
+    }
+
+    fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
+        let mut r = Reader { buf: bytes, at: 0 };
+        let producer_id = i64::from_be_bytes(r.array()?);
+        let producer_epoch = i16::from_be_bytes(r.array()?);
+        let commit = r.array::<1>()?[0] != 0;
+        let count = u32::from_be_bytes(r.array()?);
+        // Each marker takes at least 14 bytes: bound the count by what remains.
+        if count as usize > MAX_PARTITIONS || count as usize > r.remaining() / 14 {
+            return Err(DecodeError::TooManyPartitions(count));
+        }
+        let mut markers = Vec::with_capacity(count as usize);
+        for _ in 0..count {
+            let topic = r.string()?;
+            let partition = i32::from_be_bytes(r.array()?);
+            let offset = i64::from_be_bytes(r.array()?);
+            markers.push((TopicPartition { topic, partition }, offset));
+        }
+        if r.remaining() != 0 {
+            return Err(DecodeError::Trailing(r.remaining()));
+        }
+        Ok(UnsyncedMarkers {
+            producer_id,
+            producer_epoch,
+            commit,
+            markers,
+        })
+    }
+}
 
 /// Upper bound on partitions in one record, so a corrupt count cannot make
 /// the decoder allocate without bound.
@@ -43,6 +107,8 @@ pub enum StateRecord {
         entry: Entry,
         /// Identity of the policy that made the transition, if known.
         written_by: Option<String>,
+        /// The previous transaction's markers, while not known durable.
+        unsynced_markers: Option<UnsyncedMarkers>,
         /// Tags this build does not understand, kept for re-encoding.
         unknown_tags: Vec<(u16, Vec<u8>)>,
     },
@@ -109,8 +175,20 @@ impl StateRecord {
                 ..entry.clone()
             },
             written_by: written_by.map(str::to_owned),
+            unsynced_markers: None,
             unknown_tags: Vec::new(),
         }
+    }
+
+    /// The same upsert carrying `markers` (see [`UnsyncedMarkers`]).
+    pub fn with_unsynced_markers(mut self, markers: Option<UnsyncedMarkers>) -> Self {
+        if let StateRecord::Upsert {
+            unsynced_markers, ..
+        } = &mut self
+        {
+            *unsynced_markers = markers;
+        }
+        self
     }
 
     /// The transactional.id the record is about.
@@ -133,6 +211,7 @@ impl StateRecord {
             StateRecord::Upsert {
                 entry,
                 written_by,
+                unsynced_markers,
                 unknown_tags,
             } => {
                 out.push(0);
@@ -156,6 +235,10 @@ impl StateRecord {
                     .collect();
                 if let Some(w) = written_by {
                     tags.push((TAG_WRITTEN_BY, w.as_bytes()));
+                }
+                let markers = unsynced_markers.as_ref().map(UnsyncedMarkers::encode);
+                if let Some(m) = &markers {
+                    tags.push((TAG_UNSYNCED_MARKERS, m.as_slice()));
                 }
                 tags.sort_by_key(|(t, _)| *t);
                 out.extend_from_slice(&(tags.len() as u16).to_be_bytes());
@@ -202,6 +285,7 @@ impl StateRecord {
                 }
                 let tag_count = u16::from_be_bytes(r.array()?);
                 let mut written_by = None;
+                let mut unsynced_markers = None;
                 let mut unknown_tags = Vec::new();
                 let mut last_tag = None;
                 for _ in 0..tag_count {
@@ -218,6 +302,8 @@ impl StateRecord {
                             String::from_utf8(bytes.to_vec())
                                 .map_err(|_| DecodeError::BadUtf8(at))?,
                         );
+                    } else if tag == TAG_UNSYNCED_MARKERS {
+                        unsynced_markers = Some(UnsyncedMarkers::decode(bytes)?);
                     } else {
                         unknown_tags.push((tag, bytes.to_vec()));
                     }
@@ -238,6 +324,7 @@ impl StateRecord {
                 StateRecord::Upsert {
                     entry,
                     written_by,
+                    unsynced_markers,
                     unknown_tags,
                 }
             }
@@ -349,11 +436,54 @@ mod tests {
         let rec = StateRecord::Upsert {
             entry: sample(),
             written_by: None,
+            unsynced_markers: None,
             unknown_tags: vec![(7, vec![1, 2, 3])],
         };
         let bytes = rec.encode();
         let back = StateRecord::decode(&bytes).expect("decodes");
         assert_eq!(back.encode(), bytes);
+    }
+
+    fn markers() -> UnsyncedMarkers {
+        UnsyncedMarkers {
+            producer_id: 101,
+            producer_epoch: 4,
+            commit: true,
+            markers: vec![
+                (
+                    TopicPartition {
+                        topic: "t0".into(),
+                        partition: 3,
+                    },
+                    77,
+                ),
+                (
+                    TopicPartition {
+                        topic: "t1".into(),
+                        partition: 0,
+                    },
+                    5,
+                ),
+            ],
+        }
+    }
+
+    #[test]
+    fn unsynced_markers_round_trip_beside_the_writer_and_unknown_tags() {
+        let rec = StateRecord::Upsert {
+            entry: Entry {
+                has_failed_epoch_fence: false, // in memory only
+                ..sample()
+            },
+            written_by: Some("apache37@2.0.0".into()),
+            unsynced_markers: Some(markers()),
+            unknown_tags: vec![(9, vec![4])],
+        };
+        let bytes = rec.encode();
+        assert_eq!(StateRecord::decode(&bytes), Ok(rec));
+        for cut in 0..bytes.len() {
+            assert!(StateRecord::decode(&bytes[..cut]).is_err(), "cut at {cut}");
+        }
     }
 
     #[test]

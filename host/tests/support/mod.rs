@@ -154,6 +154,17 @@ impl Process {
     }
 }
 
+/// A test that panics must not leave its broker running (it would hold the
+/// test binary's output open and outlive the run).
+impl Drop for Process {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
 /// The library client with test-friendly (panicking) methods.
 pub struct Client(kaas::conformance::client::Client);
 
