@@ -1,7 +1,7 @@
 //! Transaction throughput and InitProducerId latency over the wire, next to
 //! the fdatasync latency of the same disk measured in the same run.
 //!
-//! Run: `cargo run --release -p kaas --example txn_bench -- [--seconds N] [--data-dir DIR] [--fsync never] [--only CASE]`
+//! Run: `cargo run --release -p kaas --example txn_bench -- [--seconds N] [--data-dir DIR] [--fsync never] [--only CASE] [--fsync-extra-us N]`
 //!
 //! A transaction as a client sees it: AddPartitionsToTxn (durable state
 //! record), Produce (durable data), EndTxn (durable PrepareCommit) — k = 3
@@ -62,6 +62,7 @@ fn fdatasync_ms(dir: &std::path::Path, in_place: bool) -> anyhow::Result<f64> {
         f.write_all(&block)?;
         let t = Instant::now();
         f.sync_data()?;
+        kaas::log::sync::slow_disk::pause();
         lat.push(t.elapsed().as_secs_f64() * 1e3);
     }
     std::fs::remove_file(&path)?;
@@ -172,6 +173,12 @@ async fn main() -> anyhow::Result<()> {
     });
     std::fs::create_dir_all(&base)?;
     let dir = tempfile::tempdir_in(&base)?;
+    // `--fsync-extra-us N`: simulate a slower disk (every fdatasync, the
+    // references' included, takes N µs longer).
+    if let Some(us) = arg("--fsync-extra-us").and_then(|v| v.parse().ok()) {
+        kaas::log::sync::slow_disk::set(Duration::from_micros(us));
+        println!("simulated disk: every fdatasync takes {us} µs longer");
+    }
     // Interleaved so a burst of disk noise hits both references.
     let (mut grow, mut in_place) = (Vec::new(), Vec::new());
     for _ in 0..3 {

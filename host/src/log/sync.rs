@@ -160,6 +160,8 @@ impl GroupCommit {
     fn timed_sync(&self, f: &File) -> io::Result<()> {
         let t = Instant::now();
         let r = f.sync_data();
+        #[cfg(feature = "fault-injection")]
+        slow_disk::pause();
         self.stats.syncs.fetch_add(1, Ordering::Relaxed);
         self.stats
             .sync_nanos
@@ -188,6 +190,31 @@ impl GroupCommit {
                 }
             })
             .await;
+        }
+    }
+}
+
+/// A slower disk, simulated for benchmarks (test builds only): every
+/// fdatasync of the broker takes this much longer. `txn_bench
+/// --fsync-extra-us` uses it to show where a transaction's time goes on a
+/// disk whose flush dominates everything else.
+#[cfg(feature = "fault-injection")]
+pub mod slow_disk {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::time::Duration;
+
+    static EXTRA_US: AtomicU64 = AtomicU64::new(0);
+
+    /// Adds `extra` to every later fdatasync.
+    pub fn set(extra: Duration) {
+        EXTRA_US.store(extra.as_micros() as u64, Ordering::Relaxed);
+    }
+
+    /// Called after each fdatasync.
+    pub fn pause() {
+        let us = EXTRA_US.load(Ordering::Relaxed);
+        if us > 0 {
+            std::thread::sleep(Duration::from_micros(us));
         }
     }
 }
