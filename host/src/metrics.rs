@@ -70,28 +70,12 @@ impl Metrics {
             "# TYPE kaas_connections_total counter\nkaas_connections_total {}",
             self.connections.load(Ordering::Relaxed)
         );
-        let st = broker.logs.group_commit().stats();
-        let _ = writeln!(
-            out,
-            "# TYPE kaas_fsync_total counter\nkaas_fsync_total {}",
-            st.syncs.load(Ordering::Relaxed)
-        );
-        let _ = writeln!(
-            out,
-            "# TYPE kaas_fsync_seconds_sum counter\nkaas_fsync_seconds_sum {:.9}",
-            st.sync_nanos.load(Ordering::Relaxed) as f64 / 1e9
-        );
+        fsync_counters(&mut out, "kaas_fsync", broker.logs.group_commit().stats());
         // The transaction state log has its own flusher.
-        let st = broker.txn.store().sync_stats();
-        let _ = writeln!(
-            out,
-            "# TYPE kaas_txn_state_fsync_total counter\nkaas_txn_state_fsync_total {}",
-            st.syncs.load(Ordering::Relaxed)
-        );
-        let _ = writeln!(
-            out,
-            "# TYPE kaas_txn_state_fsync_seconds_sum counter\nkaas_txn_state_fsync_seconds_sum {:.9}",
-            st.sync_nanos.load(Ordering::Relaxed) as f64 / 1e9
+        fsync_counters(
+            &mut out,
+            "kaas_txn_state_fsync",
+            broker.txn.store().sync_stats(),
         );
         let _ = writeln!(
             out,
@@ -151,4 +135,18 @@ fn escape(v: &str) -> String {
     v.replace('\\', "\\\\")
         .replace('"', "\\\"")
         .replace('\n', "\\n")
+}
+
+/// `<name>_total` and `<name>_seconds_sum` of one flusher.
+fn fsync_counters(out: &mut String, name: &str, st: &crate::log::sync::SyncStats) {
+    let _ = writeln!(
+        out,
+        "# TYPE {name}_total counter\n{name}_total {}",
+        st.syncs.load(Ordering::Relaxed)
+    );
+    let _ = writeln!(
+        out,
+        "# TYPE {name}_seconds_sum counter\n{name}_seconds_sum {:.9}",
+        st.sync_nanos.load(Ordering::Relaxed) as f64 / 1e9
+    );
 }

@@ -111,16 +111,20 @@ pub fn is_zero(file: &File, from: u64, to: u64) -> io::Result<bool> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn an_append_reaching_the_end_zero_fills_one_chunk_ahead() {
-        let dir = tempfile::tempdir().expect("tmp");
-        let file = std::fs::OpenOptions::new()
+    fn scratch(dir: &std::path::Path) -> File {
+        std::fs::OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .truncate(true)
-            .open(dir.path().join("f"))
-            .expect("open");
+            .open(dir.join("f"))
+            .expect("open")
+    }
+
+    #[test]
+    fn an_append_reaching_the_end_zero_fills_one_chunk_ahead() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let file = scratch(dir.path());
         let mut tail = ZeroTail::new(0, 4096);
         file.write_all_at(b"abc", 0).expect("write");
         tail.after_write(&file, 3, 3).expect("extend");
@@ -139,13 +143,7 @@ mod tests {
     #[test]
     fn a_large_append_grows_the_file_without_zeros() {
         let dir = tempfile::tempdir().expect("tmp");
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(dir.path().join("f"))
-            .expect("open");
+        let file = scratch(dir.path());
         let mut tail = ZeroTail::new(0, 4096);
         let big = vec![1u8; SMALL_APPEND as usize];
         file.write_all_at(&big, 0).expect("write");
