@@ -102,5 +102,16 @@ async fn transactions_are_visible_to_admin_apis_and_metrics_name_their_policy() 
         line.contains("state=\"Ongoing\"") && line.contains("policy=\"apache37@"),
         "{line}"
     );
+    // The state log's own flusher is counted apart from the data logs'.
+    let state_syncs: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("kaas_txn_state_fsync_total "))
+        .expect("state log fsync counter")
+        .parse()
+        .expect("a count");
+    assert!(
+        state_syncs >= 2,
+        "InitProducerId and AddPartitions synced the state log: {state_syncs}"
+    );
     b.stop().await;
 }
