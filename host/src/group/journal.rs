@@ -5,10 +5,13 @@
 //! cache write); the caller makes them durable through the log's
 //! [`GroupCommit`](crate::log::GroupCommit), so concurrent commits share
 //! one fdatasync. [`Live`] is what replaying the file yields, kept up to
-//! date on every append; it is what a compaction writes out.
+//! date on every append; it is what a compaction writes out. The file keeps
+//! a zero-filled tail ahead of its end ([`crate::log::zero_tail`]) so a
+//! commit's fdatasync does not also write the inode.
 //!
 //! Opening replays the file. A torn or corrupt frame ends the journal: the
-//! file is truncated there (a crash mid-append leaves exactly that). A frame
+//! file is truncated there (a crash mid-append leaves exactly that; zeros
+//! after the last frame are the tail, cut quietly). A frame
 //! of an unknown kind refuses the open instead, so a newer format is never
 //! truncated away.
 //!
@@ -28,7 +31,10 @@ use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use std::os::unix::fs::FileExt;
+
 use super::record::{Committed, FrameError, GroupMeta, MAGIC, Record};
+use crate::log::zero_tail::{CHUNK, ZeroTail};
 
 /// Journal file name inside the coordinator's directory.
 pub const FILE: &str = "offsets.log";
@@ -297,6 +303,8 @@ pub struct Journal {
     dir: PathBuf,
     file: Arc<File>,
     len: u64,
+    /// Zeros kept ahead of `len`.
+    tail: ZeroTail,
     next_seq: u64,
     live: Live,
     /// Frames appended since a compaction began (None when none runs).
@@ -316,11 +324,14 @@ pub struct Opened {
     pub records: u64,
 }
 
-fn open_append(path: &Path) -> io::Result<File> {
+/// Opened for positional writes (not O_APPEND: appends go to the logical
+/// end, before the zero-filled tail).
+fn open_rw(path: &Path) -> io::Result<File> {
     OpenOptions::new()
         .read(true)
-        .append(true)
+        .write(true)
         .create(true)
+        .truncate(false)
         .open(path)
 }
 
@@ -334,7 +345,7 @@ impl Journal {
         fs::create_dir_all(dir)?;
         let _ = fs::remove_file(dir.join(TMP));
         let path = dir.join(FILE);
-        let mut file = open_append(&path)?;
+        let mut file = open_rw(&path)?;
         let mut bytes = Vec::new();
         file.read_to_end(&mut bytes)?;
         let mut live = Live::default();
@@ -351,7 +362,7 @@ impl Journal {
                 ));
             }
             file.set_len(0)?;
-            file.write_all(MAGIC)?;
+            file.write_all_at(MAGIC, 0)?;
             file.sync_data()?;
             sync_dir(dir)?;
             valid_end = MAGIC.len();
@@ -383,14 +394,18 @@ impl Journal {
                         at += n;
                     }
                     Err(FrameError::Torn(why)) => {
-                        truncated = (bytes.len() - at) as u64;
-                        tracing::warn!(
-                            file = %path.display(),
-                            at,
-                            dropped = truncated,
-                            reason = %why,
-                            "offsets journal: truncating a torn tail"
-                        );
+                        if bytes[at..].iter().all(|&b| b == 0) {
+                            tracing::debug!(file = %path.display(), at, "offsets journal: cutting the zero-filled tail");
+                        } else {
+                            truncated = (bytes.len() - at) as u64;
+                            tracing::warn!(
+                                file = %path.display(),
+                                at,
+                                dropped = truncated,
+                                reason = %why,
+                                "offsets journal: truncating a torn tail"
+                            );
+                        }
                         file.set_len(at as u64)?;
                         file.sync_data()?;
                         break;
@@ -410,6 +425,7 @@ impl Journal {
                 dir: dir.to_path_buf(),
                 file: Arc::new(file),
                 len: valid_end as u64,
+                tail: ZeroTail::new(valid_end as u64, CHUNK),
                 next_seq,
                 live,
                 aside: None,
@@ -446,14 +462,20 @@ impl Journal {
         for r in records {
             r.encode_into(&mut buf);
         }
-        if let Err(e) = (&*self.file).write_all(&buf) {
+        if let Err(e) = self.file.write_all_at(&buf, self.len) {
             // Undo a partial write so later frames follow a valid one.
-            if let Err(e2) = self.file.set_len(self.len) {
+            if let Err(e2) = self.tail.trim(&self.file, self.len) {
                 self.broken = Some(format!("{e}; truncating back failed: {e2}"));
             }
             return Err(e);
         }
         self.len += buf.len() as u64;
+        if let Err(e) = self
+            .tail
+            .after_write(&self.file, self.len, buf.len() as u64)
+        {
+            tracing::warn!(error = %e, "zero-filling ahead of the offsets journal's end failed");
+        }
         if let Some(aside) = &mut self.aside {
             aside.extend_from_slice(&buf);
         }
@@ -492,13 +514,14 @@ impl Journal {
             drop(tmp);
             fs::rename(&c.tmp, self.dir.join(FILE))?;
             sync_dir(&self.dir)?;
-            open_append(&self.dir.join(FILE))
+            open_rw(&self.dir.join(FILE))
         })();
         match result {
             Ok(file) => {
                 let before = self.len;
                 self.file = Arc::new(file);
                 self.len = (c.snapshot.len() + aside.len()) as u64;
+                self.tail = ZeroTail::new(self.len, CHUNK);
                 tracing::info!(before, after = self.len, "offsets journal compacted");
                 Ok(())
             }
@@ -578,21 +601,44 @@ mod tests {
     }
 
     #[test]
-    fn a_torn_tail_is_truncated_and_appends_continue_after_it() {
+    fn the_zero_filled_tail_is_cut_quietly_and_every_frame_kept() {
         let dir = tempfile::tempdir().expect("tmp");
-        {
+        let good = {
             let mut j = Journal::open(dir.path(), u64::MAX).expect("open").journal;
             j.append(&[commit("g", "t", 0, 1)]).expect("append");
-        }
+            j.append(&[commit("g", "t", 1, 7)]).expect("append");
+            j.len()
+        };
         let path = dir.path().join(FILE);
-        let good = fs::metadata(&path).expect("meta").len();
+        assert!(fs::metadata(&path).expect("meta").len() > good);
+        let o = Journal::open(dir.path(), u64::MAX).expect("reopen");
+        assert_eq!((o.records, o.truncated), (2, 0), "zeros are no torn tail");
+        assert_eq!(fs::metadata(&path).expect("meta").len(), good);
+        assert_eq!(offset_of(o.journal.live(), "g", "t", 1), Some(7));
+    }
+
+    #[test]
+    fn a_torn_tail_is_truncated_and_appends_continue_after_it() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let good = {
+            let mut j = Journal::open(dir.path(), u64::MAX).expect("open").journal;
+            j.append(&[commit("g", "t", 0, 1)]).expect("append");
+            j.len()
+        };
+        let path = dir.path().join(FILE);
+        assert!(
+            fs::metadata(&path).expect("meta").len() > good,
+            "zeros follow the last frame"
+        );
+        // A crash mid-append: part of a frame over the zeros.
         let torn = commit("g", "t", 0, 2).encode();
-        let mut f = OpenOptions::new().append(true).open(&path).expect("open");
-        f.write_all(&torn[..torn.len() - 3]).expect("write");
+        let f = OpenOptions::new().write(true).open(&path).expect("open");
+        f.write_all_at(&torn[..torn.len() - 3], good)
+            .expect("write");
         drop(f);
         {
             let o = Journal::open(dir.path(), u64::MAX).expect("reopen");
-            assert_eq!(o.truncated, torn.len() as u64 - 3);
+            assert!(o.truncated >= torn.len() as u64 - 3, "{}", o.truncated);
             assert_eq!(fs::metadata(&path).expect("meta").len(), good);
             let mut j = o.journal;
             j.append(&[commit("g", "t", 0, 3)]).expect("append");
