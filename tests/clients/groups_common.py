@@ -152,11 +152,45 @@ def check_takeover(produced, first, second, first_commits):
 
 
 def poll_until(consumers, condition, what, timeout=GROUP_TIMEOUT):
+    """Polls every consumer from its own thread until `condition()` holds.
+
+    One thread per member, as real applications run them: a client may wait
+    inside poll() for a rebalance that needs the group's other members to
+    rejoin, and polling them all from one thread then starves the others
+    until the rebalance timeout (seen with kafka-python: a member blocked in
+    its JoinGroup while the member it waited for was never polled). Each
+    consumer is only ever used by one thread at a time: the pollers are
+    joined before this returns."""
     deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out after {timeout} s waiting for {what}"
-        for c in consumers:
-            c.poll()
+    stop = threading.Event()
+    progress = threading.Condition()
+    errors = []
+
+    def run(c):
+        try:
+            while not stop.is_set():
+                c.poll()
+                with progress:
+                    progress.notify_all()
+        except Exception as e:  # reported by the waiting thread
+            with progress:
+                errors.append(e)
+                progress.notify_all()
+
+    threads = [threading.Thread(target=run, args=(c,), daemon=True) for c in consumers]
+    for t in threads:
+        t.start()
+    try:
+        with progress:
+            done = progress.wait_for(lambda: errors or condition(),
+                                     timeout=max(0.0, deadline - time.monotonic()))
+        assert not errors, f"a consumer failed while polling for {what}: {errors[0]!r}"
+        assert done, f"timed out after {timeout} s waiting for {what}"
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(timeout=60)
+        assert not any(t.is_alive() for t in threads), "a consumer's poll never returned"
 
 
 def split(a, b):
