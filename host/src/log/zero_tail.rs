@@ -53,6 +53,7 @@ impl ZeroTail {
     }
 
     /// The file's length as far as this tail knows.
+    #[cfg(test)]
     pub fn allocated(&self) -> u64 {
         self.allocated
     }

@@ -89,8 +89,6 @@ pub struct Coordinator {
     store: TxnStore,
     /// Marker jobs found Prepare* at load, to finish once the broker runs.
     recovered: Mutex<Vec<MarkerJob>>,
-    /// Markers found not known durable at load, to check once the broker runs.
-    unsynced_at_load: Mutex<Vec<(String, UnsyncedMarkers)>>,
     /// Woken whenever a transaction's completion is durable.
     completed: tokio::sync::Notify,
     /// Woken whenever a transaction's markers become durable.
@@ -116,12 +114,10 @@ impl Coordinator {
         expiration_ms: i64,
     ) -> Self {
         let jobs = machine.load(records);
-        let unsynced = machine.unsynced_markers();
         Coordinator {
             machine: Mutex::new(machine),
             store,
             recovered: Mutex::new(jobs),
-            unsynced_at_load: Mutex::new(unsynced),
             completed: tokio::sync::Notify::new(),
             synced: tokio::sync::Notify::new(),
             expiration_ms: expiration_ms.max(0),
@@ -143,12 +139,8 @@ impl Coordinator {
     /// Prepare*. The repairs come first: a Prepare* transaction's markers
     /// go after the previous transaction's in the same partitions.
     pub fn resume(&self, broker: &Arc<Broker>) {
-        let unsynced = std::mem::take(
-            &mut *self
-                .unsynced_at_load
-                .lock()
-                .unwrap_or_else(|p| p.into_inner()),
-        );
+        // Whatever a loaded record names as unsynced may have been lost.
+        let unsynced = self.machine().unsynced_markers();
         let jobs = std::mem::take(&mut *self.recovered.lock().unwrap_or_else(|p| p.into_inner()));
         // Appended here, before the broker answers anyone, so no new batch
         // can land where a lost marker belongs.
@@ -162,10 +154,7 @@ impl Coordinator {
         let broker = broker.clone();
         tokio::spawn(async move {
             for (txn_id, markers, (files, written)) in repaired {
-                let synced = broker.logs.group_commit().sync_all(files).await;
-                markers_durable(&broker, synced, written);
-                broker.txn.machine().markers_synced(&txn_id, &markers);
-                broker.txn.synced.notify_waiters();
+                sync_unsynced(&broker, &txn_id, &markers, files, written).await;
             }
             for job in jobs {
                 tracing::info!(txn = %job.transactional_id, commit = job.commit, "finishing markers found at load");
@@ -565,15 +554,31 @@ fn write_markers(broker: Arc<Broker>, job: MarkerJob) -> Pin<Box<dyn Future<Outp
             tracing::error!(txn = %job.transactional_id, code = a.reply.error_code, "completing the transaction failed");
         }
         if let Some(markers) = unsynced {
-            let synced = broker.logs.group_commit().sync_all(later_files).await;
-            markers_durable(&broker, synced, later_written);
-            broker
-                .txn
-                .machine()
-                .markers_synced(&job.transactional_id, &markers);
-            broker.txn.synced.notify_waiters();
+            sync_unsynced(
+                &broker,
+                &job.transactional_id,
+                &markers,
+                later_files,
+                later_written,
+            )
+            .await;
         }
     })
+}
+
+/// Makes `markers` (appended to `files`) durable, lets consumers read up to
+/// them, and stops naming them in the entry's records.
+async fn sync_unsynced(
+    broker: &Arc<Broker>,
+    txn_id: &str,
+    markers: &UnsyncedMarkers,
+    files: Vec<Arc<std::fs::File>>,
+    written: Vec<(Arc<crate::log::Partition>, i64)>,
+) {
+    let synced = broker.logs.group_commit().sync_all(files).await;
+    markers_durable(broker, synced, written);
+    broker.txn.machine().markers_synced(txn_id, markers);
+    broker.txn.synced.notify_waiters();
 }
 
 /// After the markers' fdatasync: consumers may read up to them.

@@ -515,7 +515,8 @@ impl TxnMachine {
                 let pending = markers.clone().map(Pending::Markers);
                 let written_by = Some(self.policy.identity().to_string());
                 // Still unsynced unless their flush finished meanwhile.
-                let unsynced = self.slots.get(&txn_id).and_then(|s| s.unsynced.clone());
+                // (moved: the slot is replaced just below).
+                let unsynced = self.slots.get_mut(&txn_id).and_then(|s| s.unsynced.take());
                 self.slots.insert(
                     txn_id,
                     Slot {
