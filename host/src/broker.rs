@@ -42,6 +42,9 @@ pub struct BrokerConfig {
     /// transactional.id.expiration.ms: idle transactional ids are removed
     /// after this long (spec §2.7).
     pub transactional_id_expiration_ms: i64,
+    /// A write-ahead log file holding data this old is checkpointed
+    /// (`--fsync always`; see log::wal).
+    pub wal_checkpoint_interval: std::time::Duration,
 }
 
 impl BrokerConfig {
@@ -60,6 +63,7 @@ impl BrokerConfig {
             log: LogConfig::default(),
             groups: crate::group::GroupConfig::default(),
             transactional_id_expiration_ms: crate::txn::coordinator::DEFAULT_EXPIRATION_MS,
+            wal_checkpoint_interval: WAL_CHECKPOINT_AGE,
         }
     }
 }
@@ -134,4 +138,42 @@ pub fn open(
 pub fn spawn_tasks(broker: &Arc<Broker>, reaper_every: std::time::Duration) {
     broker.txn.resume(broker);
     tokio::spawn(Coordinator::run_reaper(broker.clone(), reaper_every));
+    if broker.logs.wal().is_some() {
+        tokio::spawn(run_wal_checkpoints(broker.clone()));
+    }
+}
+
+/// A write-ahead log file is checkpointed once it holds this much.
+const WAL_CHECKPOINT_BYTES: u64 = 64 << 20;
+/// ... or once its first frame is this old (the default of
+/// `wal_checkpoint_interval`), which bounds what a restart replays and how
+/// long old files stay.
+pub const WAL_CHECKPOINT_AGE: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Runs write-ahead log checkpoints when they are due. A failed checkpoint
+/// keeps the old files (they are replayed at the next start) and is tried
+/// again at the next tick.
+async fn run_wal_checkpoints(broker: Arc<Broker>) {
+    let max_age = broker.config.wal_checkpoint_interval;
+    let every = (max_age / 4).clamp(
+        std::time::Duration::from_millis(10),
+        std::time::Duration::from_millis(250),
+    );
+    let mut tick = tokio::time::interval(every);
+    loop {
+        tick.tick().await;
+        let Some(wal) = broker.logs.wal() else {
+            return;
+        };
+        let (bytes, age) = wal.pending();
+        if bytes < WAL_CHECKPOINT_BYTES && age.is_none_or(|a| a < max_age) {
+            continue;
+        }
+        let b = broker.clone();
+        match tokio::task::spawn_blocking(move || b.logs.checkpoint_wal()).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => tracing::error!(error = %e, "write-ahead log checkpoint failed"),
+            Err(e) => tracing::error!(error = %e, "write-ahead log checkpoint task failed"),
+        }
+    }
 }

@@ -95,6 +95,11 @@ struct BrokerArgs {
     /// transaction and no change for this long is removed.
     #[arg(long, default_value_t = 604_800_000)]
     transactional_id_expiration_ms: i64,
+    /// With --fsync always: the shared write-ahead log is checkpointed
+    /// (segments synced, old files deleted) once its data is this old, or
+    /// at 64 MiB.
+    #[arg(long, default_value_t = 10_000)]
+    wal_checkpoint_interval_ms: u64,
     /// group.initial.rebalance.delay.ms: how long a new group waits for more
     /// members before its first rebalance.
     #[arg(long, default_value_t = 3_000)]
@@ -265,6 +270,8 @@ async fn broker(args: BrokerArgs) -> anyhow::Result<()> {
     config.max_request_bytes = args.max_request_bytes;
     config.max_connections = args.max_connections;
     config.transactional_id_expiration_ms = args.transactional_id_expiration_ms;
+    config.wal_checkpoint_interval =
+        std::time::Duration::from_millis(args.wal_checkpoint_interval_ms.max(1));
     config.groups.initial_rebalance_delay =
         std::time::Duration::from_millis(args.group_initial_rebalance_delay_ms);
     config.groups.min_session_timeout =

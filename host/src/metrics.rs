@@ -77,6 +77,18 @@ impl Metrics {
             "kaas_txn_state_fsync",
             broker.txn.store().sync_stats(),
         );
+        if let Some(wal) = broker.logs.wal() {
+            let _ = writeln!(
+                out,
+                "# TYPE kaas_wal_checkpoints_total counter\nkaas_wal_checkpoints_total {}",
+                wal.checkpoints()
+            );
+            let _ = writeln!(
+                out,
+                "# TYPE kaas_wal_pending_bytes gauge\nkaas_wal_pending_bytes {}",
+                wal.pending().0
+            );
+        }
         let _ = writeln!(
             out,
             "# HELP kaas_txn_entry_epoch Producer epoch per transactional.id, labelled with its state and the policy that made its last transition."

@@ -5,13 +5,17 @@
 //! (`__topics/<topic>.json`: partition count, topic id, configs). It opens
 //! everything at start (recovering partitions that were not closed
 //! cleanly, in parallel), creates and deletes topics, and closes cleanly.
-//! It knows nothing of coordinators or framing.
+//! With `--fsync always` it also owns the shared write-ahead log
+//! (`__wal/`, see [`wal`]): it hands the log to every partition, replays it
+//! into the partitions at open, and runs its checkpoints. It knows nothing
+//! of coordinators or framing.
 
 pub mod batch;
 pub mod partition;
 pub mod producer;
 pub mod segment;
 pub mod sync;
+pub mod wal;
 pub mod zero_tail;
 
 use std::collections::BTreeMap;
@@ -123,6 +127,8 @@ pub struct LogManager {
     defaults: LogConfig,
     group_commit: Arc<GroupCommit>,
     topics: RwLock<BTreeMap<String, Arc<Topic>>>,
+    /// The shared write-ahead log (`--fsync always` only).
+    wal: Option<Arc<wal::Wal>>,
 }
 
 impl LogManager {
@@ -147,6 +153,10 @@ impl LogManager {
             }
         }
         let immediate = group_commit.mode() != FsyncMode::Always;
+        // Whatever the fsync mode now, batches a crash left only in the
+        // write-ahead log go back into their partitions.
+        let wal_dir = root.join(wal::DIR);
+        let recovered = wal::recover(&wal_dir)?;
         let jobs: Vec<(usize, i32)> = metas
             .iter()
             .enumerate()
@@ -161,12 +171,27 @@ impl LogManager {
             } else {
                 Partition::create(root, &m.name, p, config, immediate)?
             };
+            if let Some(batches) = recovered.batches.get(&(parse_id(&m.id), p)) {
+                part.recover_from_wal(batches)?;
+            }
             Ok((t, part))
         });
+        let wal = if immediate {
+            None
+        } else {
+            Some(wal::Wal::create(&wal_dir, recovered.next_seq, Vec::new())?)
+        };
         let mut parts: Vec<Vec<Arc<Partition>>> = metas.iter().map(|_| Vec::new()).collect();
         for r in opened {
-            let (t, p) = r?;
+            let (t, mut p) = r?;
+            if let Some(w) = &wal {
+                p = p.with_wal(w.clone(), parse_id(&metas[t].id));
+            }
             parts[t].push(Arc::new(p));
+        }
+        // Every partition synced what it took back: the old files are done.
+        for f in &recovered.files {
+            fs::remove_file(f)?;
         }
         let mut topics = BTreeMap::new();
         for (m, mut ps) in metas.into_iter().zip(parts) {
@@ -189,7 +214,33 @@ impl LogManager {
             defaults,
             group_commit,
             topics: RwLock::new(topics),
+            wal,
         })
+    }
+
+    /// The shared write-ahead log, if appends use one.
+    pub fn wal(&self) -> Option<&Arc<wal::Wal>> {
+        self.wal.as_ref()
+    }
+
+    /// A write-ahead log checkpoint: rotates to a new file, syncs every
+    /// segment that relied on the old ones, then deletes them. Returns
+    /// whether there was a log to checkpoint.
+    pub fn checkpoint_wal(&self) -> io::Result<bool> {
+        let Some(wal) = &self.wal else {
+            return Ok(false);
+        };
+        let _one = wal.checkpoint_guard();
+        let retired = wal.rotate()?;
+        // Listed after the rotation: a topic created later writes only to
+        // the new file.
+        for t in self.topics() {
+            for p in &t.partitions {
+                p.checkpoint()?;
+            }
+        }
+        wal.delete_retired(&retired)?;
+        Ok(true)
     }
 
     pub fn group_commit(&self) -> &Arc<GroupCommit> {
@@ -257,13 +308,11 @@ impl LogManager {
             let immediate = self.group_commit.mode() != FsyncMode::Always;
             let mut ps = Vec::with_capacity(partitions as usize);
             for p in 0..partitions {
-                ps.push(Arc::new(Partition::create(
-                    &self.root,
-                    name,
-                    p,
-                    config.clone(),
-                    immediate,
-                )?));
+                let mut part = Partition::create(&self.root, name, p, config.clone(), immediate)?;
+                if let Some(w) = &self.wal {
+                    part = part.with_wal(w.clone(), id);
+                }
+                ps.push(Arc::new(part));
             }
             let meta = TopicMeta {
                 name: name.into(),
@@ -322,12 +371,16 @@ impl LogManager {
         n
     }
 
-    /// Clean shutdown of every partition.
+    /// Clean shutdown of every partition (then the write-ahead log, which
+    /// nothing needs once every segment is synced).
     pub fn close(&self) -> io::Result<()> {
         for t in self.topics() {
             for p in &t.partitions {
                 p.close()?;
             }
+        }
+        if let Some(w) = &self.wal {
+            w.close()?;
         }
         Ok(())
     }
@@ -370,4 +423,219 @@ fn parse_id(s: &str) -> [u8; 16] {
         id.copy_from_slice(&b);
     }
     id
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::log::batch::{self, data_batch};
+
+    fn open(dir: &Path) -> LogManager {
+        LogManager::open(
+            dir,
+            LogConfig::default(),
+            GroupCommit::new(FsyncMode::Always),
+        )
+        .expect("open")
+    }
+
+    fn segment(dir: &Path, topic: &str, p: i32) -> PathBuf {
+        dir.join(Partition::dir_name(topic, p))
+            .join(format!("{:020}.log", 0))
+    }
+
+    /// A power cut's effect on a segment whose pages were never written
+    /// back: it ends where its last fdatasync left it.
+    fn lose_segment_pages_after(path: &Path, kept: u64) {
+        fs::OpenOptions::new()
+            .write(true)
+            .open(path)
+            .expect("open segment")
+            .set_len(kept)
+            .expect("truncate");
+    }
+
+    fn small(value: &[u8], producer: Option<(i64, i16, i32)>, txn: bool) -> Vec<u8> {
+        data_batch(&[(None, value)], 1, producer, txn)
+    }
+
+    fn durable_file(p: &Partition, bytes: Vec<u8>) -> Arc<fs::File> {
+        p.append(bytes)
+            .expect("append")
+            .file
+            .expect("a file to sync")
+    }
+
+    fn wal_files(dir: &Path) -> usize {
+        fs::read_dir(dir.join(wal::DIR)).expect("wal dir").count()
+    }
+
+    #[test]
+    fn small_appends_to_every_partition_share_one_file_to_sync() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let logs = open(dir.path());
+        let t = logs
+            .create_topic("t", 3, BTreeMap::new(), false)
+            .expect("create");
+        let files: Vec<_> = t
+            .partitions
+            .iter()
+            .map(|p| durable_file(p, small(b"v", None, false)))
+            .collect();
+        assert!(files.windows(2).all(|w| Arc::ptr_eq(&w[0], &w[1])));
+    }
+
+    #[test]
+    fn batches_a_crash_took_from_the_segments_come_back_from_the_write_ahead_log() {
+        let dir = tempfile::tempdir().expect("tmp");
+        {
+            let logs = open(dir.path());
+            let t = logs
+                .create_topic("t", 2, BTreeMap::new(), false)
+                .expect("create");
+            for seq in 0..3 {
+                durable_file(
+                    &t.partitions[0],
+                    small(format!("v{seq}").as_bytes(), Some((7, 0, seq)), false),
+                );
+            }
+            durable_file(&t.partitions[1], small(b"aborted", Some((9, 0, 0)), true));
+            t.partitions[1]
+                .append_marker(9, 0, false, 0, 2)
+                .expect("abort marker");
+            // Dropped without a clean close: the process died.
+        }
+        for p in 0..2 {
+            lose_segment_pages_after(&segment(dir.path(), "t", p), 0);
+        }
+        let logs = open(dir.path());
+        let p0 = logs.partition("t", 0).expect("t-0");
+        assert_eq!((p0.log_end_offset(), p0.high_watermark()), (3, 3));
+        let retry = p0
+            .append(small(b"v2", Some((7, 0, 2)), false))
+            .expect("retry");
+        assert!(
+            retry.duplicate,
+            "the producer's sequence state came back too"
+        );
+        let p1 = logs.partition("t", 1).expect("t-1");
+        let r = p1.read(0, 1 << 20, true).expect("read_committed");
+        assert_eq!(
+            r.aborted,
+            vec![partition::AbortedTxn {
+                producer_id: 9,
+                first_offset: 0,
+                last_offset: 1
+            }]
+        );
+        assert_eq!(r.last_stable_offset, 2, "the marker closed the transaction");
+        assert_eq!(wal_files(dir.path()), 1, "the replayed file is deleted");
+    }
+
+    #[test]
+    fn after_a_checkpoint_only_later_batches_are_replayed() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let kept;
+        {
+            let logs = open(dir.path());
+            let t = logs
+                .create_topic("t", 1, BTreeMap::new(), false)
+                .expect("create");
+            let p = &t.partitions[0];
+            let before = durable_file(p, small(b"a", None, false));
+            assert!(logs.checkpoint_wal().expect("checkpoint"));
+            assert_eq!(wal_files(dir.path()), 1, "the old file is deleted");
+            kept = fs::metadata(segment(dir.path(), "t", 0))
+                .expect("meta")
+                .len();
+            let after = durable_file(p, small(b"b", None, false));
+            assert!(
+                !Arc::ptr_eq(&before, &after),
+                "a new file after the checkpoint"
+            );
+        }
+        // The checkpoint synced "a" (and the zeros after it); "b" is lost
+        // from the segment.
+        let seg = segment(dir.path(), "t", 0);
+        let bytes = fs::read(&seg).expect("read");
+        let a_len = batch::parse_header(&bytes).expect("batch a").size as u64;
+        assert!(a_len < kept);
+        lose_segment_pages_after(&seg, a_len);
+        let logs = open(dir.path());
+        let p = logs.partition("t", 0).expect("t-0");
+        assert_eq!(p.log_end_offset(), 2);
+        let records = p.read(0, 1 << 20, false).expect("read").records;
+        let first = batch::parse_header(&records).expect("first");
+        let second = batch::parse_header(&records[first.size..]).expect("second");
+        assert_eq!((first.base_offset, second.base_offset), (0, 1));
+    }
+
+    #[test]
+    fn a_large_append_keeps_its_partition_off_the_write_ahead_log_until_a_checkpoint() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let logs = open(dir.path());
+        let t = logs
+            .create_topic("t", 2, BTreeMap::new(), false)
+            .expect("create");
+        let (p0, p1) = (&t.partitions[0], &t.partitions[1]);
+        let wal_file = durable_file(p0, small(b"small", None, false));
+        let big = vec![7u8; wal::MAX_FRAMED_BATCH + 1];
+        let large = durable_file(p0, small(&big, None, false));
+        assert!(
+            !Arc::ptr_eq(&large, &wal_file),
+            "a large batch syncs its segment"
+        );
+        let next = durable_file(p0, small(b"small again", None, false));
+        assert!(Arc::ptr_eq(&next, &large), "so does everything after it");
+        assert!(Arc::ptr_eq(
+            &durable_file(p1, small(b"other", None, false)),
+            &wal_file
+        ));
+        logs.checkpoint_wal().expect("checkpoint");
+        let back = durable_file(p0, small(b"after the checkpoint", None, false));
+        assert!(!Arc::ptr_eq(&back, &large));
+        assert!(Arc::ptr_eq(
+            &back,
+            &durable_file(p1, small(b"other", None, false))
+        ));
+    }
+
+    #[test]
+    fn frames_of_a_deleted_topic_are_not_replayed_into_its_successor() {
+        let dir = tempfile::tempdir().expect("tmp");
+        {
+            let logs = open(dir.path());
+            let old = logs
+                .create_topic("t", 1, BTreeMap::new(), false)
+                .expect("create");
+            durable_file(&old.partitions[0], small(b"old-0", None, false));
+            durable_file(&old.partitions[0], small(b"old-1", None, false));
+            assert!(logs.delete_topic("t").expect("delete"));
+            let new = logs
+                .create_topic("t", 1, BTreeMap::new(), false)
+                .expect("create again");
+            durable_file(&new.partitions[0], small(b"new-0", None, false));
+        }
+        lose_segment_pages_after(&segment(dir.path(), "t", 0), 0);
+        let logs = open(dir.path());
+        let p = logs.partition("t", 0).expect("t-0");
+        assert_eq!(p.log_end_offset(), 1);
+        let records = p.read(0, 1 << 20, false).expect("read").records;
+        let needle = b"new-0";
+        assert!(records.windows(needle.len()).any(|w| w == needle));
+    }
+
+    #[test]
+    fn a_clean_close_leaves_nothing_to_replay() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let logs = open(dir.path());
+        let t = logs
+            .create_topic("t", 1, BTreeMap::new(), false)
+            .expect("create");
+        durable_file(&t.partitions[0], small(b"v", None, false));
+        logs.close().expect("close");
+        let r = wal::recover(&dir.path().join(wal::DIR)).expect("recover");
+        assert!(r.batches.is_empty());
+        assert_eq!(r.files.len(), 1, "only the fresh, empty file");
+    }
 }

@@ -5,6 +5,12 @@
 //! Files in the partition directory: `<base>.log/.index/.timeindex` per
 //! segment, `log-start-offset`, `producer.snapshot` (clean shutdown and
 //! roll), and `.kaas-clean` (present only after a clean shutdown).
+//!
+//! With a write-ahead log attached ([`super::wal`]), a small append is
+//! written to the segment and framed into the shared log, and the caller
+//! syncs the shared log's file; the segment is synced by the next
+//! checkpoint ([`Partition::checkpoint`]). After a crash the partition
+//! takes back whatever its segments lost ([`Partition::recover_from_wal`]).
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -16,6 +22,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use super::batch::{self, BatchHeader};
 use super::producer::{ProducerError, ProducerTable, Verdict};
 use super::segment::Segment;
+use super::wal::{self, PartitionKey, Wal};
 
 /// Per-topic log settings (Kafka topic configs of the same names).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -101,6 +108,14 @@ struct State {
     log_start: i64,
     producers: ProducerTable,
     aborted: Vec<AbortedTxn>,
+    /// The active segment holds appends made durable only in the
+    /// write-ahead log; the next checkpoint syncs it.
+    wal_dirty: bool,
+    /// An append since the last checkpoint was made durable by syncing the
+    /// segment instead (too large to frame); until the checkpoint every
+    /// append is, so no durable frame ever follows a batch that is not
+    /// (the write-ahead log's rule 3).
+    direct: bool,
 }
 
 impl State {
@@ -133,6 +148,8 @@ pub struct Partition {
     high_watermark: AtomicI64,
     /// Whether appends advance the high watermark at once (fsync not `always`).
     immediate_hw: bool,
+    /// The shared write-ahead log and this partition's name in it.
+    wal: Option<(Arc<Wal>, PartitionKey)>,
 }
 
 const CLEAN_MARKER: &str = ".kaas-clean";
@@ -174,9 +191,12 @@ impl Partition {
                 log_start: 0,
                 producers: ProducerTable::default(),
                 aborted: Vec::new(),
+                wal_dirty: false,
+                direct: false,
             }),
             high_watermark: AtomicI64::new(0),
             immediate_hw,
+            wal: None,
         })
     }
 
@@ -235,6 +255,8 @@ impl Partition {
             log_start,
             producers: ProducerTable::default(),
             aborted: Vec::new(),
+            wal_dirty: false,
+            direct: false,
         };
         let end = state.log_end();
         // Producer state: the snapshot if it is not ahead of the log, then
@@ -266,7 +288,85 @@ impl Partition {
             high_watermark: AtomicI64::new(end),
             state: Mutex::new(state),
             immediate_hw,
+            wal: None,
         })
+    }
+
+    /// Makes small appends durable through `wal`, where this partition's
+    /// topic has id `topic_id`.
+    pub fn with_wal(mut self, wal: Arc<Wal>, topic_id: [u8; 16]) -> Self {
+        self.wal = Some((wal, (topic_id, self.id)));
+        self
+    }
+
+    /// After a crash: appends the batches of the write-ahead log that the
+    /// segments lost (those at or past the recovered log end, in order),
+    /// rebuilding producer state and the aborted-transaction index as the
+    /// original appends did, and syncs them. Returns how many it appended.
+    pub fn recover_from_wal(&self, batches: &[Vec<u8>]) -> io::Result<usize> {
+        let mut st = self.lock();
+        let mut n = 0;
+        for bytes in batches {
+            let Some(h) = batch::parse_header(bytes).filter(|h| h.size == bytes.len()) else {
+                tracing::error!(topic = %self.topic, partition = self.id, "a write-ahead log frame holds no whole batch; skipped");
+                continue;
+            };
+            let end = st.log_end();
+            if h.last_offset() < end {
+                continue; // the segment kept it
+            }
+            if h.base_offset != end {
+                tracing::error!(topic = %self.topic, partition = self.id, log_end = end, batch_offset = h.base_offset, "the write-ahead log does not continue the segment; its later batches are not replayed");
+                break;
+            }
+            self.maybe_roll(&mut st, bytes.len() as u64)?;
+            st.active()?.append(bytes, &h)?;
+            let State {
+                producers, aborted, ..
+            } = &mut *st;
+            replay_batch(&h, || Ok(bytes.clone()), producers, aborted)?;
+            n += 1;
+        }
+        if n > 0 {
+            st.active()?.file.sync_data()?;
+            self.advance_high_watermark(st.log_end());
+            tracing::info!(topic = %self.topic, partition = self.id, batches = n, log_end = st.log_end(), "batches taken back from the write-ahead log");
+        }
+        Ok(n)
+    }
+
+    /// The file whose fdatasync makes a batch just written to the active
+    /// segment durable: the write-ahead log's when the batch was framed
+    /// there, else the segment's.
+    fn durable_file(&self, st: &mut State, bytes: &[u8]) -> io::Result<Arc<fs::File>> {
+        if let Some((log, key)) = &self.wal {
+            if !st.direct && bytes.len() <= wal::MAX_FRAMED_BATCH {
+                match log.append(*key, bytes) {
+                    Ok(f) => {
+                        st.wal_dirty = true;
+                        return Ok(f);
+                    }
+                    Err(e) => {
+                        tracing::warn!(topic = %self.topic, partition = self.id, error = %e, "writing to the write-ahead log failed; syncing the segment instead");
+                    }
+                }
+            }
+            st.direct = true;
+        }
+        Ok(st.active()?.file.clone())
+    }
+
+    /// A checkpoint's step (after the write-ahead log rotated): syncs the
+    /// active segment if anything since the last checkpoint relied on the
+    /// old files, and lets appends use the new file again.
+    pub fn checkpoint(&self) -> io::Result<()> {
+        let mut st = self.lock();
+        if st.wal_dirty || st.direct {
+            st.active()?.file.sync_data()?;
+            st.wal_dirty = false;
+            st.direct = false;
+        }
+        Ok(())
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -296,9 +396,8 @@ impl Partition {
         batch::assign_offset(&mut bytes, base);
         h.base_offset = base;
         self.maybe_roll(&mut st, bytes.len() as u64)?;
-        let seg = st.active()?;
-        seg.append(&bytes, &h)?;
-        let file = seg.file.clone();
+        st.active()?.append(&bytes, &h)?;
+        let file = self.durable_file(&mut st, &bytes)?;
         st.producers.record(&h);
         let end = st.log_end();
         drop(st);
@@ -355,9 +454,8 @@ impl Partition {
         batch::assign_offset(&mut bytes, base);
         h.base_offset = base;
         self.maybe_roll(&mut st, bytes.len() as u64)?;
-        let seg = st.active()?;
-        seg.append(&bytes, &h)?;
-        let file = seg.file.clone();
+        st.active()?.append(&bytes, &h)?;
+        let file = self.durable_file(&mut st, &bytes)?;
         if let Some(done) =
             st.producers
                 .record_marker(producer_id, epoch, coordinator_epoch, base, !commit)
@@ -637,32 +735,39 @@ fn replay_segment(
         if h.base_offset < from || failure.is_some() {
             return;
         }
-        if !h.is_control() {
-            producers.record(h);
-            return;
-        }
-        match seg.read_batch(pos, h) {
-            Ok(bytes) => {
-                let commit = batch::control_type(&bytes) == Some(1);
-                if let Some(done) = producers.record_marker(
-                    h.producer_id,
-                    h.producer_epoch,
-                    -1,
-                    h.base_offset,
-                    !commit,
-                ) && done.aborted
-                {
-                    aborted.push(AbortedTxn {
-                        producer_id: done.producer_id,
-                        first_offset: done.first_offset,
-                        last_offset: done.marker_offset,
-                    });
-                }
-            }
-            Err(e) => failure = Some(e),
+        if let Err(e) = replay_batch(h, || seg.read_batch(pos, h), producers, aborted) {
+            failure = Some(e);
         }
     })?;
     failure.map_or(Ok(()), Err)
+}
+
+/// Replays one batch found in the log: a data batch into the producer
+/// table, a control batch as a completed transaction (`read` fetches its
+/// bytes; data batches need only the header).
+fn replay_batch(
+    h: &BatchHeader,
+    read: impl FnOnce() -> io::Result<Vec<u8>>,
+    producers: &mut ProducerTable,
+    aborted: &mut Vec<AbortedTxn>,
+) -> io::Result<()> {
+    if !h.is_control() {
+        producers.record(h);
+        return Ok(());
+    }
+    let bytes = read()?;
+    let commit = batch::control_type(&bytes) == Some(1);
+    if let Some(done) =
+        producers.record_marker(h.producer_id, h.producer_epoch, -1, h.base_offset, !commit)
+        && done.aborted
+    {
+        aborted.push(AbortedTxn {
+            producer_id: done.producer_id,
+            first_offset: done.first_offset,
+            last_offset: done.marker_offset,
+        });
+    }
+    Ok(())
 }
 
 type Snapshot = (i64, ProducerTable, Vec<AbortedTxn>);

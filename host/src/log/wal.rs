@@ -1,0 +1,353 @@
+//! The shared write-ahead log: one file that makes small appends to every
+//! partition durable with one fdatasync.
+//!
+//! Why: with `--fsync always` each partition's active segment is its own
+//! file, and a group-commit round pays one device flush per file it
+//! touches, so eight producers on eight partitions paid eight flushes a
+//! round where eight on one partition paid one. A small append (a batch of
+//! at most [`MAX_FRAMED_BATCH`] bytes) is therefore also written here,
+//! framed with its topic id and partition, and the round syncs only this
+//! file. The segment's own copy reaches the disk later: a checkpoint
+//! ([`super::LogManager::checkpoint_wal`]) rotates to a new file,
+//! fdatasyncs every segment written since, then deletes the old files.
+//!
+//! Frame: `len u32 | crc32c u32 | topic id [16] | partition i32 | batch`,
+//! big-endian, `len` counting the bytes after the CRC and the CRC covering
+//! them. Files are `__wal/<seq>.wal` with a zero-filled tail
+//! ([`super::zero_tail`]); reading a file stops at a zero length (the
+//! tail), and at a short frame or a bad CRC (a torn write, never
+//! acknowledged: its fdatasync had not returned).
+//!
+//! Three rules keep every partition's replay free of gaps:
+//! 1. a partition writes its frames under its own lock, so they are in its
+//!    offset order;
+//! 2. [`Wal::rotate`] fdatasyncs the old file before any frame goes to the
+//!    new one, so a durable frame's predecessors are durable too;
+//! 3. a partition whose append bypassed this log (a large batch, synced in
+//!    its segment) stays off it until the next checkpoint has synced its
+//!    segment (`Partition`'s `direct` flag).
+//!
+//! Touches only the files in its directory.
+
+use std::collections::HashMap;
+use std::fs::{self, File, OpenOptions};
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
+
+use super::zero_tail::{self, ZeroTail};
+
+/// Batches larger than this are made durable by syncing their segment:
+/// writing them twice would cost bulk producers disk bandwidth, and their
+/// flush is dominated by their data anyway.
+pub const MAX_FRAMED_BATCH: usize = zero_tail::SMALL_APPEND as usize;
+
+/// The directory, under the data directory.
+pub const DIR: &str = "__wal";
+
+const HEAD: usize = 8;
+const ADDRESS: usize = 20;
+
+/// A partition as frames name it: the topic's id (a topic deleted and
+/// created again under its name is another topic) and the partition index.
+pub type PartitionKey = ([u8; 16], i32);
+
+/// What the files found at open hold.
+#[derive(Debug, Default)]
+pub struct Recovered {
+    /// Each partition's batches, in the order they were appended.
+    pub batches: HashMap<PartitionKey, Vec<Vec<u8>>>,
+    /// The files read (deleted once every partition has taken its batches).
+    pub files: Vec<PathBuf>,
+    /// The sequence number after the highest file found.
+    pub next_seq: u64,
+}
+
+#[derive(Debug)]
+struct Active {
+    seq: u64,
+    file: Arc<File>,
+    size: u64,
+    tail: ZeroTail,
+    /// When the first frame since the last rotation was written.
+    first_write: Option<Instant>,
+}
+
+/// The write-ahead log of a data directory.
+#[derive(Debug)]
+pub struct Wal {
+    dir: PathBuf,
+    active: Mutex<Active>,
+    /// Files rotated away whose partitions' segments are not yet known to
+    /// be synced; deleted by a checkpoint that synced them.
+    retired: Mutex<Vec<PathBuf>>,
+    /// One checkpoint at a time.
+    checkpointing: Mutex<()>,
+    /// Checkpoints completed (for /metrics).
+    checkpoints: AtomicU64,
+}
+
+fn file_name(seq: u64) -> String {
+    format!("{seq:020}.wal")
+}
+
+fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+/// Reads every file in `dir` (creating nothing). Frames after a torn one in
+/// the same file are not trusted.
+pub fn recover(dir: &Path) -> io::Result<Recovered> {
+    let mut seqs: Vec<u64> = match fs::read_dir(dir) {
+        Ok(entries) => entries
+            .filter_map(|e| e.ok())
+            .filter_map(|e| {
+                e.file_name()
+                    .to_str()
+                    .and_then(|n| n.strip_suffix(".wal"))
+                    .and_then(|n| n.parse().ok())
+            })
+            .collect(),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => return Err(e),
+    };
+    seqs.sort_unstable();
+    let mut out = Recovered {
+        next_seq: seqs.last().map_or(1, |s| s + 1),
+        ..Recovered::default()
+    };
+    for seq in seqs {
+        let path = dir.join(file_name(seq));
+        let bytes = fs::read(&path)?;
+        let (frames, end) = read_frames(&bytes);
+        if end < bytes.len() && !bytes[end..].iter().all(|&b| b == 0) {
+            tracing::warn!(file = %path.display(), kept = end, dropped = bytes.len() - end, "a torn frame ends the write-ahead log file");
+        }
+        for (key, batch) in frames {
+            out.batches.entry(key).or_default().push(batch.to_vec());
+        }
+        out.files.push(path);
+    }
+    Ok(out)
+}
+
+/// The whole frames at the start of `bytes`, and where they end.
+fn read_frames(bytes: &[u8]) -> (Vec<(PartitionKey, &[u8])>, usize) {
+    let mut frames = Vec::new();
+    let mut pos = 0;
+    while let Some(head) = bytes.get(pos..pos + HEAD) {
+        let len = u32::from_be_bytes([head[0], head[1], head[2], head[3]]) as usize;
+        let crc = u32::from_be_bytes([head[4], head[5], head[6], head[7]]);
+        if len <= ADDRESS {
+            break;
+        }
+        let Some(body) = bytes.get(pos + HEAD..pos + HEAD + len) else {
+            break;
+        };
+        if crc32c::crc32c(body) != crc {
+            break;
+        }
+        let mut topic = [0u8; 16];
+        topic.copy_from_slice(&body[..16]);
+        let partition = i32::from_be_bytes([body[16], body[17], body[18], body[19]]);
+        frames.push(((topic, partition), &body[ADDRESS..]));
+        pos += HEAD + len;
+    }
+    (frames, pos)
+}
+
+fn frame(key: PartitionKey, batch: &[u8]) -> Vec<u8> {
+    let mut f = Vec::with_capacity(HEAD + ADDRESS + batch.len());
+    f.extend_from_slice(&((ADDRESS + batch.len()) as u32).to_be_bytes());
+    f.extend_from_slice(&[0; 4]);
+    f.extend_from_slice(&key.0);
+    f.extend_from_slice(&key.1.to_be_bytes());
+    f.extend_from_slice(batch);
+    let crc = crc32c::crc32c(&f[HEAD..]);
+    f[4..HEAD].copy_from_slice(&crc.to_be_bytes());
+    f
+}
+
+/// Creates file `seq`, zero-filled ahead, durable with its directory entry.
+fn create_file(dir: &Path, seq: u64) -> io::Result<Active> {
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(dir.join(file_name(seq)))?;
+    let mut tail = ZeroTail::new(0, zero_tail::CHUNK);
+    tail.after_write(&file, 0, 0)?;
+    file.sync_all()?;
+    sync_dir(dir)?;
+    Ok(Active {
+        seq,
+        file: Arc::new(file),
+        size: 0,
+        tail,
+        first_write: None,
+    })
+}
+
+impl Wal {
+    /// Starts file `seq` in `dir`; `retired` are older files still to be
+    /// deleted by the next checkpoint.
+    pub fn create(dir: &Path, seq: u64, retired: Vec<PathBuf>) -> io::Result<Arc<Wal>> {
+        fs::create_dir_all(dir)?;
+        let active = create_file(dir, seq)?;
+        Ok(Arc::new(Wal {
+            dir: dir.to_path_buf(),
+            active: Mutex::new(active),
+            retired: Mutex::new(retired),
+            checkpointing: Mutex::new(()),
+            checkpoints: AtomicU64::new(0),
+        }))
+    }
+
+    fn active(&self) -> MutexGuard<'_, Active> {
+        self.active.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Writes one batch of `key`'s partition; returns the file whose
+    /// fdatasync makes it durable.
+    pub fn append(&self, key: PartitionKey, batch: &[u8]) -> io::Result<Arc<File>> {
+        let f = frame(key, batch);
+        let mut a = self.active();
+        a.file.write_all_at(&f, a.size)?;
+        a.size += f.len() as u64;
+        let Active {
+            file, size, tail, ..
+        } = &mut *a;
+        // Without zeros ahead the frame stands; its flush just costs more.
+        if let Err(e) = tail.after_write(file, *size, f.len() as u64) {
+            tracing::warn!(error = %e, "zero-filling ahead of the write-ahead log's end failed");
+        }
+        a.first_write.get_or_insert_with(Instant::now);
+        Ok(a.file.clone())
+    }
+
+    /// Bytes written to the current file and how long ago the first of
+    /// them was (None while it is empty).
+    pub fn pending(&self) -> (u64, Option<std::time::Duration>) {
+        let a = self.active();
+        (a.size, a.first_write.map(|t| t.elapsed()))
+    }
+
+    /// The current file's sequence number.
+    pub fn seq(&self) -> u64 {
+        self.active().seq
+    }
+
+    /// Held by a checkpoint for its whole run.
+    pub fn checkpoint_guard(&self) -> MutexGuard<'_, ()> {
+        self.checkpointing.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Makes the current file durable and starts a new one (rule 2);
+    /// returns every retired file, this one included.
+    /// Callers hold [`Wal::checkpoint_guard`]; the new file is prepared
+    /// before appends are held up for the old one's fdatasync.
+    pub fn rotate(&self) -> io::Result<Vec<PathBuf>> {
+        let seq = self.seq();
+        let next = create_file(&self.dir, seq + 1)?;
+        let mut a = self.active();
+        a.file.sync_data()?;
+        let old = std::mem::replace(&mut *a, next);
+        drop(a);
+        let mut retired = self.retired.lock().unwrap_or_else(|p| p.into_inner());
+        retired.push(self.dir.join(file_name(old.seq)));
+        Ok(retired.clone())
+    }
+
+    /// Deletes retired files whose partitions' segments are synced.
+    pub fn delete_retired(&self, files: &[PathBuf]) -> io::Result<()> {
+        for f in files {
+            match fs::remove_file(f) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+                _ => {}
+            }
+        }
+        self.retired
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|f| !files.contains(f));
+        sync_dir(&self.dir)?;
+        self.checkpoints.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Checkpoints completed since the broker started.
+    pub fn checkpoints(&self) -> u64 {
+        self.checkpoints.load(Ordering::Relaxed)
+    }
+
+    /// Clean shutdown, after every segment is synced: nothing in any file
+    /// is needed any more.
+    pub fn close(&self) -> io::Result<()> {
+        let _one = self.checkpoint_guard();
+        let retired = self.rotate()?;
+        self.delete_retired(&retired)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const T1: [u8; 16] = [1; 16];
+    const T2: [u8; 16] = [2; 16];
+
+    #[test]
+    fn frames_come_back_per_partition_in_append_order() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let wal = Wal::create(dir.path(), 1, Vec::new()).expect("create");
+        let f1 = wal.append((T1, 0), b"a-first").expect("append");
+        let f2 = wal.append((T2, 3), b"b").expect("append");
+        wal.append((T1, 0), b"a-second").expect("append");
+        assert!(Arc::ptr_eq(&f1, &f2), "one file for every partition");
+        let r = recover(dir.path()).expect("recover");
+        assert_eq!(
+            r.batches.get(&(T1, 0)),
+            Some(&vec![b"a-first".to_vec(), b"a-second".to_vec()])
+        );
+        assert_eq!(r.batches.get(&(T2, 3)), Some(&vec![b"b".to_vec()]));
+        assert_eq!(r.next_seq, 2);
+        assert_eq!(r.files.len(), 1);
+    }
+
+    #[test]
+    fn a_torn_frame_ends_its_file() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let wal = Wal::create(dir.path(), 1, Vec::new()).expect("create");
+        wal.append((T1, 0), b"kept").expect("append");
+        wal.append((T1, 0), b"torn-frame").expect("append");
+        wal.append((T1, 0), b"after").expect("append");
+        let path = dir.path().join(file_name(1));
+        let mut bytes = fs::read(&path).expect("read");
+        let second = HEAD + ADDRESS + 4;
+        bytes[second + HEAD + ADDRESS + 2] ^= 0xff;
+        fs::write(&path, &bytes).expect("write");
+        let r = recover(dir.path()).expect("recover");
+        assert_eq!(r.batches.get(&(T1, 0)), Some(&vec![b"kept".to_vec()]));
+    }
+
+    #[test]
+    fn rotation_starts_a_new_file_and_deleting_retired_files_keeps_it() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let wal = Wal::create(dir.path(), 7, Vec::new()).expect("create");
+        let before = wal.append((T1, 0), b"x").expect("append");
+        assert!(wal.pending().0 > 0);
+        let retired = wal.rotate().expect("rotate");
+        assert_eq!(retired, vec![dir.path().join(file_name(7))]);
+        assert_eq!((wal.seq(), wal.pending().0), (8, 0));
+        let after = wal.append((T1, 0), b"y").expect("append");
+        assert!(!Arc::ptr_eq(&before, &after));
+        wal.delete_retired(&retired).expect("delete");
+        let r = recover(dir.path()).expect("recover");
+        assert_eq!(r.files, vec![dir.path().join(file_name(8))]);
+        assert_eq!(r.batches.get(&(T1, 0)), Some(&vec![b"y".to_vec()]));
+    }
+}
