@@ -150,28 +150,41 @@ const WAL_CHECKPOINT_BYTES: u64 = 64 << 20;
 /// long old files stay.
 pub const WAL_CHECKPOINT_AGE: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// Runs write-ahead log checkpoints when they are due. A failed checkpoint
-/// keeps the old files (they are replayed at the next start) and is tried
-/// again at the next tick.
+/// Segment bytes the write-ahead log covers are written out once this many
+/// wait in a partition.
+const WRITEBACK_MIN: u64 = 256 << 10;
+
+/// Keeps the write-ahead log short: every tick starts the write-out of
+/// segment bytes it covers, and runs a checkpoint when one is due. A failed
+/// checkpoint keeps the old files (they are replayed at the next start) and
+/// is tried again at the next tick.
 async fn run_wal_checkpoints(broker: Arc<Broker>) {
     let max_age = broker.config.wal_checkpoint_interval;
     let every = (max_age / 4).clamp(
         std::time::Duration::from_millis(10),
-        std::time::Duration::from_millis(250),
+        std::time::Duration::from_millis(100),
     );
     let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
         let Some(wal) = broker.logs.wal() else {
             return;
         };
         let (bytes, age) = wal.pending();
-        if bytes < WAL_CHECKPOINT_BYTES && age.is_none_or(|a| a < max_age) {
-            continue;
-        }
+        let due = bytes >= WAL_CHECKPOINT_BYTES || age.is_some_and(|a| a >= max_age);
         let b = broker.clone();
-        match tokio::task::spawn_blocking(move || b.logs.checkpoint_wal()).await {
-            Ok(Ok(_)) => {}
+        let done = tokio::task::spawn_blocking(move || {
+            b.logs.start_writeback(WRITEBACK_MIN);
+            if due {
+                b.logs.checkpoint_wal().map(|_| ())
+            } else {
+                Ok(())
+            }
+        })
+        .await;
+        match done {
+            Ok(Ok(())) => {}
             Ok(Err(e)) => tracing::error!(error = %e, "write-ahead log checkpoint failed"),
             Err(e) => tracing::error!(error = %e, "write-ahead log checkpoint task failed"),
         }

@@ -16,6 +16,7 @@ pub mod producer;
 pub mod segment;
 pub mod sync;
 pub mod wal;
+pub mod writeback;
 pub mod zero_tail;
 
 use std::collections::BTreeMap;
@@ -273,6 +274,28 @@ impl LogManager {
         usize::try_from(id)
             .ok()
             .and_then(|i| t.partitions.get(i).cloned())
+    }
+
+    /// Starts the write-out of segment bytes the write-ahead log covers,
+    /// per partition once `min` of them wait (between checkpoints, so a
+    /// checkpoint does not write them all at once). Returns the bytes
+    /// started.
+    pub fn start_writeback(&self, min: u64) -> u64 {
+        if self.wal.is_none() {
+            return 0;
+        }
+        let mut started = 0;
+        for t in self.topics() {
+            for p in &t.partitions {
+                match p.start_writeback(min) {
+                    Ok(n) => started += n,
+                    Err(e) => {
+                        tracing::warn!(topic = %t.name, partition = p.id, error = %e, "starting a segment's write-out failed");
+                    }
+                }
+            }
+        }
+        started
     }
 
     /// Creates a topic (validate_only checks without creating).
@@ -623,6 +646,30 @@ mod tests {
         let records = p.read(0, 1 << 20, false).expect("read").records;
         let needle = b"new-0";
         assert!(records.windows(needle.len()).any(|w| w == needle));
+    }
+
+    #[test]
+    fn segment_bytes_only_the_log_covers_are_written_out_once_until_a_checkpoint() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let logs = open(dir.path());
+        let t = logs
+            .create_topic("t", 1, BTreeMap::new(), false)
+            .expect("create");
+        let p = &t.partitions[0];
+        let value = vec![1u8; 1000];
+        for _ in 0..40 {
+            durable_file(p, small(&value, None, false));
+        }
+        assert_eq!(logs.start_writeback(64 << 10), 0, "under the minimum");
+        let started = logs.start_writeback(1);
+        assert!(started > 40_000, "{started}");
+        assert_eq!(logs.start_writeback(1), 0, "already started");
+        durable_file(p, small(&value, None, false));
+        let more = logs.start_writeback(1);
+        assert!((1000..2000).contains(&more), "only the new batch: {more}");
+        durable_file(p, small(&value, None, false));
+        logs.checkpoint_wal().expect("checkpoint");
+        assert_eq!(logs.start_writeback(1), 0, "the checkpoint synced it all");
     }
 
     #[test]

@@ -116,6 +116,12 @@ struct State {
     /// append is, so no durable frame ever follows a batch that is not
     /// (the write-ahead log's rule 3).
     direct: bool,
+    /// Appends so far (a checkpoint that synced without the lock clears
+    /// `wal_dirty` only if none came meanwhile).
+    appends: u64,
+    /// (segment base, position): the active segment's write-out was
+    /// started up to here ([`Partition::start_writeback`]).
+    written_out: (i64, u64),
 }
 
 impl State {
@@ -193,6 +199,8 @@ impl Partition {
                 aborted: Vec::new(),
                 wal_dirty: false,
                 direct: false,
+                appends: 0,
+                written_out: (0, 0),
             }),
             high_watermark: AtomicI64::new(0),
             immediate_hw,
@@ -257,6 +265,8 @@ impl Partition {
             aborted: Vec::new(),
             wal_dirty: false,
             direct: false,
+            appends: 0,
+            written_out: (0, 0),
         };
         let end = state.log_end();
         // Producer state: the snapshot if it is not ahead of the log, then
@@ -339,6 +349,7 @@ impl Partition {
     /// segment durable: the write-ahead log's when the batch was framed
     /// there, else the segment's.
     fn durable_file(&self, st: &mut State, bytes: &[u8]) -> io::Result<Arc<fs::File>> {
+        st.appends += 1;
         if let Some((log, key)) = &self.wal {
             if !st.direct && bytes.len() <= wal::MAX_FRAMED_BATCH {
                 match log.append(*key, bytes) {
@@ -359,14 +370,58 @@ impl Partition {
     /// A checkpoint's step (after the write-ahead log rotated): syncs the
     /// active segment if anything since the last checkpoint relied on the
     /// old files, and lets appends use the new file again.
+    ///
+    /// A partition in direct mode is synced under its lock (its appends'
+    /// own fdatasyncs keep that cheap), so no direct append slips between
+    /// the sync and leaving direct mode. Otherwise the sync runs without the
+    /// lock, so appends go on meanwhile, and the segment counts as synced
+    /// only if none came: one that did relies on the new file (or is
+    /// direct), and the next checkpoint syncs it.
     pub fn checkpoint(&self) -> io::Result<()> {
+        let (file, appends) = {
+            let mut st = self.lock();
+            if st.direct {
+                st.active()?.file.sync_data()?;
+                st.direct = false;
+                st.wal_dirty = false;
+                return Ok(());
+            }
+            if !st.wal_dirty {
+                return Ok(());
+            }
+            (st.active()?.file.clone(), st.appends)
+        };
+        file.sync_data()?;
         let mut st = self.lock();
-        if st.wal_dirty || st.direct {
-            st.active()?.file.sync_data()?;
+        if st.appends == appends {
             st.wal_dirty = false;
-            st.direct = false;
         }
         Ok(())
+    }
+
+    /// Starts writing out the active segment's bytes that only the
+    /// write-ahead log has made durable, once at least `min` of them are
+    /// waiting ([`super::writeback`]); returns how many bytes it started.
+    pub fn start_writeback(&self, min: u64) -> io::Result<u64> {
+        let (file, from, to) = {
+            let mut st = self.lock();
+            if !st.wal_dirty {
+                return Ok(0);
+            }
+            let seg = st.active()?;
+            let (base, to, file) = (seg.base_offset, seg.size, seg.file.clone());
+            let from = match st.written_out {
+                (b, pos) if b == base && pos <= to => pos,
+                _ => 0,
+            };
+            if to - from < min {
+                return Ok(0);
+            }
+            st.written_out = (base, to);
+            (file, from, to)
+        };
+        super::writeback::start(&file, from, to - from)?;
+        Ok(to - from)
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
