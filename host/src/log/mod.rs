@@ -594,6 +594,42 @@ mod tests {
     }
 
     #[test]
+    fn a_checkpoint_that_died_after_rotating_leaves_both_files_to_replay() {
+        let dir = tempfile::tempdir().expect("tmp");
+        {
+            let logs = open(dir.path());
+            let t = logs
+                .create_topic("t", 2, BTreeMap::new(), false)
+                .expect("create");
+            for p in &t.partitions {
+                durable_file(p, small(b"before the rotation", None, false));
+            }
+            // The checkpoint rotated, then the process died before it synced
+            // any segment or deleted the old file.
+            logs.wal()
+                .expect("a write-ahead log")
+                .rotate()
+                .expect("rotate");
+            for p in &t.partitions {
+                durable_file(p, small(b"after the rotation", None, false));
+            }
+        }
+        assert_eq!(wal_files(dir.path()), 2);
+        for p in 0..2 {
+            lose_segment_pages_after(&segment(dir.path(), "t", p), 0);
+        }
+        let logs = open(dir.path());
+        for p in 0..2 {
+            let part = logs.partition("t", p).expect("partition");
+            assert_eq!(part.log_end_offset(), 2, "partition {p}");
+            let records = part.read(0, 1 << 20, false).expect("read").records;
+            let last = b"after the rotation";
+            assert!(records.windows(last.len()).any(|w| w == last));
+        }
+        assert_eq!(wal_files(dir.path()), 1, "both replayed files are deleted");
+    }
+
+    #[test]
     fn a_large_append_keeps_its_partition_off_the_write_ahead_log_until_a_checkpoint() {
         let dir = tempfile::tempdir().expect("tmp");
         let logs = open(dir.path());
