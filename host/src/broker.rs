@@ -150,6 +150,9 @@ const WAL_CHECKPOINT_BYTES: u64 = 64 << 20;
 /// long old files stay.
 pub const WAL_CHECKPOINT_AGE: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// How long a failed checkpoint waits before the next try.
+const WAL_CHECKPOINT_RETRY: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Segment bytes the write-ahead log covers are written out once this many
 /// wait in a partition.
 const WRITEBACK_MIN: u64 = 256 << 10;
@@ -166,13 +169,17 @@ async fn run_wal_checkpoints(broker: Arc<Broker>) {
     );
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // After a failure (a full disk, say) the next try waits this long, so
+    // the log does not fill with the same error ten times a second.
+    let mut not_before = tokio::time::Instant::now();
     loop {
         tick.tick().await;
         let Some(wal) = broker.logs.wal() else {
             return;
         };
         let (bytes, age) = wal.pending();
-        let due = bytes >= WAL_CHECKPOINT_BYTES || age.is_some_and(|a| a >= max_age);
+        let due = (bytes >= WAL_CHECKPOINT_BYTES || age.is_some_and(|a| a >= max_age))
+            && tokio::time::Instant::now() >= not_before;
         let b = broker.clone();
         let done = tokio::task::spawn_blocking(move || {
             b.logs.start_writeback(WRITEBACK_MIN);
@@ -183,10 +190,14 @@ async fn run_wal_checkpoints(broker: Arc<Broker>) {
             }
         })
         .await;
-        match done {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => tracing::error!(error = %e, "write-ahead log checkpoint failed"),
-            Err(e) => tracing::error!(error = %e, "write-ahead log checkpoint task failed"),
+        let failure = match done {
+            Ok(Ok(())) => None,
+            Ok(Err(e)) => Some(e.to_string()),
+            Err(e) => Some(format!("the task failed: {e}")),
+        };
+        if let Some(error) = failure {
+            tracing::error!(%error, retry_in_s = WAL_CHECKPOINT_RETRY.as_secs(), "write-ahead log checkpoint failed; the old files stay and are replayed if the broker stops first");
+            not_before = tokio::time::Instant::now() + WAL_CHECKPOINT_RETRY;
         }
     }
 }
