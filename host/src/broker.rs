@@ -162,6 +162,9 @@ const WRITEBACK_MIN: u64 = 256 << 10;
 /// checkpoint keeps the old files (they are replayed at the next start) and
 /// is tried again at the next tick.
 async fn run_wal_checkpoints(broker: Arc<Broker>) {
+    let Some(wal) = broker.logs.wal().cloned() else {
+        return;
+    };
     let max_age = broker.config.wal_checkpoint_interval;
     let every = (max_age / 4).clamp(
         std::time::Duration::from_millis(10),
@@ -174,9 +177,6 @@ async fn run_wal_checkpoints(broker: Arc<Broker>) {
     let mut not_before = tokio::time::Instant::now();
     loop {
         tick.tick().await;
-        let Some(wal) = broker.logs.wal() else {
-            return;
-        };
         let (bytes, age) = wal.pending();
         let due = (bytes >= WAL_CHECKPOINT_BYTES || age.is_some_and(|a| a >= max_age))
             && tokio::time::Instant::now() >= not_before;

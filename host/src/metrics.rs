@@ -55,20 +55,23 @@ impl Metrics {
                 s.nanos as f64 / 1e9
             );
         }
-        let _ = writeln!(
-            out,
-            "# TYPE kaas_bytes_in_total counter\nkaas_bytes_in_total {}",
-            self.bytes_in.load(Ordering::Relaxed)
+        sample(
+            &mut out,
+            "kaas_bytes_in_total",
+            "counter",
+            self.bytes_in.load(Ordering::Relaxed),
         );
-        let _ = writeln!(
-            out,
-            "# TYPE kaas_bytes_out_total counter\nkaas_bytes_out_total {}",
-            self.bytes_out.load(Ordering::Relaxed)
+        sample(
+            &mut out,
+            "kaas_bytes_out_total",
+            "counter",
+            self.bytes_out.load(Ordering::Relaxed),
         );
-        let _ = writeln!(
-            out,
-            "# TYPE kaas_connections_total counter\nkaas_connections_total {}",
-            self.connections.load(Ordering::Relaxed)
+        sample(
+            &mut out,
+            "kaas_connections_total",
+            "counter",
+            self.connections.load(Ordering::Relaxed),
         );
         fsync_counters(&mut out, "kaas_fsync", broker.logs.group_commit().stats());
         // The transaction state log has its own flusher.
@@ -78,16 +81,13 @@ impl Metrics {
             broker.txn.store().sync_stats(),
         );
         if let Some(wal) = broker.logs.wal() {
-            let _ = writeln!(
-                out,
-                "# TYPE kaas_wal_checkpoints_total counter\nkaas_wal_checkpoints_total {}",
-                wal.checkpoints()
+            sample(
+                &mut out,
+                "kaas_wal_checkpoints_total",
+                "counter",
+                wal.checkpoints(),
             );
-            let _ = writeln!(
-                out,
-                "# TYPE kaas_wal_pending_bytes gauge\nkaas_wal_pending_bytes {}",
-                wal.pending().0
-            );
+            sample(&mut out, "kaas_wal_pending_bytes", "gauge", wal.pending().0);
         }
         let _ = writeln!(
             out,
@@ -149,16 +149,23 @@ fn escape(v: &str) -> String {
         .replace('\n', "\\n")
 }
 
+/// One metric with a single sample: its TYPE line and its value.
+fn sample(out: &mut String, name: &str, kind: &str, value: impl std::fmt::Display) {
+    let _ = writeln!(out, "# TYPE {name} {kind}\n{name} {value}");
+}
+
 /// `<name>_total` and `<name>_seconds_sum` of one flusher.
 fn fsync_counters(out: &mut String, name: &str, st: &crate::log::sync::SyncStats) {
-    let _ = writeln!(
+    sample(
         out,
-        "# TYPE {name}_total counter\n{name}_total {}",
-        st.syncs.load(Ordering::Relaxed)
+        &format!("{name}_total"),
+        "counter",
+        st.syncs.load(Ordering::Relaxed),
     );
-    let _ = writeln!(
+    sample(
         out,
-        "# TYPE {name}_seconds_sum counter\n{name}_seconds_sum {:.9}",
-        st.sync_nanos.load(Ordering::Relaxed) as f64 / 1e9
+        &format!("{name}_seconds_sum"),
+        "counter",
+        format_args!("{:.9}", st.sync_nanos.load(Ordering::Relaxed) as f64 / 1e9),
     );
 }

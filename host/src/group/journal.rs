@@ -34,6 +34,7 @@ use std::sync::Arc;
 use std::os::unix::fs::FileExt;
 
 use super::record::{Committed, FrameError, GroupMeta, MAGIC, Record};
+use crate::log::sync::sync_dir;
 use crate::log::zero_tail::{CHUNK, ZeroTail};
 
 /// Journal file name inside the coordinator's directory.
@@ -333,10 +334,6 @@ fn open_rw(path: &Path) -> io::Result<File> {
         .create(true)
         .truncate(false)
         .open(path)
-}
-
-fn sync_dir(dir: &Path) -> io::Result<()> {
-    File::open(dir)?.sync_all()
 }
 
 impl Journal {

@@ -194,6 +194,12 @@ impl GroupCommit {
     }
 }
 
+/// Makes a directory's entries (files created, renamed or removed in it)
+/// durable.
+pub fn sync_dir(dir: &std::path::Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
 /// A slower disk, simulated for benchmarks (test builds only): every
 /// fdatasync of the broker takes this much longer. `txn_bench
 /// --fsync-extra-us` uses it to show where a transaction's time goes on a

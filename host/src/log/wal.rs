@@ -38,6 +38,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
+use super::sync::sync_dir;
 use super::zero_tail::{self, ZeroTail};
 
 /// Batches larger than this are made durable by syncing their segment:
@@ -92,10 +93,6 @@ pub struct Wal {
 
 fn file_name(seq: u64) -> String {
     format!("{seq:020}.wal")
-}
-
-fn sync_dir(dir: &Path) -> io::Result<()> {
-    File::open(dir)?.sync_all()
 }
 
 /// Reads every file in `dir` (creating nothing). Frames after a torn one in
