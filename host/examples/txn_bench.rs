@@ -38,6 +38,17 @@ fn s(v: &str) -> StrBytes {
     StrBytes::from_string(v.into())
 }
 
+/// fdatasyncs so far and their total time (ns): the data logs' flusher,
+/// the transaction state log's.
+fn fsync_counts(broker: &kaas::broker::Broker) -> ((u64, u64), (u64, u64)) {
+    use std::sync::atomic::Ordering::Relaxed;
+    let read = |s: &kaas::log::sync::SyncStats| (s.syncs.load(Relaxed), s.sync_nanos.load(Relaxed));
+    (
+        read(broker.logs.group_commit().stats()),
+        read(broker.txn.store().sync_stats()),
+    )
+}
+
 fn percentile(v: &mut [f64], p: f64) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     v[((v.len() as f64 - 1.0) * p).round() as usize]
@@ -292,6 +303,7 @@ async fn main() -> anyhow::Result<()> {
             continue;
         }
         {
+            let syncs_before = broker.as_ref().map(|b| fsync_counts(b));
             let until = Instant::now() + Duration::from_secs(seconds);
             let started = Instant::now();
             let tasks: Vec<_> = (0..producers)
@@ -338,9 +350,27 @@ async fn main() -> anyhow::Result<()> {
                 (_, true) => " on one partition",
                 (_, false) => " on 8 partitions",
             };
+            // fdatasyncs per transaction, data logs / state log (in-process only).
+            let per_txn = match (syncs_before, broker.as_ref()) {
+                (Some((l0, s0)), Some(b)) if total > 0 => {
+                    let (l1, s1) = fsync_counts(b);
+                    let n = total as f64;
+                    let mean = |a: (u64, u64), b: (u64, u64)| {
+                        (b.1 - a.1) as f64 / 1e6 / (b.0 - a.0).max(1) as f64
+                    };
+                    format!(
+                        ", fdatasyncs/txn: logs {:.2} (mean {:.3} ms), state log {:.2} (mean {:.3} ms)",
+                        (l1.0 - l0.0) as f64 / n,
+                        mean(l0, l1),
+                        (s1.0 - s0.0) as f64 / n,
+                        mean(s0, s1)
+                    )
+                }
+                _ => String::new(),
+            };
             println!(
                 "{records:>3}-record transactions, {producers} producer(s){placement}: {rate:8.1} txn/s{vs}   \
-                 p50 ms: AddPartitions {a:.3}, Produce {p:.3}, EndTxn {e:.3}"
+                 p50 ms: AddPartitions {a:.3}, Produce {p:.3}, EndTxn {e:.3}{per_txn}"
             );
         }
     }

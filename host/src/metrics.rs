@@ -168,4 +168,10 @@ fn fsync_counters(out: &mut String, name: &str, st: &crate::log::sync::SyncStats
         "counter",
         format_args!("{:.9}", st.sync_nanos.load(Ordering::Relaxed) as f64 / 1e9),
     );
+    sample(
+        out,
+        &format!("{name}_inline_total"),
+        "counter",
+        st.inline_syncs.load(Ordering::Relaxed),
+    );
 }

@@ -9,7 +9,7 @@ use anyhow::{Context as _, bail};
 use bytes::{Buf, Bytes, BytesMut};
 use kafka_protocol::messages::{RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 
 /// How long a response may take.
@@ -18,7 +18,8 @@ const RESPONSE_TIMEOUT: Duration = Duration::from_secs(10);
 /// A raw Kafka connection.
 #[derive(Debug)]
 pub struct Client {
-    stream: TcpStream,
+    /// Buffered reads: a response's size and body in one syscall.
+    stream: BufReader<TcpStream>,
     correlation: i32,
 }
 
@@ -30,17 +31,19 @@ impl Client {
             .with_context(|| format!("connecting to {addr}"))?;
         stream.set_nodelay(true)?;
         Ok(Client {
-            stream,
+            stream: BufReader::new(stream),
             correlation: 0,
         })
     }
 
     /// Sends raw bytes as one frame (size prefix added).
     pub async fn send_raw(&mut self, frame: &[u8]) -> anyhow::Result<()> {
-        self.stream
-            .write_all(&(frame.len() as i32).to_be_bytes())
-            .await?;
-        self.stream.write_all(frame).await?;
+        // One write, as real clients do: a size prefix sent on its own is
+        // a TCP segment (and a broker wake-up) of its own.
+        let mut buf = Vec::with_capacity(4 + frame.len());
+        buf.extend_from_slice(&(frame.len() as i32).to_be_bytes());
+        buf.extend_from_slice(frame);
+        self.stream.write_all(&buf).await?;
         Ok(())
     }
 
