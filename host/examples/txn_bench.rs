@@ -7,7 +7,8 @@
 //! record), Produce (durable data), EndTxn (durable PrepareCommit) — k = 3
 //! durable writes on the critical path; the markers follow the EndTxn reply,
 //! the CompleteCommit record is not fsynced on its own (txn::store), and the
-//! markers' fdatasync runs while the client starts its next transaction. The
+//! markers' fdatasync rides along with the next flush of their file (the
+//! next transaction's Produce). The
 //! target for one producer is ≥ 0.75 × 1 / (k × fdatasync latency); 8
 //! producers should reach ≥ 4× one producer through group commit, measured
 //! with the 8 producers on 8 partitions (their data shares the write-ahead
