@@ -151,7 +151,7 @@ const WAL_CHECKPOINT_BYTES: u64 = 64 << 20;
 pub const WAL_CHECKPOINT_AGE: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// How long a failed checkpoint waits before the next try.
-const WAL_CHECKPOINT_RETRY: std::time::Duration = std::time::Duration::from_secs(5);
+pub const WAL_CHECKPOINT_RETRY: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Segment bytes the write-ahead log covers are written out once this many
 /// wait in a partition.
@@ -160,7 +160,7 @@ const WRITEBACK_MIN: u64 = 256 << 10;
 /// Keeps the write-ahead log short: every tick starts the write-out of
 /// segment bytes it covers, and runs a checkpoint when one is due. A failed
 /// checkpoint keeps the old files (they are replayed at the next start) and
-/// is tried again at the next tick.
+/// is tried again after [`WAL_CHECKPOINT_RETRY`].
 async fn run_wal_checkpoints(broker: Arc<Broker>) {
     let Some(wal) = broker.logs.wal().cloned() else {
         return;
@@ -196,6 +196,7 @@ async fn run_wal_checkpoints(broker: Arc<Broker>) {
             Err(e) => Some(format!("the task failed: {e}")),
         };
         if let Some(error) = failure {
+            wal.note_failed_checkpoint();
             tracing::error!(%error, retry_in_s = WAL_CHECKPOINT_RETRY.as_secs(), "write-ahead log checkpoint failed; the old files stay and are replayed if the broker stops first");
             not_before = tokio::time::Instant::now() + WAL_CHECKPOINT_RETRY;
         }

@@ -87,6 +87,12 @@ impl Metrics {
                 "counter",
                 wal.checkpoints(),
             );
+            sample(
+                &mut out,
+                "kaas_wal_checkpoint_failures_total",
+                "counter",
+                wal.failed_checkpoints(),
+            );
             sample(&mut out, "kaas_wal_pending_bytes", "gauge", wal.pending().0);
         }
         let _ = writeln!(

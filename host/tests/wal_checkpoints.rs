@@ -53,3 +53,86 @@ async fn a_checkpoint_runs_once_the_logged_data_is_older_than_the_interval() {
     assert_eq!(files, 1, "the checkpointed file is deleted");
     b.stop().await;
 }
+
+fn wal_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut files: Vec<_> = std::fs::read_dir(dir.join("__wal"))
+        .expect("wal dir")
+        .map(|e| e.expect("entry").path())
+        .collect();
+    files.sort();
+    files
+}
+
+#[tokio::test]
+async fn a_failed_checkpoint_keeps_its_file_and_is_retried_only_after_a_pause() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let b = InProcess::start_with(dir.path(), FsyncMode::Always, |c| {
+        c.wal_checkpoint_interval = Duration::from_millis(100);
+    })
+    .await;
+    let files = wal_files(dir.path());
+    assert_eq!(files.len(), 1, "{files:?}");
+    let seq: u64 = files[0]
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .and_then(|s| s.parse().ok())
+        .expect("a numbered file");
+    // The name of the file a checkpoint rotates to is taken (by a
+    // directory, which even root cannot open as a file): rotating fails.
+    let blocker = dir
+        .path()
+        .join("__wal")
+        .join(format!("{:020}.wal", seq + 1));
+    std::fs::create_dir(&blocker).expect("blocker");
+    let t = b
+        .broker
+        .logs
+        .create_topic("t", 1, Default::default(), false)
+        .expect("create");
+    t.partitions[0]
+        .append(data_batch(&[(None, b"v")], 1, None, false))
+        .expect("append");
+
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let failed_at = loop {
+        let text = b.broker.metrics.render(&b.broker);
+        if metric(&text, "kaas_wal_checkpoint_failures_total").is_some_and(|n| n >= 1) {
+            break Instant::now();
+        }
+        assert!(Instant::now() < deadline, "no checkpoint failed: {text}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    let text = b.broker.metrics.render(&b.broker);
+    assert_eq!(metric(&text, "kaas_wal_checkpoints_total"), Some(0));
+    assert!(
+        files[0].exists(),
+        "the file of the failed checkpoint stays for replay"
+    );
+    std::fs::remove_dir(&blocker).expect("unblock");
+
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let done_at = loop {
+        let text = b.broker.metrics.render(&b.broker);
+        if metric(&text, "kaas_wal_checkpoints_total").is_some_and(|n| n >= 1) {
+            break Instant::now();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the checkpoint was never retried: {text}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    let text = b.broker.metrics.render(&b.broker);
+    assert_eq!(
+        metric(&text, "kaas_wal_checkpoint_failures_total"),
+        Some(1),
+        "no retry during the pause, though the broker ticks every 25 ms"
+    );
+    assert!(
+        done_at - failed_at >= kaas::broker::WAL_CHECKPOINT_RETRY - Duration::from_millis(200),
+        "retried after {:?}",
+        done_at - failed_at
+    );
+    assert!(!files[0].exists(), "the retried checkpoint deleted it");
+    b.stop().await;
+}

@@ -89,6 +89,8 @@ pub struct Wal {
     checkpointing: Mutex<()>,
     /// Checkpoints completed (for /metrics).
     checkpoints: AtomicU64,
+    /// Checkpoints that failed (for /metrics).
+    failed_checkpoints: AtomicU64,
 }
 
 fn file_name(seq: u64) -> String {
@@ -201,6 +203,7 @@ impl Wal {
             retired: Mutex::new(retired),
             checkpointing: Mutex::new(()),
             checkpoints: AtomicU64::new(0),
+            failed_checkpoints: AtomicU64::new(0),
         }))
     }
 
@@ -279,6 +282,16 @@ impl Wal {
     /// Checkpoints completed since the broker started.
     pub fn checkpoints(&self) -> u64 {
         self.checkpoints.load(Ordering::Relaxed)
+    }
+
+    /// Counts a checkpoint that failed (its caller retries later).
+    pub fn note_failed_checkpoint(&self) {
+        self.failed_checkpoints.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Checkpoints that failed since the broker started.
+    pub fn failed_checkpoints(&self) -> u64 {
+        self.failed_checkpoints.load(Ordering::Relaxed)
     }
 
     /// Clean shutdown, after every segment is synced: nothing in any file
