@@ -148,17 +148,7 @@ impl GroupCommit {
                 receivers.push(rx);
             }
         }
-        let rode = tokio::time::timeout(patience, async {
-            for rx in receivers {
-                match rx.await {
-                    Ok(Ok(())) => {}
-                    Ok(Err(e)) => return Err(io::Error::other(e)),
-                    Err(_) => return Err(io::Error::other("the flusher stopped")),
-                }
-            }
-            Ok(())
-        })
-        .await;
+        let rode = tokio::time::timeout(patience, await_rounds(receivers)).await;
         match rode {
             Ok(r) => r,
             // Nobody synced these files meanwhile: sync them now (that
@@ -208,14 +198,7 @@ impl GroupCommit {
                     let me = self.clone();
                     tokio::task::spawn_blocking(move || me.flush_loop());
                 }
-                for rx in receivers {
-                    match rx.await {
-                        Ok(Ok(())) => {}
-                        Ok(Err(e)) => return Err(io::Error::other(e)),
-                        Err(_) => return Err(io::Error::other("the flusher stopped")),
-                    }
-                }
-                Ok(())
+                await_rounds(receivers).await
             }
         }
     }
@@ -351,6 +334,18 @@ impl GroupCommit {
     }
 }
 
+/// Waits for the rounds that took these waiters; the first error wins.
+async fn await_rounds(receivers: Vec<oneshot::Receiver<Result<(), String>>>) -> io::Result<()> {
+    for rx in receivers {
+        match rx.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Err(io::Error::other(e)),
+            Err(_) => return Err(io::Error::other("the flusher stopped")),
+        }
+    }
+    Ok(())
+}
+
 /// Removes and returns the riders waiting on any of `files`: a round that
 /// takes them before it syncs covers everything they wrote.
 fn take_riders<'a>(
@@ -419,26 +414,28 @@ mod tests {
         a.load(Ordering::Relaxed)
     }
 
-    #[tokio::test]
-    async fn a_lone_caller_on_a_fast_disk_flushes_on_its_own_thread() {
+    /// One sync by a lone caller, after the recent flushes averaged
+    /// `recent_nanos`: (fdatasyncs, of them inline).
+    async fn lone_sync(recent_nanos: u64) -> (u64, u64) {
         let dir = tempfile::tempdir().expect("tmp");
         let gc = GroupCommit::new(FsyncMode::Always);
+        gc.stats()
+            .recent_sync_nanos
+            .store(recent_nanos, Ordering::Relaxed);
         gc.sync(file_in(dir.path())).await.expect("sync");
-        assert_eq!(count(&gc.stats().syncs), 1);
-        assert_eq!(count(&gc.stats().inline_syncs), 1);
+        (count(&gc.stats().syncs), count(&gc.stats().inline_syncs))
+    }
+
+    #[tokio::test]
+    async fn a_lone_caller_on_a_fast_disk_flushes_on_its_own_thread() {
+        assert_eq!(lone_sync(0).await, (1, 1));
+        assert_eq!(lone_sync(100_000).await, (1, 1));
     }
 
     #[tokio::test]
     async fn after_slow_flushes_the_flusher_thread_takes_them() {
-        let dir = tempfile::tempdir().expect("tmp");
-        let gc = GroupCommit::new(FsyncMode::Always);
         // As if the last flushes took 2 ms each.
-        gc.stats()
-            .recent_sync_nanos
-            .store(2_000_000, Ordering::Relaxed);
-        gc.sync(file_in(dir.path())).await.expect("sync");
-        assert_eq!(count(&gc.stats().syncs), 1);
-        assert_eq!(count(&gc.stats().inline_syncs), 0);
+        assert_eq!(lone_sync(2_000_000).await, (1, 0));
     }
 
     #[tokio::test]
