@@ -160,7 +160,8 @@ fn sample(out: &mut String, name: &str, kind: &str, value: impl std::fmt::Displa
     let _ = writeln!(out, "# TYPE {name} {kind}\n{name} {value}");
 }
 
-/// `<name>_total` and `<name>_seconds_sum` of one flusher.
+/// `<name>_total`, `<name>_seconds_sum` and `<name>_inline_total` of one
+/// flusher.
 fn fsync_counters(out: &mut String, name: &str, st: &crate::log::sync::SyncStats) {
     sample(
         out,

@@ -16,13 +16,40 @@ fn metric(text: &str, name: &str) -> Option<u64> {
         .and_then(|v| v.parse().ok())
 }
 
+/// A broker whose write-ahead log is checkpointed once its data is 100 ms old.
+async fn start(dir: &std::path::Path) -> InProcess {
+    InProcess::start_with(dir, FsyncMode::Always, |c| {
+        c.wal_checkpoint_interval = Duration::from_millis(100);
+    })
+    .await
+}
+
+/// Polls /metrics until `name` reaches `at_least`; returns when it saw it
+/// and the text it saw.
+async fn await_metric(
+    b: &InProcess,
+    name: &str,
+    at_least: u64,
+    within: Duration,
+) -> (Instant, String) {
+    let deadline = Instant::now() + within;
+    loop {
+        let text = b.broker.metrics.render(&b.broker);
+        if metric(&text, name).is_some_and(|n| n >= at_least) {
+            return (Instant::now(), text);
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{name} stayed under {at_least}: {text}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 #[tokio::test]
 async fn a_checkpoint_runs_once_the_logged_data_is_older_than_the_interval() {
     let dir = tempfile::tempdir().expect("tmp");
-    let b = InProcess::start_with(dir.path(), FsyncMode::Always, |c| {
-        c.wal_checkpoint_interval = Duration::from_millis(100);
-    })
-    .await;
+    let b = start(dir.path()).await;
     let t = b
         .broker
         .logs
@@ -37,20 +64,14 @@ async fn a_checkpoint_runs_once_the_logged_data_is_older_than_the_interval() {
         metric(&text, "kaas_wal_pending_bytes").is_some_and(|n| n > 0),
         "{text}"
     );
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let text = b.broker.metrics.render(&b.broker);
-        if metric(&text, "kaas_wal_checkpoints_total").is_some_and(|n| n >= 1) {
-            assert_eq!(metric(&text, "kaas_wal_pending_bytes"), Some(0));
-            break;
-        }
-        assert!(Instant::now() < deadline, "no checkpoint: {text}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let files = std::fs::read_dir(dir.path().join("__wal"))
-        .expect("wal dir")
-        .count();
-    assert_eq!(files, 1, "the checkpointed file is deleted");
+    let (_, text) =
+        await_metric(&b, "kaas_wal_checkpoints_total", 1, Duration::from_secs(10)).await;
+    assert_eq!(metric(&text, "kaas_wal_pending_bytes"), Some(0));
+    assert_eq!(
+        wal_files(dir.path()).len(),
+        1,
+        "the checkpointed file is deleted"
+    );
     b.stop().await;
 }
 
@@ -66,10 +87,7 @@ fn wal_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
 #[tokio::test]
 async fn a_failed_checkpoint_keeps_its_file_and_is_retried_only_after_a_pause() {
     let dir = tempfile::tempdir().expect("tmp");
-    let b = InProcess::start_with(dir.path(), FsyncMode::Always, |c| {
-        c.wal_checkpoint_interval = Duration::from_millis(100);
-    })
-    .await;
+    let b = start(dir.path()).await;
     let files = wal_files(dir.path());
     assert_eq!(files.len(), 1, "{files:?}");
     let seq: u64 = files[0]
@@ -93,16 +111,13 @@ async fn a_failed_checkpoint_keeps_its_file_and_is_retried_only_after_a_pause() 
         .append(data_batch(&[(None, b"v")], 1, None, false))
         .expect("append");
 
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let failed_at = loop {
-        let text = b.broker.metrics.render(&b.broker);
-        if metric(&text, "kaas_wal_checkpoint_failures_total").is_some_and(|n| n >= 1) {
-            break Instant::now();
-        }
-        assert!(Instant::now() < deadline, "no checkpoint failed: {text}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    };
-    let text = b.broker.metrics.render(&b.broker);
+    let (failed_at, text) = await_metric(
+        &b,
+        "kaas_wal_checkpoint_failures_total",
+        1,
+        Duration::from_secs(10),
+    )
+    .await;
     assert_eq!(metric(&text, "kaas_wal_checkpoints_total"), Some(0));
     assert!(
         files[0].exists(),
@@ -110,19 +125,8 @@ async fn a_failed_checkpoint_keeps_its_file_and_is_retried_only_after_a_pause() 
     );
     std::fs::remove_dir(&blocker).expect("unblock");
 
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let done_at = loop {
-        let text = b.broker.metrics.render(&b.broker);
-        if metric(&text, "kaas_wal_checkpoints_total").is_some_and(|n| n >= 1) {
-            break Instant::now();
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the checkpoint was never retried: {text}"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    };
-    let text = b.broker.metrics.render(&b.broker);
+    let (done_at, text) =
+        await_metric(&b, "kaas_wal_checkpoints_total", 1, Duration::from_secs(20)).await;
     assert_eq!(
         metric(&text, "kaas_wal_checkpoint_failures_total"),
         Some(1),

@@ -124,32 +124,17 @@ impl GroupCommit {
     /// Makes everything written to these files so far durable, without a
     /// flush of its own if it can: the waiter rides along with the next
     /// round that syncs the same file (the next produce into the shared
-    /// write-ahead log, say), and only when none has within `patience`
-    /// does it start one. For writes no client is waiting on (transaction
-    /// markers): each would otherwise cost the disk one more flush, and a
-    /// flush competes with the ones clients are waiting for.
-    pub async fn sync_lazily(
-        self: &Arc<Self>,
-        files: Vec<Arc<File>>,
-        patience: Duration,
-    ) -> io::Result<()> {
+    /// write-ahead log, say), and only when none has within max(2 ms, 4
+    /// recent flushes) does it start one. For writes no client is waiting
+    /// on (transaction markers): each would otherwise cost the disk one more
+    /// flush, and a flush competes with the ones clients are waiting for.
+    pub async fn sync_lazily(self: &Arc<Self>, files: Vec<Arc<File>>) -> io::Result<()> {
         if self.mode != FsyncMode::Always {
             return self.sync_files(files, false).await;
         }
-        let mut receivers = Vec::with_capacity(files.len());
-        {
-            let mut q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
-            for file in &files {
-                let (tx, rx) = oneshot::channel();
-                q.riders.push(Waiter {
-                    file: file.clone(),
-                    done: tx,
-                });
-                receivers.push(rx);
-            }
-        }
-        let rode = tokio::time::timeout(patience, await_rounds(receivers)).await;
-        match rode {
+        let (riders, receivers) = waiters_for(files.clone());
+        self.queue().riders.extend(riders);
+        match tokio::time::timeout(self.lazy_patience(), await_rounds(receivers)).await {
             Ok(r) => r,
             // Nobody synced these files meanwhile: sync them now (that
             // round also takes this call's riders off the queue).
@@ -157,18 +142,24 @@ impl GroupCommit {
         }
     }
 
-    /// The patience of a lazy sync on this disk: long enough for the next
-    /// client-driven flush to come by, at least 2 ms and 4 recent flushes.
-    pub fn lazy_patience(&self) -> Duration {
+    /// How long a lazy sync waits for a round to ride along with.
+    fn lazy_patience(&self) -> Duration {
         let recent = self.stats.recent_sync_nanos.load(Ordering::Relaxed);
         Duration::from_nanos(recent.saturating_mul(4)).max(Duration::from_millis(2))
     }
 
+    fn queue(&self) -> std::sync::MutexGuard<'_, Queue> {
+        self.queue.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// `inline`: the caller may take the fast path (module docs): when no
+    /// round is running, none was found running within [`CONTENDED_FOR`]
+    /// and recent flushes were short, it runs the round itself.
     async fn sync_files(self: &Arc<Self>, files: Vec<Arc<File>>, inline: bool) -> io::Result<()> {
         match self.mode {
             FsyncMode::Never => Ok(()),
             FsyncMode::Interval => {
-                let mut q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
+                let mut q = self.queue();
                 for file in files {
                     if !q.dirty.iter().any(|f| Arc::ptr_eq(f, &file)) {
                         q.dirty.push(file);
@@ -177,118 +168,89 @@ impl GroupCommit {
                 Ok(())
             }
             FsyncMode::Always => {
-                if inline && let Some(result) = self.try_sync_inline(&files) {
-                    return result;
-                }
-                let mut receivers = Vec::with_capacity(files.len());
-                let start = {
-                    let mut q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
-                    for file in files {
-                        let (tx, rx) = oneshot::channel();
-                        q.waiting.push(Waiter { file, done: tx });
-                        receivers.push(rx);
-                    }
-                    let start = !std::mem::replace(&mut q.running, true);
-                    if !start {
+                let (waiters, receivers) = waiters_for(files);
+                let fast = inline
+                    && self.stats.recent_sync_nanos.load(Ordering::Relaxed)
+                        <= INLINE_SYNC_MAX_NANOS;
+                // Some(batch): this caller runs the round itself.
+                let own_round = {
+                    let mut q = self.queue();
+                    if q.running {
                         q.contended_until = Some(Instant::now() + CONTENDED_FOR);
+                        q.waiting.extend(waiters);
+                        None
+                    } else if fast && q.contended_until.is_none_or(|t| Instant::now() >= t) {
+                        q.running = true;
+                        Some(with_riders(&mut q, waiters))
+                    } else {
+                        q.running = true;
+                        q.waiting.extend(waiters);
+                        drop(q);
+                        self.spawn_flusher();
+                        None
                     }
-                    start
                 };
-                if start {
-                    let me = self.clone();
-                    tokio::task::spawn_blocking(move || me.flush_loop());
+                if let Some(batch) = own_round {
+                    self.stats.inline_syncs.fetch_add(1, Ordering::Relaxed);
+                    self.run_round(batch);
+                    // Callers that queued meanwhile go to the flusher thread.
+                    let more = {
+                        let mut q = self.queue();
+                        q.running = !q.waiting.is_empty();
+                        q.running
+                    };
+                    if more {
+                        self.spawn_flusher();
+                    }
                 }
                 await_rounds(receivers).await
             }
         }
     }
 
-    /// The fast path of a lone caller: when no round is running and recent
-    /// fdatasyncs were short, the caller syncs its own files on its own
-    /// thread. Handing a sub-millisecond flush to the flusher thread costs
-    /// two thread wake-ups (there and back), more than the flush itself on a
-    /// fast disk. Callers that arrive meanwhile queue as usual; when the
-    /// inline flush ends they are handed to the flusher thread, so group
-    /// commit is kept. `None`: a round is running or the disk is slow (a
-    /// runtime worker must not block for milliseconds); queue instead.
-    fn try_sync_inline(self: &Arc<Self>, files: &[Arc<File>]) -> Option<io::Result<()>> {
-        if self.stats.recent_sync_nanos.load(Ordering::Relaxed) > INLINE_SYNC_MAX_NANOS {
-            return None;
-        }
-        let riders = {
-            let mut q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
-            if q.running || q.contended_until.is_some_and(|t| Instant::now() < t) {
-                return None;
-            }
-            q.running = true;
-            take_riders(&mut q.riders, files.iter())
-        };
-        self.stats.inline_syncs.fetch_add(1, Ordering::Relaxed);
-        let mut result = Ok(());
-        for (i, f) in files.iter().enumerate() {
-            if files[..i].iter().any(|g| Arc::ptr_eq(f, g)) {
-                continue;
-            }
-            if let Err(e) = self.timed_sync(f) {
-                result = Err(e);
-            }
-        }
-        self.stats
-            .waiters
-            .fetch_add(1 + riders.len() as u64, Ordering::Relaxed);
-        let shared = result.as_ref().map(|_| ()).map_err(|e| e.to_string());
-        for w in riders {
-            let _ = w.done.send(shared.clone());
-        }
-        let more = {
-            let mut q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
-            // Waiters that queued meanwhile go to the flusher thread.
-            if q.waiting.is_empty() {
-                q.running = false;
-                false
-            } else {
-                true
-            }
-        };
-        if more {
-            let me = self.clone();
-            tokio::task::spawn_blocking(move || me.flush_loop());
-        }
-        Some(result)
+    /// Runs [`flush_loop`](Self::flush_loop) on a blocking thread; the
+    /// caller has set `running`.
+    fn spawn_flusher(self: &Arc<Self>) {
+        let me = self.clone();
+        tokio::task::spawn_blocking(move || me.flush_loop());
     }
 
     /// Syncs what is queued until the queue stays empty.
     fn flush_loop(&self) {
         loop {
             let batch = {
-                let mut q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
+                let mut q = self.queue();
                 if q.waiting.is_empty() {
                     q.running = false;
                     return;
                 }
-                let mut batch = std::mem::take(&mut q.waiting);
-                let riders = take_riders(&mut q.riders, batch.iter().map(|w| &w.file));
-                batch.extend(riders);
-                batch
+                let waiting = std::mem::take(&mut q.waiting);
+                with_riders(&mut q, waiting)
             };
-            let mut files: Vec<&Arc<File>> = Vec::new();
-            for w in &batch {
-                if !files.iter().any(|f| Arc::ptr_eq(f, &w.file)) {
-                    files.push(&w.file);
-                }
+            self.run_round(batch);
+        }
+    }
+
+    /// One round: syncs each distinct file of `batch` once, then completes
+    /// every waiter with the result.
+    fn run_round(&self, batch: Vec<Waiter>) {
+        let mut files: Vec<&Arc<File>> = Vec::new();
+        for w in &batch {
+            if !files.iter().any(|f| Arc::ptr_eq(f, &w.file)) {
+                files.push(&w.file);
             }
-            let mut result = Ok(());
-            for f in files {
-                if let Err(e) = self.timed_sync(f) {
-                    result = Err(e.to_string());
-                }
+        }
+        let mut result = Ok(());
+        for f in files {
+            if let Err(e) = self.timed_sync(f) {
+                result = Err(e.to_string());
             }
-            self.stats
-                .waiters
-                .fetch_add(batch.len() as u64, Ordering::Relaxed);
-            for w in batch {
-                let _ = w.done.send(result.clone());
-            }
+        }
+        self.stats
+            .waiters
+            .fetch_add(batch.len() as u64, Ordering::Relaxed);
+        for w in batch {
+            let _ = w.done.send(result.clone());
         }
     }
 
@@ -314,10 +276,7 @@ impl GroupCommit {
         let mut tick = tokio::time::interval(every);
         loop {
             tick.tick().await;
-            let dirty = {
-                let mut q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
-                std::mem::take(&mut q.dirty)
-            };
+            let dirty = std::mem::take(&mut self.queue().dirty);
             if dirty.is_empty() {
                 continue;
             }
@@ -346,20 +305,28 @@ async fn await_rounds(receivers: Vec<oneshot::Receiver<Result<(), String>>>) -> 
     Ok(())
 }
 
-/// Removes and returns the riders waiting on any of `files`: a round that
-/// takes them before it syncs covers everything they wrote.
-fn take_riders<'a>(
-    riders: &mut Vec<Waiter>,
-    files: impl Iterator<Item = &'a Arc<File>> + Clone,
-) -> Vec<Waiter> {
-    if riders.is_empty() {
-        return Vec::new();
-    }
-    let (taken, kept) = std::mem::take(riders)
+/// One waiter per file, and the receivers its round answers.
+fn waiters_for(files: Vec<Arc<File>>) -> (Vec<Waiter>, Vec<oneshot::Receiver<Result<(), String>>>) {
+    files
         .into_iter()
-        .partition(|w| files.clone().any(|f| Arc::ptr_eq(f, &w.file)));
-    *riders = kept;
-    taken
+        .map(|file| {
+            let (done, rx) = oneshot::channel();
+            (Waiter { file, done }, rx)
+        })
+        .unzip()
+}
+
+/// A round's batch: `batch` plus the riders waiting on any of its files. A
+/// round that takes them before it syncs covers everything they wrote.
+fn with_riders(q: &mut Queue, mut batch: Vec<Waiter>) -> Vec<Waiter> {
+    if !q.riders.is_empty() {
+        let (taken, kept): (Vec<Waiter>, Vec<Waiter>) = std::mem::take(&mut q.riders)
+            .into_iter()
+            .partition(|r| batch.iter().any(|w| Arc::ptr_eq(&w.file, &r.file)));
+        q.riders = kept;
+        batch.extend(taken);
+    }
+    batch
 }
 
 /// Makes a directory's entries (files created, renamed or removed in it)
@@ -444,12 +411,12 @@ mod tests {
         let gc = GroupCommit::new(FsyncMode::Always);
         let f = file_in(dir.path());
         // A round in progress (as the flusher thread would mark it).
-        gc.queue.lock().expect("queue").running = true;
+        gc.queue().running = true;
         let waiting = tokio::spawn({
             let (gc, f) = (gc.clone(), f.clone());
             async move { gc.sync(f).await }
         });
-        while gc.queue.lock().expect("queue").waiting.is_empty() {
+        while gc.queue().waiting.is_empty() {
             tokio::task::yield_now().await;
         }
         // The round ends: its flusher picks up the queued caller.
@@ -465,18 +432,32 @@ mod tests {
         assert_eq!(count(&gc.stats().inline_syncs), 0);
     }
 
+    /// A lazy sync of `f` in its own task, once it waits as a rider.
+    async fn spawn_lazy(
+        gc: &Arc<GroupCommit>,
+        f: &Arc<File>,
+    ) -> tokio::task::JoinHandle<io::Result<()>> {
+        let lazy = tokio::spawn({
+            let (gc, f) = (gc.clone(), f.clone());
+            async move { gc.sync_lazily(vec![f]).await }
+        });
+        while gc.queue().riders.is_empty() {
+            tokio::task::yield_now().await;
+        }
+        lazy
+    }
+
     #[tokio::test]
     async fn a_lazy_sync_rides_along_with_the_next_round_of_its_file() {
         let dir = tempfile::tempdir().expect("tmp");
         let gc = GroupCommit::new(FsyncMode::Always);
+        // As if flushes took 15 s: a minute's patience, so only a ride can
+        // finish it within the test's timeout.
+        gc.stats()
+            .recent_sync_nanos
+            .store(15_000_000_000, Ordering::Relaxed);
         let f = file_in(dir.path());
-        let lazy = tokio::spawn({
-            let (gc, f) = (gc.clone(), f.clone());
-            async move { gc.sync_lazily(vec![f], Duration::from_secs(60)).await }
-        });
-        while gc.queue.lock().expect("queue").riders.is_empty() {
-            tokio::task::yield_now().await;
-        }
+        let lazy = spawn_lazy(&gc, &f).await;
         gc.sync(f).await.expect("sync");
         tokio::time::timeout(Duration::from_secs(10), lazy)
             .await
@@ -497,19 +478,13 @@ mod tests {
         };
         let f = file_in(dir.path());
         let started = Instant::now();
-        let patience = Duration::from_millis(50);
-        let lazy = tokio::spawn({
-            let (gc, f) = (gc.clone(), f.clone());
-            async move { gc.sync_lazily(vec![f], patience).await }
-        });
-        while gc.queue.lock().expect("queue").riders.is_empty() {
-            tokio::task::yield_now().await;
-        }
+        let patience = gc.lazy_patience();
+        let lazy = spawn_lazy(&gc, &f).await;
         // A round of another file does not take it.
         gc.sync(other).await.expect("sync");
         lazy.await.expect("task").expect("sync");
         assert!(started.elapsed() >= patience);
         assert_eq!(count(&gc.stats().syncs), 2, "its own flush after the wait");
-        assert!(gc.queue.lock().expect("queue").riders.is_empty());
+        assert!(gc.queue().riders.is_empty());
     }
 }

@@ -575,8 +575,7 @@ async fn sync_unsynced(
     files: Vec<Arc<std::fs::File>>,
     written: Vec<(Arc<crate::log::Partition>, i64)>,
 ) {
-    let gc = broker.logs.group_commit();
-    let synced = gc.sync_lazily(files, gc.lazy_patience()).await;
+    let synced = broker.logs.group_commit().sync_lazily(files).await;
     markers_durable(broker, synced, written);
     broker.txn.machine().markers_synced(txn_id, markers);
     broker.txn.synced.notify_waiters();
