@@ -1,7 +1,7 @@
 //! Transaction throughput and InitProducerId latency over the wire, next to
 //! the fdatasync latency of the same disk measured in the same run.
 //!
-//! Run: `cargo run --release -p kaas --features fault-injection --example txn_bench -- [--seconds N] [--data-dir DIR] [--fsync never] [--only CASE] [--fsync-extra-us N] [--wal-checkpoint-ms N] [--bootstrap HOST:PORT]`
+//! Run: `cargo run --release -p kaas --features fault-injection --example txn_bench -- [--seconds N] [--data-dir DIR] [--fsync never] [--only CASE] [--fsync-extra-us N] [--wal-checkpoint-ms N] [--bootstrap HOST:PORT] [--repeat N]`
 //!
 //! A transaction as a client sees it: AddPartitionsToTxn (durable state
 //! record), Produce (durable data), EndTxn (durable PrepareCommit) — k = 3
@@ -58,8 +58,16 @@ fn percentile(v: &mut [f64], p: f64) -> f64 {
 /// fdatasync latency (median, ms) of 4 KiB writes in `dir`: appends that
 /// grow the file (`in_place` false), or writes into space already
 /// zero-filled (`in_place` true, what the broker's logs do since their
-/// zero-filled tails; the flush then writes no inode).
-fn fdatasync_ms(dir: &std::path::Path, in_place: bool) -> anyhow::Result<f64> {
+/// zero-filled tails; the flush then writes no inode). With `pause` the
+/// writer sleeps that long after each flush, so the CPUs and the device go
+/// idle between flushes as they do under a broker answering one client: on
+/// this VM a flush issued after an idle spell takes longer than one issued
+/// back to back (BENCHMARKS.md, "Transactions").
+fn fdatasync_ms(
+    dir: &std::path::Path,
+    in_place: bool,
+    pause: Option<Duration>,
+) -> anyhow::Result<f64> {
     use std::io::Write;
     let path = dir.join("fsync-probe");
     let mut f = std::fs::File::create(&path)?;
@@ -77,6 +85,9 @@ fn fdatasync_ms(dir: &std::path::Path, in_place: bool) -> anyhow::Result<f64> {
         f.sync_data()?;
         kaas::log::sync::slow_disk::pause();
         lat.push(t.elapsed().as_secs_f64() * 1e3);
+        if let Some(p) = pause {
+            std::thread::sleep(p);
+        }
     }
     std::fs::remove_file(&path)?;
     Ok(percentile(&mut lat, 0.5))
@@ -193,13 +204,19 @@ async fn main() -> anyhow::Result<()> {
         println!("simulated disk: every fdatasync takes {us} µs longer");
     }
     // Interleaved so a burst of disk noise hits both references.
-    let (mut grow, mut in_place) = (Vec::new(), Vec::new());
+    let (mut grow, mut in_place, mut paced) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..3 {
-        grow.push(fdatasync_ms(dir.path(), false)?);
-        in_place.push(fdatasync_ms(dir.path(), true)?);
+        grow.push(fdatasync_ms(dir.path(), false, None)?);
+        in_place.push(fdatasync_ms(dir.path(), true, None)?);
+        paced.push(fdatasync_ms(
+            dir.path(),
+            true,
+            Some(Duration::from_micros(100)),
+        )?);
     }
     let fsync = percentile(&mut grow, 0.5);
     let fsync_in_place = percentile(&mut in_place, 0.5);
+    let fsync_paced = percentile(&mut paced, 0.5);
 
     let wasm = PathBuf::from(concat!(
         env!("CARGO_MANIFEST_DIR"),
@@ -279,13 +296,14 @@ async fn main() -> anyhow::Result<()> {
     );
 
     println!(
-        "fdatasync p50: {fsync:.3} ms appending, {fsync_in_place:.3} ms into zero-filled space   \
+        "fdatasync p50: {fsync:.3} ms appending, {fsync_in_place:.3} ms into zero-filled space, \
+         {fsync_paced:.3} ms into zero-filled space after a 0.1 ms pause   \
          (k = {K} durable writes per transaction on the client's path)"
     );
     println!("policy decision (checked, in the sandbox): {decision_us:.2} µs");
     let target_one = 0.75 / (K * fsync / 1e3);
     let target_in_place = 0.75 / (K * fsync_in_place / 1e3);
-    let mut one_rate = 0.0;
+    let target_paced = 0.75 / (K * fsync_paced / 1e3);
     let mut init_all = Vec::new();
     // (records per transaction, producers, all on one partition?)
     let runs = [
@@ -298,12 +316,24 @@ async fn main() -> anyhow::Result<()> {
     ];
     // `--only I`: run only case I of `runs` (for profiling one case).
     let only: Option<usize> = arg("--only").and_then(|v| v.parse().ok());
-    let mut one_of_size = 0.0;
-    for (i, (records, producers, shared)) in runs.into_iter().enumerate() {
-        if only.is_some_and(|o| o != i) {
-            continue;
+    // `--repeat N`: run the cases N times in turn (one producer, then 8, …),
+    // so a minute of disk drift falls on both sides of a ratio; the summary
+    // gives medians.
+    let repeat: usize = arg("--repeat")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1)
+        .max(1);
+    let mut rates: Vec<Vec<f64>> = vec![Vec::new(); runs.len()];
+    let mut ratios: Vec<Vec<f64>> = vec![Vec::new(); runs.len()];
+    for round in 0..repeat {
+        if repeat > 1 {
+            println!("run {} of {repeat}", round + 1);
         }
-        {
+        let mut one_of_size = 0.0;
+        for (i, &(records, producers, shared)) in runs.iter().enumerate() {
+            if only.is_some_and(|o| o != i) {
+                continue;
+            }
             let syncs_before = broker.as_ref().map(|b| fsync_counts(b));
             let until = Instant::now() + Duration::from_secs(seconds);
             let started = Instant::now();
@@ -325,17 +355,14 @@ async fn main() -> anyhow::Result<()> {
                 }
             }
             let rate = total as f64 / started.elapsed().as_secs_f64();
+            rates[i].push(rate);
             if producers == 1 {
                 one_of_size = rate;
-                if records == 1 {
-                    one_rate = rate;
-                }
             }
             let vs = if producers == 8 && one_of_size > 0.0 {
-                format!(
-                    "  ({:.1}× one producer)",
-                    rate / f64::max(one_of_size, 1e-9)
-                )
+                let ratio = rate / f64::max(one_of_size, 1e-9);
+                ratios[i].push(ratio);
+                format!("  ({ratio:.1}× one producer)")
             } else {
                 String::new()
             };
@@ -381,12 +408,51 @@ async fn main() -> anyhow::Result<()> {
         "InitProducerId latency: p50 {p50:.3} ms, p99 {p99:.3} ms; the policy is {:.2}% of p50",
         decision_us / 1e3 / p50 * 100.0
     );
+    let median = |v: &[f64]| {
+        if v.is_empty() {
+            0.0
+        } else {
+            percentile(&mut v.to_vec(), 0.5)
+        }
+    };
+    if repeat > 1 {
+        println!("medians of {repeat} runs (min–max):");
+        for (i, &(records, producers, shared)) in runs.iter().enumerate() {
+            if rates[i].is_empty() {
+                continue;
+            }
+            let lo = rates[i].iter().copied().fold(f64::INFINITY, f64::min);
+            let hi = rates[i].iter().copied().fold(0.0, f64::max);
+            let placement = match (producers, shared) {
+                (1, _) => "",
+                (_, true) => " on one partition",
+                (_, false) => " on 8 partitions",
+            };
+            let vs = if ratios[i].is_empty() {
+                String::new()
+            } else {
+                let r: Vec<String> = ratios[i].iter().map(|r| format!("{r:.1}")).collect();
+                format!(
+                    "  ({:.1}× one producer; per run {})",
+                    median(&ratios[i]),
+                    r.join(" / ")
+                )
+            };
+            println!(
+                "{records:>3}-record transactions, {producers} producer(s){placement}: {:8.1} txn/s ({lo:.0}–{hi:.0}){vs}",
+                median(&rates[i])
+            );
+        }
+    }
+    let one_rate = median(&rates[0]);
     let verdict = |t: f64| if one_rate >= t { "PASS" } else { "MISS" };
     println!(
         "target one producer ≥ 0.75/(k·fsync): {target_one:.1} txn/s with the appending fsync: {}; \
-         {target_in_place:.1} txn/s with the in-place fsync: {}",
+         {target_in_place:.1} txn/s with the in-place fsync: {}; \
+         {target_paced:.1} txn/s with the in-place fsync after a pause: {}",
         verdict(target_one),
-        verdict(target_in_place)
+        verdict(target_in_place),
+        verdict(target_paced)
     );
     if let Some(wal) = broker.as_ref().and_then(|b| b.logs.wal()) {
         println!(
