@@ -70,15 +70,28 @@ async fn a_checkpoint_runs_once_the_logged_data_is_older_than_the_interval() {
     assert_eq!(
         wal_files(dir.path()).len(),
         1,
-        "the checkpointed file is deleted"
+        "the checkpointed file is done with"
+    );
+    assert_eq!(
+        kaas::log::wal::free_files(&dir.path().join("__wal"))
+            .expect("free files")
+            .len(),
+        1,
+        "and kept for the next rotation to recycle"
     );
     b.stop().await;
 }
 
+/// The write-ahead log files in use (not the free ones kept to recycle).
 fn wal_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     let mut files: Vec<_> = std::fs::read_dir(dir.join("__wal"))
         .expect("wal dir")
         .map(|e| e.expect("entry").path())
+        .filter(|p| {
+            !p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("free-"))
+        })
         .collect();
     files.sort();
     files

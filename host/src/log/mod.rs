@@ -190,9 +190,18 @@ impl LogManager {
             }
             parts[t].push(Arc::new(p));
         }
-        // Every partition synced what it took back: the old files are done.
-        for f in &recovered.files {
-            fs::remove_file(f)?;
+        // Every partition synced what it took back: the old files are done
+        // (kept for recycling while the write-ahead log is in use).
+        match &wal {
+            Some(w) => w.release(&recovered.files)?,
+            None => {
+                for f in recovered.files.iter().chain(&wal::free_files(&wal_dir)?) {
+                    fs::remove_file(f)?;
+                }
+            }
+        }
+        if wal.is_some() || !recovered.files.is_empty() {
+            sync::sync_dir(&wal_dir)?;
         }
         let mut topics = BTreeMap::new();
         for (m, mut ps) in metas.into_iter().zip(parts) {
@@ -225,8 +234,9 @@ impl LogManager {
     }
 
     /// A write-ahead log checkpoint: rotates to a new file, syncs every
-    /// segment that relied on the old ones, then deletes them. Returns
-    /// whether there was a log to checkpoint.
+    /// segment that relied on the old ones, then frees them (one is kept
+    /// for recycling, see `wal`). Returns whether there was a log to
+    /// checkpoint.
     pub fn checkpoint_wal(&self) -> io::Result<bool> {
         let Some(wal) = &self.wal else {
             return Ok(false);
@@ -489,8 +499,12 @@ mod tests {
             .expect("a file to sync")
     }
 
+    /// Write-ahead log files in use (free files kept for recycling are
+    /// not counted: nothing reads them).
     fn wal_files(dir: &Path) -> usize {
-        fs::read_dir(dir.join(wal::DIR)).expect("wal dir").count()
+        let wal_dir = dir.join(wal::DIR);
+        let all = fs::read_dir(&wal_dir).expect("wal dir").count();
+        all - wal::free_files(&wal_dir).expect("free files").len()
     }
 
     #[test]
@@ -552,7 +566,7 @@ mod tests {
             }]
         );
         assert_eq!(r.last_stable_offset, 2, "the marker closed the transaction");
-        assert_eq!(wal_files(dir.path()), 1, "the replayed file is deleted");
+        assert_eq!(wal_files(dir.path()), 1, "the replayed file is done with");
     }
 
     #[test]
@@ -567,7 +581,7 @@ mod tests {
             let p = &t.partitions[0];
             let before = durable_file(p, small(b"a", None, false));
             assert!(logs.checkpoint_wal().expect("checkpoint"));
-            assert_eq!(wal_files(dir.path()), 1, "the old file is deleted");
+            assert_eq!(wal_files(dir.path()), 1, "the old file is done with");
             kept = fs::metadata(segment(dir.path(), "t", 0))
                 .expect("meta")
                 .len();
@@ -591,6 +605,53 @@ mod tests {
         let first = batch::parse_header(&records).expect("first");
         let second = batch::parse_header(&records[first.size..]).expect("second");
         assert_eq!((first.base_offset, second.base_offset), (0, 1));
+    }
+
+    #[test]
+    fn batches_in_a_recycled_file_come_back_and_its_earlier_frames_do_not() {
+        let dir = tempfile::tempdir().expect("tmp");
+        {
+            let logs = open(dir.path());
+            let t = logs
+                .create_topic("t", 1, BTreeMap::new(), false)
+                .expect("create");
+            let p = &t.partitions[0];
+            let first = durable_file(p, small(b"batch-a", None, false));
+            assert!(logs.checkpoint_wal().expect("checkpoint"));
+            durable_file(p, small(b"batch-b", None, false));
+            assert!(logs.checkpoint_wal().expect("checkpoint"));
+            // The second rotation took the first file back: "a"'s frame is
+            // still in its bytes, behind where "c" goes.
+            let third = durable_file(p, small(b"batch-c", None, false));
+            use std::os::unix::fs::MetadataExt;
+            let ino = |f: &std::fs::File| f.metadata().expect("meta").ino();
+            assert_eq!(ino(&first), ino(&third), "the first file was recycled");
+        }
+        // The checkpoints synced "a" and "b"; "c" is lost from the segment.
+        let seg = segment(dir.path(), "t", 0);
+        let bytes = fs::read(&seg).expect("read");
+        let a = batch::parse_header(&bytes).expect("batch a").size;
+        let b = batch::parse_header(&bytes[a..]).expect("batch b").size;
+        lose_segment_pages_after(&seg, (a + b) as u64);
+        let logs = open(dir.path());
+        let p = logs.partition("t", 0).expect("t-0");
+        assert_eq!(
+            p.log_end_offset(),
+            3,
+            "c came back, a was not replayed again"
+        );
+        let records = p.read(0, 1 << 20, false).expect("read").records;
+        let mut at = 0;
+        let mut batches = Vec::new();
+        while at < records.len() {
+            let h = batch::parse_header(&records[at..]).expect("batch");
+            batches.push((h.base_offset, &records[at..at + h.size]));
+            at += h.size;
+        }
+        let offsets: Vec<i64> = batches.iter().map(|b| b.0).collect();
+        assert_eq!(offsets, vec![0, 1, 2]);
+        let holds = |b: &[u8], v: &[u8]| b.windows(v.len()).any(|w| w == v);
+        assert!(holds(batches[0].1, b"batch-a") && holds(batches[2].1, b"batch-c"));
     }
 
     #[test]
@@ -626,7 +687,17 @@ mod tests {
             let last = b"after the rotation";
             assert!(records.windows(last.len()).any(|w| w == last));
         }
-        assert_eq!(wal_files(dir.path()), 1, "both replayed files are deleted");
+        assert_eq!(
+            wal_files(dir.path()),
+            1,
+            "both replayed files are done with"
+        );
+        let free = wal::free_files(&dir.path().join(wal::DIR)).expect("free");
+        assert_eq!(
+            free.len(),
+            1,
+            "one of them is kept for recycling, the other deleted"
+        );
     }
 
     #[test]
