@@ -8,7 +8,9 @@
 //! back. The second test then also takes from the segments everything a
 //! power cut could: with no write-ahead log checkpoint in the run, nothing
 //! ever fdatasynced a segment, so they may come back empty, and every
-//! acknowledged record must come back from the shared write-ahead log.
+//! acknowledged record must come back from the shared write-ahead log. The
+//! third checkpoints every 20 ms, so the log files are being recycled when
+//! the broker dies.
 
 mod support;
 
@@ -46,12 +48,41 @@ async fn every_acknowledged_record_survives_a_power_cut_that_empties_the_segment
     kill_under_load_and_read_back(true).await;
 }
 
+/// Checkpoints every 20 ms, so write-ahead log files are recycled under the
+/// load: the killed broker's current file holds an earlier life's frames
+/// behind its own, and the restart must replay exactly its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn every_acknowledged_record_survives_kill_9_while_log_files_are_recycled() {
+    kill_under_load_and_read_back_with(false, &RECYCLING).await;
+}
+
 const FLAGS: [&str; 4] = [
     "--fsync",
     "always",
     "--wal-checkpoint-interval-ms",
     "3600000",
 ];
+
+const RECYCLING: [&str; 4] = ["--fsync", "always", "--wal-checkpoint-interval-ms", "20"];
+
+/// The highest write-ahead log file number in the data directory (the
+/// first file is 1; a rotation that recycled a file makes 3 or more).
+fn newest_wal_file(dir: &std::path::Path) -> u64 {
+    std::fs::read_dir(dir.join("__wal"))
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok())
+                .filter_map(|e| {
+                    e.file_name()
+                        .to_str()
+                        .and_then(|n| n.strip_suffix(".wal"))
+                        .and_then(|n| n.parse::<u64>().ok())
+                })
+                .max()
+                .unwrap_or(0)
+        })
+        .unwrap_or(0)
+}
 
 /// Empties every segment file of the topic: what a power cut leaves of
 /// files whose pages were written but never synced.
@@ -73,8 +104,13 @@ fn lose_unsynced_segment_pages(dir: &std::path::Path) {
 }
 
 async fn kill_under_load_and_read_back(power_cut: bool) {
+    kill_under_load_and_read_back_with(power_cut, &FLAGS).await;
+}
+
+async fn kill_under_load_and_read_back_with(power_cut: bool, flags: &[&str]) {
+    let recycling = flags == RECYCLING;
     let dir = tempfile::tempdir().expect("tmp");
-    let broker = Process::spawn(dir.path(), &FLAGS);
+    let broker = Process::spawn(dir.path(), flags);
     let addr = broker.addr.clone();
     {
         let mut c = Client::connect(&addr).await;
@@ -139,10 +175,10 @@ async fn kill_under_load_and_read_back(power_cut: bool) {
     }
     // Kill mid-load, once a fair amount is acknowledged.
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while count.load(Ordering::Relaxed) < 4000 {
+    while count.load(Ordering::Relaxed) < 4000 || (recycling && newest_wal_file(dir.path()) < 4) {
         assert!(
             std::time::Instant::now() < deadline,
-            "producers made no progress"
+            "producers made no progress (or no log file was recycled)"
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -156,7 +192,7 @@ async fn kill_under_load_and_read_back(power_cut: bool) {
         lose_unsynced_segment_pages(dir.path());
     }
 
-    let broker = Process::spawn(dir.path(), &FLAGS);
+    let broker = Process::spawn(dir.path(), flags);
     let mut c = Client::connect(&broker.addr).await;
     let mut seen: HashMap<String, usize> = HashMap::new();
     for p in 0..PARTITIONS {
