@@ -50,6 +50,15 @@ fn fsync_counts(broker: &kaas::broker::Broker) -> ((u64, u64), (u64, u64)) {
     )
 }
 
+/// How a case's producers are spread, as its report line says it.
+fn placement(producers: usize, shared: bool) -> &'static str {
+    match (producers, shared) {
+        (1, _) => "",
+        (_, true) => " on one partition",
+        (_, false) => " on 8 partitions",
+    }
+}
+
 fn percentile(v: &mut [f64], p: f64) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     v[((v.len() as f64 - 1.0) * p).round() as usize]
@@ -301,9 +310,10 @@ async fn main() -> anyhow::Result<()> {
          (k = {K} durable writes per transaction on the client's path)"
     );
     println!("policy decision (checked, in the sandbox): {decision_us:.2} µs");
-    let target_one = 0.75 / (K * fsync / 1e3);
-    let target_in_place = 0.75 / (K * fsync_in_place / 1e3);
-    let target_paced = 0.75 / (K * fsync_paced / 1e3);
+    // One producer's target (txn/s) against a reference fdatasync (ms).
+    let target = |fsync_ms: f64| 0.75 / (K * fsync_ms / 1e3);
+    let (target_one, target_in_place, target_paced) =
+        (target(fsync), target(fsync_in_place), target(fsync_paced));
     let mut init_all = Vec::new();
     // (records per transaction, producers, all on one partition?)
     let runs = [
@@ -373,11 +383,7 @@ async fn main() -> anyhow::Result<()> {
                     percentile(&mut v, 0.5)
                 }
             });
-            let placement = match (producers, shared) {
-                (1, _) => "",
-                (_, true) => " on one partition",
-                (_, false) => " on 8 partitions",
-            };
+            let placement = placement(producers, shared);
             // fdatasyncs per transaction, data logs / state log (in-process only).
             let per_txn = match (syncs_before, broker.as_ref()) {
                 (Some((l0, s0)), Some(b)) if total > 0 => {
@@ -423,11 +429,7 @@ async fn main() -> anyhow::Result<()> {
             }
             let lo = rates[i].iter().copied().fold(f64::INFINITY, f64::min);
             let hi = rates[i].iter().copied().fold(0.0, f64::max);
-            let placement = match (producers, shared) {
-                (1, _) => "",
-                (_, true) => " on one partition",
-                (_, false) => " on 8 partitions",
-            };
+            let placement = placement(producers, shared);
             let vs = if ratios[i].is_empty() {
                 String::new()
             } else {

@@ -200,9 +200,6 @@ impl LogManager {
                 }
             }
         }
-        if wal.is_some() || !recovered.files.is_empty() {
-            sync::sync_dir(&wal_dir)?;
-        }
         let mut topics = BTreeMap::new();
         for (m, mut ps) in metas.into_iter().zip(parts) {
             ps.sort_by_key(|p| p.id);

@@ -91,7 +91,6 @@ pub struct Recovered {
 
 #[derive(Debug)]
 struct Active {
-    seq: u64,
     file: Arc<File>,
     /// Where the next frame goes (frames start after the header).
     size: u64,
@@ -105,6 +104,10 @@ struct Active {
 pub struct Wal {
     dir: PathBuf,
     active: Mutex<Active>,
+    /// The active file's seq. Changed only with `active` locked, so an
+    /// append can salt its frame's CRC before taking the lock and check the
+    /// seq under it.
+    seq: AtomicU64,
     /// Files rotated away whose partitions' segments are not yet known to
     /// be synced; deleted by a checkpoint that synced them.
     retired: Mutex<Vec<PathBuf>>,
@@ -125,26 +128,12 @@ fn file_name(seq: u64) -> String {
 /// Reads every file in `dir` (creating nothing). Frames after a torn one in
 /// the same file are not trusted.
 pub fn recover(dir: &Path) -> io::Result<Recovered> {
-    let mut seqs: Vec<u64> = match fs::read_dir(dir) {
-        Ok(entries) => entries
-            .filter_map(|e| e.ok())
-            .filter_map(|e| {
-                e.file_name()
-                    .to_str()
-                    .and_then(|n| n.strip_suffix(".wal"))
-                    .and_then(|n| n.parse().ok())
-            })
-            .collect(),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
-        Err(e) => return Err(e),
-    };
-    seqs.sort_unstable();
+    let files = numbered(dir, "")?;
     let mut out = Recovered {
-        next_seq: seqs.last().map_or(1, |s| s + 1),
+        next_seq: files.last().map_or(1, |(s, _)| s + 1),
         ..Recovered::default()
     };
-    for seq in seqs {
-        let path = dir.join(file_name(seq));
+    for (seq, path) in files {
         let bytes = fs::read(&path)?;
         let (frames, end) = read_file(&bytes, seq);
         // A recycled file always has its earlier life's bytes after its
@@ -246,7 +235,6 @@ fn create_file(dir: &Path, seq: u64) -> io::Result<Active> {
     file.sync_all()?;
     sync_dir(dir)?;
     Ok(Active {
-        seq,
         file: Arc::new(file),
         size: HEADER,
         tail,
@@ -264,7 +252,6 @@ fn recycle_file(dir: &Path, free: &Path, seq: u64) -> io::Result<Active> {
     sync_dir(dir)?;
     let len = file.metadata()?.len().max(HEADER);
     Ok(Active {
-        seq,
         file: Arc::new(file),
         size: HEADER,
         tail: ZeroTail::new(len, zero_tail::CHUNK),
@@ -272,44 +259,69 @@ fn recycle_file(dir: &Path, free: &Path, seq: u64) -> io::Result<Active> {
     })
 }
 
-/// The free files in `dir`, oldest first (none if there is no `dir`).
-pub fn free_files(dir: &Path) -> io::Result<Vec<PathBuf>> {
+/// The files in `dir` named `<prefix><seq>.wal`, by seq (none if there is
+/// no `dir`).
+fn numbered(dir: &Path, prefix: &str) -> io::Result<Vec<(u64, PathBuf)>> {
     let entries = match fs::read_dir(dir) {
         Ok(entries) => entries,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(e),
     };
-    let mut free: Vec<(u64, PathBuf)> = entries
+    let mut files: Vec<(u64, PathBuf)> = entries
         .filter_map(|e| e.ok())
         .filter_map(|e| {
-            let name = e.file_name();
-            let seq = name
+            let seq = e
+                .file_name()
                 .to_str()?
-                .strip_prefix(FREE_PREFIX)?
+                .strip_prefix(prefix)?
                 .strip_suffix(".wal")?
                 .parse()
                 .ok()?;
             Some((seq, e.path()))
         })
         .collect();
-    free.sort_unstable();
-    Ok(free.into_iter().map(|(_, p)| p).collect())
+    files.sort_unstable();
+    Ok(files)
+}
+
+/// The free files in `dir`, oldest first (none if there is no `dir`).
+pub fn free_files(dir: &Path) -> io::Result<Vec<PathBuf>> {
+    Ok(numbered(dir, FREE_PREFIX)?
+        .into_iter()
+        .map(|(_, p)| p)
+        .collect())
+}
+
+/// File `seq`: a free file recycled if there is one, else a new file. A
+/// free file that cannot be recycled stays free (its rewritten header names
+/// no file) and a new file is created instead.
+fn next_file(dir: &Path, free: &mut Vec<PathBuf>, seq: u64) -> io::Result<Active> {
+    if let Some(f) = free.pop() {
+        match recycle_file(dir, &f, seq) {
+            Ok(next) => return Ok(next),
+            Err(e) => {
+                tracing::warn!(file = %f.display(), error = %e, "recycling a write-ahead log file failed; creating one");
+                if f.exists() {
+                    free.push(f);
+                }
+            }
+        }
+    }
+    create_file(dir, seq)
 }
 
 impl Wal {
-    /// Starts file `seq` in `dir`; `retired` are older files still to be
-    /// deleted by the next checkpoint.
-    /// Free files a previous run left are taken up for recycling.
+    /// Starts file `seq` in `dir` (recycling a free file a previous run
+    /// left, if any); `retired` are older files still to be freed by the
+    /// next checkpoint.
     pub fn create(dir: &Path, seq: u64, retired: Vec<PathBuf>) -> io::Result<Arc<Wal>> {
         fs::create_dir_all(dir)?;
         let mut free = free_files(dir)?;
-        let active = match free.pop() {
-            Some(f) => recycle_file(dir, &f, seq)?,
-            None => create_file(dir, seq)?,
-        };
+        let active = next_file(dir, &mut free, seq)?;
         Ok(Arc::new(Wal {
             dir: dir.to_path_buf(),
             active: Mutex::new(active),
+            seq: AtomicU64::new(seq),
             retired: Mutex::new(retired),
             checkpointing: Mutex::new(()),
             checkpoints: AtomicU64::new(0),
@@ -329,8 +341,15 @@ impl Wal {
     /// Writes one batch of `key`'s partition; returns the file whose
     /// fdatasync makes it durable.
     pub fn append(&self, key: PartitionKey, batch: &[u8]) -> io::Result<Arc<File>> {
+        // Framed (copied and checksummed) outside the lock every partition
+        // shares; again only if a rotation came in between.
+        let seq = self.seq();
+        let mut f = frame(seq, key, batch);
         let mut a = self.active();
-        let f = frame(a.seq, key, batch);
+        let now = self.seq();
+        if now != seq {
+            f = frame(now, key, batch);
+        }
         a.file.write_all_at(&f, a.size)?;
         a.size += f.len() as u64;
         let Active {
@@ -353,7 +372,7 @@ impl Wal {
 
     /// The current file's sequence number.
     pub fn seq(&self) -> u64 {
-        self.active().seq
+        self.seq.load(Ordering::Acquire)
     }
 
     /// Held by a checkpoint for its whole run.
@@ -367,28 +386,14 @@ impl Wal {
     /// before appends are held up for the old one's fdatasync.
     pub fn rotate(&self) -> io::Result<Vec<PathBuf>> {
         let seq = self.seq();
-        let recycled = self.free().pop();
-        let next = match recycled {
-            Some(f) => match recycle_file(&self.dir, &f, seq + 1) {
-                Ok(next) => next,
-                Err(e) => {
-                    tracing::warn!(file = %f.display(), error = %e, "recycling a write-ahead log file failed; creating one");
-                    // Not renamed: it is still a free file (its new header
-                    // names no file).
-                    if f.exists() {
-                        self.free().push(f);
-                    }
-                    create_file(&self.dir, seq + 1)?
-                }
-            },
-            None => create_file(&self.dir, seq + 1)?,
-        };
+        let next = next_file(&self.dir, &mut self.free(), seq + 1)?;
         let mut a = self.active();
         a.file.sync_data()?;
-        let old = std::mem::replace(&mut *a, next);
+        *a = next;
+        self.seq.store(seq + 1, Ordering::Release);
         drop(a);
         let mut retired = self.retired.lock().unwrap_or_else(|p| p.into_inner());
-        retired.push(self.dir.join(file_name(old.seq)));
+        retired.push(self.dir.join(file_name(seq)));
         Ok(retired.clone())
     }
 
@@ -400,15 +405,14 @@ impl Wal {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .retain(|f| !files.contains(f));
-        sync_dir(&self.dir)?;
         self.checkpoints.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
 
     /// Files nothing needs any more (retired ones after a checkpoint, or
     /// the ones recovery read once their batches are synced): renamed to
-    /// free files while the pool has room, deleted otherwise. The caller
-    /// syncs the directory.
+    /// free files while the pool has room, deleted otherwise; durable with
+    /// the directory.
     pub fn release(&self, files: &[PathBuf]) -> io::Result<()> {
         let mut free = self.free();
         for f in files {
@@ -426,7 +430,7 @@ impl Wal {
                 _ => {}
             }
         }
-        Ok(())
+        sync_dir(&self.dir)
     }
 
     /// Checkpoints completed since the broker started.
