@@ -91,6 +91,7 @@ import json
 import math
 import multiprocessing as mp
 import os
+import queue
 import random
 import resource
 import socket
@@ -1150,6 +1151,49 @@ class WellBehaved:
         }
 
 
+class ConnectProbe:
+    """A client arriving while the attack runs: every --probe-interval s a
+    new TCP connection sends ApiVersions v0 and waits for the answer (10 s);
+    the time from connect() to the answer, a failure counted as infinite."""
+
+    def __init__(self, addr, interval):
+        self.addr = addr
+        self.interval = interval
+        self.phase = "warmup"
+        self.lat = {}
+        self.failed = {}
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._run, daemon=True)
+        self._t.start()
+
+    def _run(self):
+        while not self._stop.is_set():
+            phase = self.phase
+            t0 = time.monotonic()
+            try:
+                c = Conn(self.addr, self._stop, connect_timeout=10)
+                try:
+                    c.send(frame(18, 0, 1, b""), timeout=10)
+                    c.read_frame(10)
+                finally:
+                    c.close()
+                self.lat.setdefault(phase, []).append(time.monotonic() - t0)
+            except (Closed, TimedOut):
+                self.failed[phase] = self.failed.get(phase, 0) + 1
+            except Stopped:
+                return
+            self._stop.wait(self.interval)
+
+    def stop(self):
+        self._stop.set()
+        self._t.join(15)
+
+    def stats(self, phase):
+        lat = sorted(self.lat.get(phase, [])) + [math.inf] * self.failed.get(phase, 0)
+        return {"probes": len(lat), "failed": self.failed.get(phase, 0),
+                "p50_ms": pct(lat, 50) * 1000, "p99_ms": pct(lat, 99) * 1000}
+
+
 def pct(sorted_vals, p):
     if not sorted_vals:
         return math.nan
@@ -1188,6 +1232,16 @@ def read_back(bootstrap, topic, partitions, timeout_s=120):
 # --------------------------------------------------------------------------
 
 
+def broker_log_counts(broker):
+    """How often the started broker's log mentions a few failure kinds."""
+    if broker is None:
+        return None
+    lines = list(broker.stderr_lines)
+    keys = {"too many open files": "Too many open files", "panic": "panicked",
+            "WARN lines": " WARN ", "ERROR lines": " ERROR "}
+    return {k: sum(1 for ln in lines if pat in ln) for k, pat in keys.items()}
+
+
 def parse_args():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bootstrap", help="use this broker (HOST:PORT) instead of starting kaas; needs --pid")
@@ -1223,6 +1277,8 @@ def parse_args():
     ap.add_argument("--metadata-topics", type=int, default=10_000, help="attack 8 (default: %(default)s)")
     ap.add_argument("--metadata-interval", type=float, default=5,
                     help="attack 8 period, s (default: %(default)s)")
+    ap.add_argument("--probe-interval", type=float, default=2,
+                    help="new-connection probe period, s (default: %(default)s)")
     ap.add_argument("--keep", action="store_true", help="keep the data dir")
     ap.add_argument("--json", help="also write every figure to this file")
     args = ap.parse_args()
@@ -1295,8 +1351,11 @@ def main():
         for r in readies:
             r.wait(300)
         infos = {}
-        while not info_q.empty():
-            n, info = info_q.get()
+        for _ in args.attack_list:
+            try:
+                n, info = info_q.get(timeout=10)
+            except queue.Empty:
+                break
             infos[n] = info
         kb.log(f"attackers prepared in {time.monotonic() - t_prep:.1f} s")
         for n in args.attack_list:
@@ -1320,14 +1379,15 @@ def main():
         wb_topic = f"well-behaved-{run_id}"
         kb.create_topic(bootstrap, wb_topic, 2)
         wb = WellBehaved(bootstrap, wb_topic, 2, args.rate)
+        probe = ConnectProbe(addr, args.probe_interval)
         time.sleep(args.warmup_seconds)
         kb.log(f"reference: {args.ref_seconds} s of the well-behaved load, no attackers")
-        wb.phase = "reference"
+        wb.phase = probe.phase = "reference"
         mem.mark = "reference"
         time.sleep(args.ref_seconds)
 
         kb.log(f"attack: {args.seconds} s, attacks {args.attacks}")
-        wb.phase = "attack"
+        wb.phase = probe.phase = "attack"
         mem.mark = "attack"
         cpu0 = cpu_seconds(pid)
         t_attack = time.monotonic()
@@ -1344,6 +1404,7 @@ def main():
         attack_s = time.monotonic() - t_attack
         cpu1 = cpu_seconds(pid)
         stop.set()
+        wb.phase = probe.phase = "drain"
         mem.mark = "drain"
         kb.log(f"stopping attackers after {attack_s:.1f} s")
         for pr in procs:
@@ -1358,6 +1419,7 @@ def main():
             infos[n] = infos.get(n, "") + " | " + info
         kb.log("draining the well-behaved producer")
         wb.stop(args.drain_seconds, 10)
+        probe.stop()
         broker_alive = (broker.proc.poll() is None) if broker else os.path.exists(f"/proc/{pid}")
 
         # Read back.
@@ -1394,6 +1456,8 @@ def main():
             "broker_cpu_s_attack": (cpu1 - cpu0) if cpu0 is not None and cpu1 is not None else None,
             "aborted": mem.aborted, "killed": mem.killed, "broker_alive": broker_alive,
             "reference": ref, "attack": att,
+            "connect_probe": {"reference": probe.stats("reference"), "attack": probe.stats("attack")},
+            "broker_log": broker_log_counts(broker),
             "acked": len(acked), "read_back": len(readback), "read_back_complete": complete,
             "read_back_error": readback_error, "high_watermarks": highs,
             "missing": missing, "duplicated": duplicated,
@@ -1468,15 +1532,23 @@ def report(args, r):
               f"{fmt_ms(s['fetch_p50_ms']):>12} {fmt_ms(s['fetch_p99_ms']):>12}")
     print(f"p99 under attack / reference: produce {ratio(att['produce_p99_ms'], ref['produce_p99_ms'])}, "
           f"fetch {ratio(att['fetch_p99_ms'], ref['fetch_p99_ms'])}")
+    cp = r["connect_probe"]
+    print(f"new-connection probe (connect + ApiVersions, every {args.probe_interval:g} s; not a verdict): "
+          + "; ".join(f"{ph} {st['probes']} probes, {st['failed']} failed, p50 {fmt_ms(st['p50_ms'])} ms, "
+                      f"p99 {fmt_ms(st['p99_ms'])} ms" for ph, st in cp.items()))
+    if r.get("broker_log"):
+        print("broker log: " + ", ".join(f"{k} {v}" for k, v in r["broker_log"].items()))
     print(f"read back: acknowledged {r['acked']}, read back {r['read_back']} "
           f"(complete: {r['read_back_complete']}), missing {r['missing']}, duplicated {r['duplicated']}"
           + (f"; error: {r['read_back_error']}" if r["read_back_error"] else ""))
     print()
-    print(f"{'attack':<48} {'attempts':>8} {'error':>7} {'closed':>7} {'timeout':>7} {'ok':>7}  note")
+    print(f"{'attack':<48} {'attempts':>8} {'error':>7} {'closed':>7} {'timeout':>7} {'ok':>7} "
+          f"{'unfinished':>10}  note")
     for n, c in r["per_attack"].items():
         extra = f"{EXTRA_NAMES[n]} {c['extra']:,}" if EXTRA_NAMES[n] else ""
         print(f"{str(n) + ' ' + ATTACK_NAMES[n]:<48} {c['attempts']:>8} {c['error']:>7} {c['closed']:>7} "
-              f"{c['timeout']:>7} {c['ok']:>7}  {extra}")
+              f"{c['timeout']:>7} {c['ok']:>7} "
+              f"{c['attempts'] - c['error'] - c['closed'] - c['timeout'] - c['ok']:>10}  {extra}")
     for n, info in r["attack_info"].items():
         print(f"  {n}: {info}")
     if r["client_errors"]:
