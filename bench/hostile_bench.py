@@ -1485,15 +1485,19 @@ def main():
                 pr.join(5)
         if broker is not None:
             broker.stop(timeout=60)
-            if not args.keep and data:
-                kb.remove(data)
-                if result.get("pass"):
-                    kb.remove_file(broker.log_path)
 
     report(args, result)
+    sys.stdout.flush()
     if args.json:
         with open(args.json, "w") as f:
             json.dump(result, f, indent=2, default=str)
+    # After the report: a data dir with the partitions of attacks 7 and 8
+    # takes minutes to delete.
+    if broker is not None and not args.keep and data:
+        kb.log(f"removing {data}")
+        kb.remove(data)
+        if result.get("pass"):
+            kb.remove_file(broker.log_path)
     sys.exit(0 if result.get("pass") else 1)
 
 
