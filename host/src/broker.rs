@@ -92,6 +92,22 @@ impl Broker {
     ) -> std::io::Result<Self> {
         let producer_ids =
             crate::pid::ProducerIdAllocator::open(&config.data_dir.join("__producer_ids"))?;
+        // A fresh producer id starts with no state on any partition: state
+        // under ids never handed out can only come from forged batches
+        // accepted before Produce refused them (issue 13 item 3).
+        let forged: usize = logs
+            .topics()
+            .iter()
+            .flat_map(|t| t.partitions.iter())
+            .map(|p| p.forget_producers_from(producer_ids.next()))
+            .sum();
+        if forged > 0 {
+            tracing::warn!(
+                entries = forged,
+                first_unissued = producer_ids.next(),
+                "dropped producer state under producer ids never handed out"
+            );
+        }
         let (store, records) = TxnStore::open(&config.data_dir)?;
         let txn = Coordinator::new(
             TxnMachine::new(policy, DEFAULT_LIMITS),

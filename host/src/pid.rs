@@ -2,10 +2,18 @@
 //! no id is ever handed out twice, across crashes. The file holds the end of
 //! the last reserved block; a restart continues from there (the unused rest
 //! of a block is skipped, never reused).
+//!
+//! It also answers whether an id was ever handed out ([`Self::issued`]):
+//! every id below the next one to hand out was, or was skipped for good;
+//! every id at or above it was not. Produce refuses a batch under an id
+//! that was not (issue 13 item 3): a client that wrote seq-0 batches under
+//! the next ids before they are handed out would make the real producer's
+//! first batch look like a duplicate (acknowledged, and never stored).
 
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicI64, Ordering};
 
 /// Ids reserved per durable write.
 pub const BLOCK: i64 = 1000;
@@ -16,6 +24,9 @@ pub struct ProducerIdAllocator {
     path: PathBuf,
     /// (next id to hand out, end of the reserved block, exclusive)
     state: Mutex<(i64, i64)>,
+    /// The next id to hand out (`state.0`), readable without the lock: the
+    /// produce path asks [`Self::issued`] for every batch with a producer id.
+    next: AtomicI64,
 }
 
 impl ProducerIdAllocator {
@@ -33,7 +44,20 @@ impl ProducerIdAllocator {
         Ok(ProducerIdAllocator {
             path: path.to_path_buf(),
             state: Mutex::new((end, end)),
+            next: AtomicI64::new(end),
         })
+    }
+
+    /// Whether `id` was handed out (or skipped for good): it is below the
+    /// next id to hand out. Ids at or above it have no producer yet, so no
+    /// batch may carry them.
+    pub fn issued(&self, id: i64) -> bool {
+        id >= 0 && id < self.next.load(Ordering::Acquire)
+    }
+
+    /// The next id to hand out: every id below it was handed out or skipped.
+    pub fn next(&self) -> i64 {
+        self.next.load(Ordering::Acquire)
     }
 
     /// Hands out a fresh id. Concurrent callers never get the same one; an
@@ -47,6 +71,9 @@ impl ProducerIdAllocator {
         }
         let id = st.0;
         st.0 += 1;
+        // Published before the id reaches anyone, so the id's first batch
+        // always finds it issued.
+        self.next.store(st.0, Ordering::Release);
         Ok(id)
     }
 }
@@ -68,5 +95,21 @@ mod tests {
         let third = b.allocate().expect("allocate");
         assert!(third > second, "{third} after restart must exceed {second}");
         assert_eq!(third, BLOCK);
+    }
+
+    #[test]
+    fn only_handed_out_ids_are_issued_and_a_restart_keeps_them_issued() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("ids");
+        let a = ProducerIdAllocator::open(&path).expect("open");
+        assert!(!a.issued(0), "nothing handed out yet");
+        let first = a.allocate().expect("allocate");
+        assert!(a.issued(first));
+        assert!(!a.issued(first + 1), "the next id is not handed out yet");
+        assert!(!a.issued(-1));
+        drop(a);
+        let b = ProducerIdAllocator::open(&path).expect("reopen");
+        assert!(b.issued(first), "an id handed out before a restart");
+        assert!(!b.issued(BLOCK), "the first id after the restart");
     }
 }

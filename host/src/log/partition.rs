@@ -577,6 +577,13 @@ impl Partition {
             .map_or(hw, |f| f.min(hw))
     }
 
+    /// Forgets the state of producer ids at or above `first`, which were
+    /// never handed out (see `pid::ProducerIdAllocator::issued`): only a
+    /// forged batch can have made it. Returns how many were dropped.
+    pub fn forget_producers_from(&self, first: i64) -> usize {
+        self.lock().producers.forget_from(first)
+    }
+
     /// Fences a producer id at `epoch` (the in-process fence ring).
     pub fn fence_producer(&self, producer_id: i64, epoch: i16) -> bool {
         self.lock().producers.fence(producer_id, epoch)

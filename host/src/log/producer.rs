@@ -211,6 +211,12 @@ impl ProducerTable {
         }
     }
 
+    /// Drops the state of every producer id at or above `first` (ids never
+    /// handed out: see `pid::ProducerIdAllocator::issued`); returns how many.
+    pub fn forget_from(&mut self, first: i64) -> usize {
+        self.entries.split_off(&first).len()
+    }
+
     /// First offset of the earliest open transaction (drives the LSO).
     pub fn first_unstable_offset(&self) -> Option<i64> {
         self.entries
@@ -392,6 +398,15 @@ mod tests {
             "its retry is no longer a duplicate"
         );
         assert!(!t.fence(1, 1), "fencing at the same epoch is a no-op");
+    }
+
+    #[test]
+    fn forgetting_ids_from_one_on_keeps_the_ones_below() {
+        let mut t = table_with(&[(0, 0, 1), (0, 1, 1)]);
+        t.fence(7, 1);
+        t.fence(9, 1);
+        assert_eq!(t.forget_from(7), 2);
+        assert_eq!(t.entries.keys().copied().collect::<Vec<_>>(), vec![1]);
     }
 
     #[test]

@@ -4,6 +4,7 @@
 
 #![allow(dead_code, unreachable_pub)]
 
+pub mod records;
 pub mod txn;
 
 use std::path::{Path, PathBuf};

@@ -104,8 +104,11 @@ pub fn handle(broker: &Arc<Broker>, req: ProduceRequest, version: i16) -> Handle
     }))
 }
 
-/// Only ever sent by the test-only fault below; 3.7 never sends it from Produce.
+/// A batch under a producer id this broker never handed out (issue 13 item
+/// 3), and the test-only fault below.
 const UNKNOWN_PRODUCER_ID: i16 = 59;
+/// A transactional batch under a producer id this broker never handed out.
+const INVALID_PRODUCER_ID_MAPPING: i16 = 49;
 
 fn append(
     broker: &Broker,
@@ -114,6 +117,22 @@ fn append(
     transactional_id: Option<&str>,
 ) -> Result<Appended, i16> {
     let header = crate::log::batch::parse_header(&bytes);
+    // Only ids this broker handed out may carry state: a batch under the
+    // next ids, written before InitProducerId hands them out, would make the
+    // real producer's first batch look like a duplicate of it.
+    if let Some(h) = header.filter(|h| h.has_producer_id())
+        && !broker.producer_ids.issued(h.producer_id)
+    {
+        // A batch that is invalid anyway gets its own code (only on this
+        // refusal path is it validated twice).
+        crate::log::batch::validate_client_batch(&bytes, part.config().max_message_bytes)
+            .map_err(|e| append_error_code(&AppendError::Batch(e)))?;
+        return Err(if h.is_transactional() {
+            INVALID_PRODUCER_ID_MAPPING
+        } else {
+            UNKNOWN_PRODUCER_ID
+        });
+    }
     if let Some(h) = header.filter(|h| h.is_transactional()) {
         // Test-only: answer one later transactional batch as if the broker had
         // lost the producer's state (UNKNOWN_PRODUCER_ID), so the client must
