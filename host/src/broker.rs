@@ -45,6 +45,13 @@ pub struct BrokerConfig {
     /// A write-ahead log file holding data this old is checkpointed
     /// (`--fsync always`; see log::wal).
     pub wal_checkpoint_interval: std::time::Duration,
+    // Issue 13 items 7-8 (topic creation limits):
+    /// Most partitions on this broker; a topic creation past it is refused
+    /// (`--max-partitions`).
+    pub max_partitions: usize,
+    /// Most partitions one CreateTopics may ask for, summed over its topics
+    /// (Kafka's controller refuses a request over 10,000 in the same way).
+    pub max_partitions_per_request: usize,
 }
 
 impl BrokerConfig {
@@ -64,9 +71,18 @@ impl BrokerConfig {
             groups: crate::group::GroupConfig::default(),
             transactional_id_expiration_ms: crate::txn::coordinator::DEFAULT_EXPIRATION_MS,
             wal_checkpoint_interval: WAL_CHECKPOINT_AGE,
+            max_partitions: DEFAULT_MAX_PARTITIONS,
+            max_partitions_per_request: DEFAULT_MAX_PARTITIONS_PER_REQUEST,
         }
     }
 }
+
+/// Default of `max_partitions`: one open file each to start with, which
+/// a soft limit of 20,000 descriptors holds with room for segments rolled
+/// later and for the default 1024 connections.
+pub const DEFAULT_MAX_PARTITIONS: usize = 10_000;
+/// Default of `max_partitions_per_request`: Kafka's own per-request cap.
+pub const DEFAULT_MAX_PARTITIONS_PER_REQUEST: usize = 10_000;
 
 /// Everything a request handler may touch.
 #[derive(Debug)]
@@ -145,7 +161,12 @@ pub fn open(
     policy: Arc<Policy>,
 ) -> std::io::Result<Arc<Broker>> {
     let group_commit = crate::log::GroupCommit::new(fsync);
-    let logs = LogManager::open(&config.data_dir, config.log.clone(), group_commit)?;
+    let logs = LogManager::open(&config.data_dir, config.log.clone(), group_commit)?.with_limits(
+        crate::log::TopicLimits {
+            max_partitions: config.max_partitions,
+            fd_reserve: crate::fd_budget::reserve_for(config.max_connections),
+        },
+    );
     Ok(Arc::new(Broker::new(config, logs, policy)?))
 }
 

@@ -21,6 +21,7 @@
 
 pub mod broker;
 pub mod conformance;
+pub mod fd_budget;
 pub mod group;
 pub mod log;
 pub mod metrics;

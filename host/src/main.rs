@@ -113,6 +113,17 @@ struct BrokerArgs {
     /// Log format.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
+    /// Most partitions on this broker (the max.broker.partitions of
+    /// KIP-578, which Kafka does not have): creating a topic past it is
+    /// refused with POLICY_VIOLATION, so is one whose files would not fit
+    /// the open-file limit.
+    #[arg(long, default_value_t = kaas::broker::DEFAULT_MAX_PARTITIONS)]
+    max_partitions: usize,
+    /// Most partitions one CreateTopics may ask for, summed over its
+    /// topics; a request over it is refused whole with POLICY_VIOLATION, as
+    /// Kafka's controller does (its fixed cap is 10,000).
+    #[arg(long, default_value_t = kaas::broker::DEFAULT_MAX_PARTITIONS_PER_REQUEST)]
+    max_partitions_per_request: usize,
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -174,6 +185,7 @@ fn default_suite() -> PathBuf {
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Broker(args) => {
+            raise_fd_limit(args.max_connections);
             let rt = tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
                 .build()?;
@@ -280,6 +292,8 @@ async fn broker(args: BrokerArgs) -> anyhow::Result<()> {
         args.group_max_session_timeout_ms
             .max(args.group_min_session_timeout_ms),
     );
+    config.max_partitions = args.max_partitions;
+    config.max_partitions_per_request = args.max_partitions_per_request;
     let started = std::time::Instant::now();
     let broker = kaas::broker::open(config, args.fsync, Arc::new(policy))
         .with_context(|| format!("opening the data directory {}", args.data_dir.display()))?;
@@ -328,6 +342,35 @@ async fn broker(args: BrokerArgs) -> anyhow::Result<()> {
     let b = broker.clone();
     tokio::task::spawn_blocking(move || b.logs.close()).await??;
     Ok(())
+}
+
+/// Raises the soft open-file limit to the hard one (issue 13 item 7) and
+/// says what the broker has: every partition segment and every connection
+/// holds a descriptor, and topic creation is refused past the limit.
+fn raise_fd_limit(max_connections: usize) {
+    match kaas::fd_budget::raise_soft_limit() {
+        Ok((before, after)) => {
+            let open = kaas::fd_budget::open_fds().ok();
+            tracing::info!(
+                soft_before = before.soft,
+                soft = after.soft,
+                hard = after.hard,
+                open,
+                "open-file limit (RLIMIT_NOFILE)"
+            );
+            let reserve = kaas::fd_budget::reserve_for(max_connections);
+            if reserve > after.soft / 2 {
+                tracing::warn!(
+                    limit = after.soft,
+                    max_connections,
+                    "the open-file limit is too low for --max-connections; raise the hard limit (ulimit -Hn) or lower --max-connections"
+                );
+            }
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "could not raise the open-file limit (RLIMIT_NOFILE)")
+        }
+    }
 }
 
 async fn shutdown_signal() {

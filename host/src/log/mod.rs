@@ -5,6 +5,9 @@
 //! (`__topics/<topic>.json`: partition count, topic id, configs). It opens
 //! everything at start (recovering partitions that were not closed
 //! cleanly, in parallel), creates and deletes topics, and closes cleanly.
+//! Creation is bounded ([`TopicLimits`]: partitions on the broker, and the
+//! open-file budget of [`crate::fd_budget`]) and all or nothing: a topic
+//! whose creation fails or is refused leaves no directory behind.
 //! With `--fsync always` it also owns the shared write-ahead log
 //! (`__wal/`, see [`wal`]): it hands the log to every partition, replays it
 //! into the partitions at open, and runs its checkpoints. It knows nothing
@@ -63,6 +66,36 @@ pub enum CreateError {
     InvalidConfig(String),
     #[error("storage: {0}")]
     Io(#[from] io::Error),
+    #[error(
+        "{requested} more partitions would take the broker past its limit of {max} \
+         ({existing} exist; --max-partitions)"
+    )]
+    PartitionLimit {
+        requested: usize,
+        existing: usize,
+        max: usize,
+    },
+    #[error(transparent)]
+    FdBudget(#[from] crate::fd_budget::Shortfall),
+}
+
+/// What topic creation may take (issue 13 item 7).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TopicLimits {
+    /// Most partitions on this broker.
+    pub max_partitions: usize,
+    /// Open files left free after a creation (see
+    /// [`crate::fd_budget::check`]).
+    pub fd_reserve: u64,
+}
+
+impl Default for TopicLimits {
+    fn default() -> Self {
+        TopicLimits {
+            max_partitions: 10_000,
+            fd_reserve: crate::fd_budget::reserve_for(1024),
+        }
+    }
 }
 
 /// Kafka's topic-name rule: 1–249 of `[a-zA-Z0-9._-]`, not `.` or `..`.
@@ -130,6 +163,8 @@ pub struct LogManager {
     topics: RwLock<BTreeMap<String, Arc<Topic>>>,
     /// The shared write-ahead log (`--fsync always` only).
     wal: Option<Arc<wal::Wal>>,
+    /// Bounds on topic creation.
+    limits: TopicLimits,
 }
 
 impl LogManager {
@@ -222,7 +257,24 @@ impl LogManager {
             group_commit,
             topics: RwLock::new(topics),
             wal,
+            limits: TopicLimits::default(),
         })
+    }
+
+    /// Sets the bounds on topic creation.
+    pub fn with_limits(mut self, limits: TopicLimits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Partitions on this broker.
+    pub fn partition_count(&self) -> usize {
+        self.topics
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .map(|t| t.partitions.len())
+            .sum()
     }
 
     /// The shared write-ahead log, if appends use one.
@@ -305,7 +357,11 @@ impl LogManager {
         started
     }
 
-    /// Creates a topic (validate_only checks without creating).
+    /// Creates a topic (validate_only checks without creating). Refused
+    /// when its partitions would take the broker past
+    /// [`TopicLimits::max_partitions`] or its files past the open-file
+    /// budget. All or nothing: if any partition or the metadata file cannot
+    /// be created, what was created is removed before the error returns.
     pub fn create_topic(
         &self,
         name: &str,
@@ -319,53 +375,124 @@ impl LogManager {
         if !(1..=10_000).contains(&partitions) {
             return Err(CreateError::InvalidPartitions(partitions));
         }
+        let count = partitions as usize;
         let config =
             parse_configs(&self.defaults, &overrides).map_err(CreateError::InvalidConfig)?;
         let mut topics = self.topics.write().unwrap_or_else(|p| p.into_inner());
         if topics.contains_key(name) {
             return Err(CreateError::Exists(name.into()));
         }
+        // Checked under the lock: concurrent creations cannot both fit.
+        let existing: usize = topics.values().map(|t| t.partitions.len()).sum();
+        if existing.saturating_add(count) > self.limits.max_partitions {
+            return Err(CreateError::PartitionLimit {
+                requested: count,
+                existing,
+                max: self.limits.max_partitions,
+            });
+        }
+        // One file per partition, and one while the metadata is written.
+        let wanted = (count as u64)
+            .saturating_mul(crate::fd_budget::FDS_PER_PARTITION)
+            .saturating_add(1);
+        crate::fd_budget::check(wanted, self.limits.fd_reserve)?;
         let id = new_topic_id(name);
-        let topic = if validate_only {
-            Arc::new(Topic {
+        if validate_only {
+            return Ok(Arc::new(Topic {
                 name: name.into(),
                 id,
                 partitions: Vec::new(),
                 config,
                 overrides,
-            })
-        } else {
-            let immediate = self.group_commit.mode() != FsyncMode::Always;
-            let mut ps = Vec::with_capacity(partitions as usize);
-            for p in 0..partitions {
-                let mut part = Partition::create(&self.root, name, p, config.clone(), immediate)?;
-                if let Some(w) = &self.wal {
-                    part = part.with_wal(w.clone(), id);
-                }
-                ps.push(Arc::new(part));
-            }
-            let meta = TopicMeta {
-                name: name.into(),
-                partitions,
-                id: hex::encode(id),
-                configs: overrides.clone(),
-            };
-            let bytes = serde_json::to_vec_pretty(&meta).map_err(io::Error::other)?;
-            partition::write_atomically(
-                &self.root.join("__topics").join(format!("{name}.json")),
-                &bytes,
-            )?;
-            let t = Arc::new(Topic {
-                name: name.into(),
-                id,
-                partitions: ps,
-                config,
-                overrides,
-            });
-            topics.insert(name.into(), t.clone());
-            t
+            }));
+        }
+        let ps = self.create_partitions(name, id, count, &config)?;
+        let meta = TopicMeta {
+            name: name.into(),
+            partitions,
+            id: hex::encode(id),
+            configs: overrides.clone(),
         };
-        Ok(topic)
+        let meta_path = self.root.join("__topics").join(format!("{name}.json"));
+        let written = serde_json::to_vec_pretty(&meta)
+            .map_err(io::Error::other)
+            .and_then(|bytes| partition::write_atomically(&meta_path, &bytes));
+        if let Err(e) = written {
+            let _ = fs::remove_file(meta_path.with_extension("tmp"));
+            self.remove_partition_dirs(name, count);
+            return Err(e.into());
+        }
+        let t = Arc::new(Topic {
+            name: name.into(),
+            id,
+            partitions: ps,
+            config,
+            overrides,
+        });
+        topics.insert(name.into(), t.clone());
+        Ok(t)
+    }
+
+    /// Creates partitions `0..count` of a new topic; on a failure removes
+    /// the directories of those already made (and of the one that failed)
+    /// and returns the error.
+    fn create_partitions(
+        &self,
+        name: &str,
+        id: [u8; 16],
+        count: usize,
+        config: &LogConfig,
+    ) -> io::Result<Vec<Arc<Partition>>> {
+        let immediate = self.group_commit.mode() != FsyncMode::Always;
+        let mut ps = Vec::with_capacity(count);
+        for p in 0..count {
+            let created = i32::try_from(p)
+                .map_err(io::Error::other)
+                .and_then(|index| {
+                    // A directory of that name is a leftover of a creation
+                    // a crash interrupted (the topic has no metadata): its
+                    // old files must not come back as this topic's data.
+                    let dir = self.root.join(Partition::dir_name(name, index));
+                    if dir.exists() {
+                        fs::remove_dir_all(&dir)?;
+                    }
+                    if fault_in_creation(p, count) {
+                        return Err(io::Error::other("fault injection: create-partition"));
+                    }
+                    Partition::create(&self.root, name, index, config.clone(), immediate)
+                });
+            match created {
+                Ok(mut part) => {
+                    if let Some(w) = &self.wal {
+                        part = part.with_wal(w.clone(), id);
+                    }
+                    ps.push(Arc::new(part));
+                }
+                Err(e) => {
+                    drop(ps);
+                    self.remove_partition_dirs(name, p + 1);
+                    tracing::warn!(topic = name, partition = p, error = %e, "creating a partition failed; the topic's partitions created so far were removed");
+                    return Err(e);
+                }
+            }
+        }
+        Ok(ps)
+    }
+
+    /// Removes the directories of partitions `0..count` of `name`, where
+    /// they exist (the undo of a failed creation; failures are logged).
+    fn remove_partition_dirs(&self, name: &str, count: usize) {
+        for p in 0..count {
+            let Ok(p) = i32::try_from(p) else { break };
+            let dir = self.root.join(Partition::dir_name(name, p));
+            match fs::remove_dir_all(&dir) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    tracing::error!(dir = %dir.display(), error = %e, "removing a partition of a failed creation failed")
+                }
+            }
+        }
     }
 
     /// Deletes a topic and its data; false if it did not exist.
@@ -432,6 +559,13 @@ fn parallel_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Ve
             .flat_map(|h| h.join().unwrap_or_default())
             .collect()
     })
+}
+
+/// Test-only: with the `fault-injection` feature and
+/// `KAAS_FAULT=create-partition`, the creation of the middle partition of
+/// the first topic created with more than one partition fails, once.
+fn fault_in_creation(p: usize, count: usize) -> bool {
+    count > 1 && p == count / 2 && crate::txn::coordinator::fault_once("create-partition")
 }
 
 fn new_topic_id(name: &str) -> [u8; 16] {
@@ -774,6 +908,53 @@ mod tests {
         durable_file(p, small(&value, None, false));
         logs.checkpoint_wal().expect("checkpoint");
         assert_eq!(logs.start_writeback(1), 0, "the checkpoint synced it all");
+    }
+
+    #[test]
+    fn a_topic_created_over_a_leftover_directory_starts_empty() {
+        let dir = tempfile::tempdir().expect("tmp");
+        // A creation a crash interrupted left t-0 with an old segment and
+        // no topic metadata.
+        let stale = dir.path().join(Partition::dir_name("t", 0));
+        fs::create_dir_all(&stale).expect("mkdir");
+        fs::write(stale.join(format!("{:020}.log", 100)), b"old bytes").expect("write");
+        {
+            let logs = open(dir.path());
+            let t = logs
+                .create_topic("t", 1, BTreeMap::new(), false)
+                .expect("create");
+            assert_eq!(t.partitions[0].log_end_offset(), 0);
+            logs.close().expect("close");
+        }
+        assert!(!stale.join(format!("{:020}.log", 100)).exists());
+        let logs = open(dir.path());
+        assert_eq!(logs.partition("t", 0).expect("t-0").log_end_offset(), 0);
+    }
+
+    #[test]
+    fn a_topic_past_the_partition_limit_is_refused_and_validate_only_checks_it_too() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let logs = open(dir.path()).with_limits(TopicLimits {
+            max_partitions: 4,
+            ..TopicLimits::default()
+        });
+        logs.create_topic("a", 3, BTreeMap::new(), false)
+            .expect("fits");
+        for validate_only in [true, false] {
+            let e = logs
+                .create_topic("b", 2, BTreeMap::new(), validate_only)
+                .expect_err("past the limit");
+            assert!(matches!(
+                e,
+                CreateError::PartitionLimit {
+                    requested: 2,
+                    existing: 3,
+                    max: 4
+                }
+            ));
+        }
+        assert!(!dir.path().join(Partition::dir_name("b", 0)).exists());
+        assert_eq!(logs.partition_count(), 3);
     }
 
     #[test]

@@ -23,3 +23,5 @@ pub const UNSUPPORTED_VERSION: i16 = 35;
 pub const KAFKA_STORAGE_ERROR: i16 = 56;
 pub const INVALID_RECORD: i16 = 87;
 pub const UNKNOWN_TOPIC_ID: i16 = 100;
+
+pub const POLICY_VIOLATION: i16 = 44;

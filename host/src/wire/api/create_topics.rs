@@ -1,5 +1,12 @@
 //! CreateTopics (key 19): replication factor must be 1 or -1 (one broker);
 //! topic configs as in `log::parse_configs`; validate_only supported.
+//!
+//! Bounds (issue 13 item 7): a request asking for more than
+//! `max_partitions_per_request` partitions in all is refused whole, every
+//! topic answered POLICY_VIOLATION, before anything is created (as Kafka's
+//! controller does past its 10,000); a topic that would take the broker past
+//! `--max-partitions` or its open-file budget is answered POLICY_VIOLATION
+//! and leaves nothing on disk.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -15,6 +22,24 @@ use crate::log::CreateError;
 use crate::wire::codes;
 
 pub fn handle(broker: &Arc<Broker>, req: CreateTopicsRequest, version: i16) -> ResponseKind {
+    let asked = requested_partitions(&req, broker.config.default_partitions);
+    let max = broker.config.max_partitions_per_request;
+    if asked > max as u64 {
+        let msg = format!(
+            "the request asks for {asked} partitions in all; at most {max} may be created per request"
+        );
+        let results = req
+            .topics
+            .into_iter()
+            .map(|t| {
+                CreatableTopicResult::default()
+                    .with_name(t.name)
+                    .with_error_code(codes::POLICY_VIOLATION)
+                    .with_error_message(Some(sb(&msg)))
+            })
+            .collect();
+        return respond(results, version);
+    }
     let results = req
         .topics
         .into_iter()
@@ -85,10 +110,35 @@ pub fn handle(broker: &Arc<Broker>, req: CreateTopicsRequest, version: i16) -> R
                 ),
                 Err(CreateError::InvalidConfig(m)) => fail(codes::INVALID_CONFIG, m),
                 Err(CreateError::Io(e)) => fail(codes::KAFKA_STORAGE_ERROR, e.to_string()),
+                Err(e @ (CreateError::PartitionLimit { .. } | CreateError::FdBudget(_))) => {
+                    fail(codes::POLICY_VIOLATION, e.to_string())
+                }
             }
         })
         .collect();
-    let mut results: Vec<CreatableTopicResult> = results;
+    respond(results, version)
+}
+
+/// Partitions the request asks for, summed over its topics (a topic's
+/// -1 is the broker default; invalid counts add nothing, they are refused
+/// on their own).
+fn requested_partitions(req: &CreateTopicsRequest, default_partitions: i32) -> u64 {
+    req.topics
+        .iter()
+        .map(|t| {
+            if !t.assignments.is_empty() {
+                t.assignments.len() as u64
+            } else if t.num_partitions == -1 {
+                u64::try_from(default_partitions).unwrap_or(0)
+            } else {
+                u64::try_from(t.num_partitions).unwrap_or(0)
+            }
+        })
+        .fold(0u64, u64::saturating_add)
+}
+
+/// The response, fitted to `version`.
+fn respond(mut results: Vec<CreatableTopicResult>, version: i16) -> ResponseKind {
     for r in &mut results {
         if version < 7 {
             r.topic_id = uuid::Uuid::nil();

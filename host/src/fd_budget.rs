@@ -1,0 +1,159 @@
+//! The broker's file-descriptor budget (issue 13 item 7).
+//!
+//! Every partition holds one open file per segment (the `.log` data file;
+//! indexes and snapshots are written and closed), and every client
+//! connection holds a socket. A broker that runs out of descriptors fails
+//! in the middle of whatever it was doing (a topic half created, a
+//! connection it cannot accept), so:
+//!
+//! - at start `kaas broker` raises its soft `RLIMIT_NOFILE` to the hard
+//!   limit ([`raise_soft_limit`]): the soft limit is often 1024 while the
+//!   hard one allows far more;
+//! - before creating partitions the log checks that the descriptors open
+//!   now ([`open_fds`], the entries of `/proc/self/fd`), plus those the new
+//!   partitions take, plus a reserve for client connections and the
+//!   broker's own files, stay within the soft limit ([`check`]), and
+//!   refuses the creation otherwise.
+//!
+//! Touches nothing but the process's own limit.
+
+use std::io;
+
+/// Descriptors held for the broker's own files (write-ahead log, state
+/// logs, the offsets journal, temporary files of atomic writes, the
+/// listeners, the runtime's epoll and wakers) on top of one per allowed
+/// connection.
+pub const HEADROOM: u64 = 64;
+
+/// Descriptors one new partition takes (its active segment's data file).
+pub const FDS_PER_PARTITION: u64 = 1;
+
+/// The process's `RLIMIT_NOFILE`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FdLimit {
+    pub soft: u64,
+    pub hard: u64,
+}
+
+/// The process's current `RLIMIT_NOFILE`.
+pub fn limit() -> io::Result<FdLimit> {
+    let mut rl = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one `rlimit` into the struct we own and
+    // pass by exclusive reference; it keeps no pointer to it.
+    #[allow(unsafe_code)]
+    let rc = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(FdLimit {
+        soft: rl.rlim_cur,
+        hard: rl.rlim_max,
+    })
+}
+
+/// Raises the soft `RLIMIT_NOFILE` to the hard limit; returns the limit
+/// before and after (equal when the soft limit already was the hard one).
+pub fn raise_soft_limit() -> io::Result<(FdLimit, FdLimit)> {
+    let before = limit()?;
+    if before.soft >= before.hard {
+        return Ok((before, before));
+    }
+    let rl = libc::rlimit {
+        rlim_cur: before.hard,
+        rlim_max: before.hard,
+    };
+    // SAFETY: setrlimit reads the `rlimit` we own for the length of the
+    // call and keeps no pointer to it.
+    #[allow(unsafe_code)]
+    let rc = unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &rl) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((before, limit()?))
+}
+
+/// How many descriptors the process has open (the entries of
+/// `/proc/self/fd`, less the one the listing itself uses).
+pub fn open_fds() -> io::Result<u64> {
+    let n = std::fs::read_dir("/proc/self/fd")?.count() as u64;
+    Ok(n.saturating_sub(1))
+}
+
+/// The reserve for a broker allowing `max_connections` clients.
+pub fn reserve_for(max_connections: usize) -> u64 {
+    (max_connections as u64).saturating_add(HEADROOM)
+}
+
+/// Why new descriptors do not fit.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{wanted} more open files do not fit: {open} are open and {reserve} are kept free \
+     for client connections and the broker's own files, of a limit of {limit} (RLIMIT_NOFILE)"
+)]
+pub struct Shortfall {
+    pub wanted: u64,
+    pub open: u64,
+    pub reserve: u64,
+    pub limit: u64,
+}
+
+/// Whether `wanted` more descriptors fit under the soft limit with
+/// `reserve` of them left free. The reserve is capped at half the limit,
+/// so a broker whose limit is below its connection bound can still create
+/// some partitions (it cannot serve that many connections in any case).
+/// When the open descriptors cannot be counted (no `/proc`), only the
+/// partition bounds apply: the answer is yes.
+pub fn check(wanted: u64, reserve: u64) -> Result<(), Shortfall> {
+    let (Ok(l), Ok(open)) = (limit(), open_fds()) else {
+        return Ok(());
+    };
+    fits(wanted, open, reserve, l.soft)
+}
+
+/// [`check`] on given figures.
+pub fn fits(wanted: u64, open: u64, reserve: u64, limit: u64) -> Result<(), Shortfall> {
+    let reserve = reserve.min(limit / 2);
+    if open.saturating_add(wanted).saturating_add(reserve) <= limit {
+        Ok(())
+    } else {
+        Err(Shortfall {
+            wanted,
+            open,
+            reserve,
+            limit,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn descriptors_fit_only_with_the_reserve_left_free() {
+        assert!(fits(2862, 50, 1088, 4000).is_ok());
+        let short = fits(2863, 50, 1088, 4000).expect_err("the reserve counts");
+        assert_eq!(
+            (short.wanted, short.open, short.reserve, short.limit),
+            (2863, 50, 1088, 4000)
+        );
+    }
+
+    #[test]
+    fn the_reserve_is_capped_at_half_the_limit() {
+        assert!(fits(462, 50, 1088, 1024).is_ok());
+        assert_eq!(fits(463, 50, 1088, 1024).map_err(|s| s.reserve), Err(512));
+    }
+
+    #[test]
+    fn open_descriptors_are_counted() {
+        let files: Vec<_> = (0..64)
+            .map(|_| std::fs::File::open("/proc/self/status").expect("open"))
+            .collect();
+        assert!(open_fds().expect("count") >= files.len() as u64);
+        assert!(limit().expect("limit").soft >= files.len() as u64);
+    }
+}
