@@ -52,6 +52,9 @@ pub struct BrokerConfig {
     /// Most partitions one CreateTopics may ask for, summed over its topics
     /// (Kafka's controller refuses a request over 10,000 in the same way).
     pub max_partitions_per_request: usize,
+    /// Most topics one Metadata request auto-creates; the others are
+    /// answered LEADER_NOT_AVAILABLE and created when the client asks again.
+    pub max_auto_created_topics_per_request: usize,
 }
 
 impl BrokerConfig {
@@ -73,6 +76,7 @@ impl BrokerConfig {
             wal_checkpoint_interval: WAL_CHECKPOINT_AGE,
             max_partitions: DEFAULT_MAX_PARTITIONS,
             max_partitions_per_request: DEFAULT_MAX_PARTITIONS_PER_REQUEST,
+            max_auto_created_topics_per_request: DEFAULT_MAX_AUTO_CREATED_TOPICS_PER_REQUEST,
         }
     }
 }
@@ -83,6 +87,8 @@ impl BrokerConfig {
 pub const DEFAULT_MAX_PARTITIONS: usize = 10_000;
 /// Default of `max_partitions_per_request`: Kafka's own per-request cap.
 pub const DEFAULT_MAX_PARTITIONS_PER_REQUEST: usize = 10_000;
+/// Default of `max_auto_created_topics_per_request`.
+pub const DEFAULT_MAX_AUTO_CREATED_TOPICS_PER_REQUEST: usize = 100;
 
 /// Everything a request handler may touch.
 #[derive(Debug)]

@@ -124,6 +124,11 @@ struct BrokerArgs {
     /// Kafka's controller does (its fixed cap is 10,000).
     #[arg(long, default_value_t = kaas::broker::DEFAULT_MAX_PARTITIONS_PER_REQUEST)]
     max_partitions_per_request: usize,
+    /// Most unknown topics one Metadata request auto-creates; the others
+    /// are answered LEADER_NOT_AVAILABLE (retriable) and created when the
+    /// client asks again.
+    #[arg(long, default_value_t = kaas::broker::DEFAULT_MAX_AUTO_CREATED_TOPICS_PER_REQUEST)]
+    max_auto_created_topics_per_request: usize,
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -294,6 +299,7 @@ async fn broker(args: BrokerArgs) -> anyhow::Result<()> {
     );
     config.max_partitions = args.max_partitions;
     config.max_partitions_per_request = args.max_partitions_per_request;
+    config.max_auto_created_topics_per_request = args.max_auto_created_topics_per_request;
     let started = std::time::Instant::now();
     let broker = kaas::broker::open(config, args.fsync, Arc::new(policy))
         .with_context(|| format!("opening the data directory {}", args.data_dir.display()))?;

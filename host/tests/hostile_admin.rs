@@ -17,6 +17,7 @@ use support::{Client, InProcess, Process};
 
 use kaas::log::FsyncMode;
 
+const LEADER_NOT_AVAILABLE: i16 = 5;
 const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
 const POLICY_VIOLATION: i16 = 44;
 const KAFKA_STORAGE_ERROR: i16 = 56;
@@ -235,6 +236,49 @@ fn a_creation_that_would_exhaust_file_descriptors_is_refused_and_leaves_nothing(
         assert_eq!(meta[0].1, 0);
     });
     b.terminate();
+}
+
+#[tokio::test]
+async fn metadata_auto_creates_a_bounded_number_of_topics_per_request() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let b = InProcess::start_with(dir.path(), FsyncMode::Always, |c| {
+        c.default_partitions = 1;
+        c.max_auto_created_topics_per_request = 5;
+        c.max_partitions = 12;
+    })
+    .await;
+    let mut c = Client::connect(&b.addr.to_string()).await;
+    let names: Vec<String> = (0..20).map(|i| format!("auto{i:02}")).collect();
+    let created = |meta: &[(String, i16)]| meta.iter().filter(|(_, e)| *e == 0).count();
+
+    let first = metadata(&mut c, &names, true).await;
+    assert_eq!(first.len(), 20);
+    assert_eq!(created(&first), 5);
+    assert!(
+        first[5..].iter().all(|(_, e)| *e == LEADER_NOT_AVAILABLE),
+        "the rest are retriable: {first:?}"
+    );
+    assert_eq!(b.broker.logs.topics().len(), 5);
+
+    // Asking again creates the next five.
+    let second = metadata(&mut c, &names, true).await;
+    assert_eq!(created(&second), 10);
+    assert_eq!(b.broker.logs.topics().len(), 10);
+
+    // The broker-wide bound (12 partitions) stops auto-creation too.
+    let third = metadata(&mut c, &names, true).await;
+    assert_eq!(created(&third), 12);
+    assert!(
+        third[12..]
+            .iter()
+            .all(|(_, e)| *e == UNKNOWN_TOPIC_OR_PARTITION),
+        "{third:?}"
+    );
+    assert_eq!(b.broker.logs.topics().len(), 12);
+    for n in &names[12..] {
+        assert_eq!(on_disk(dir.path(), n), Vec::<String>::new(), "{n}");
+    }
+    b.stop().await;
 }
 
 #[test]

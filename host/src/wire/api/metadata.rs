@@ -2,6 +2,14 @@
 //! partition led by it. Unknown topics are created with the default
 //! partition count when the broker allows it and the client asks for it
 //! (v4+ `allow_auto_topic_creation`; always for older versions).
+//!
+//! Auto-creation is bounded (issue 13 item 8): at most
+//! `max_auto_created_topics_per_request` topics per request; the other
+//! unknown topics are answered LEADER_NOT_AVAILABLE, Kafka's answer for a
+//! topic whose creation is under way, which clients retry, and the next
+//! request creates the next ones. A creation the broker refuses (its
+//! partition limit or open-file budget) is answered UNKNOWN_TOPIC_OR_PARTITION,
+//! and the request tries no further creations.
 
 use std::sync::Arc;
 
@@ -24,40 +32,32 @@ pub fn handle(broker: &Arc<Broker>, req: MetadataRequest, version: i16) -> Respo
             .iter()
             .map(|t| describe(t, node))
             .collect(),
-        Some(list) => list
-            .into_iter()
-            .map(|rt| {
-                let Some(name) = rt.name.map(|n| n.0.to_string()) else {
-                    return MetadataResponseTopic::default()
-                        .with_topic_id(rt.topic_id)
-                        .with_error_code(codes::UNKNOWN_TOPIC_ID);
-                };
-                if let Some(t) = broker.logs.topic(&name) {
-                    return describe(&t, node);
-                }
-                let allow = version < 4 || req.allow_auto_topic_creation;
-                if !crate::log::valid_topic_name(&name) {
-                    return unknown(&name, codes::INVALID_TOPIC_EXCEPTION);
-                }
-                if broker.config.auto_create_topics && allow {
-                    match broker.logs.create_topic(
-                        &name,
-                        broker.config.default_partitions,
-                        Default::default(),
-                        false,
-                    ) {
-                        Ok(t) => return describe(&t, node),
-                        Err(crate::log::CreateError::Exists(_)) => {
-                            if let Some(t) = broker.logs.topic(&name) {
-                                return describe(&t, node);
-                            }
-                        }
-                        Err(e) => tracing::warn!(topic = %name, error = %e, "auto-create failed"),
+        Some(list) => {
+            let mut auto = AutoCreate::default();
+            let described = list
+                .into_iter()
+                .map(|rt| {
+                    let Some(name) = rt.name.map(|n| n.0.to_string()) else {
+                        return MetadataResponseTopic::default()
+                            .with_topic_id(rt.topic_id)
+                            .with_error_code(codes::UNKNOWN_TOPIC_ID);
+                    };
+                    if let Some(t) = broker.logs.topic(&name) {
+                        return describe(&t, node);
                     }
-                }
-                unknown(&name, codes::UNKNOWN_TOPIC_OR_PARTITION)
-            })
-            .collect(),
+                    let allow = version < 4 || req.allow_auto_topic_creation;
+                    if !crate::log::valid_topic_name(&name) {
+                        return unknown(&name, codes::INVALID_TOPIC_EXCEPTION);
+                    }
+                    if broker.config.auto_create_topics && allow {
+                        return auto.create(broker, &name, node);
+                    }
+                    unknown(&name, codes::UNKNOWN_TOPIC_OR_PARTITION)
+                })
+                .collect();
+            auto.report();
+            described
+        }
     };
     let me = MetadataResponseBroker::default()
         .with_node_id(node)
@@ -70,6 +70,74 @@ pub fn handle(broker: &Arc<Broker>, req: MetadataRequest, version: i16) -> Respo
         .with_topics(topics);
     fit_to_version(&mut resp, version);
     ResponseKind::Metadata(resp)
+}
+
+/// Auto-creation within one request.
+#[derive(Debug, Default)]
+struct AutoCreate {
+    created: usize,
+    /// Unknown topics left for a later request (the per-request bound).
+    deferred: usize,
+    /// Why the broker refused a creation; none is tried after it.
+    refused: Option<String>,
+    /// Topics not created because of that refusal.
+    not_created: usize,
+}
+
+impl AutoCreate {
+    fn create(&mut self, broker: &Broker, name: &str, node: BrokerId) -> MetadataResponseTopic {
+        if self.refused.is_some() {
+            self.not_created += 1;
+            return unknown(name, codes::UNKNOWN_TOPIC_OR_PARTITION);
+        }
+        if self.created >= broker.config.max_auto_created_topics_per_request {
+            self.deferred += 1;
+            return unknown(name, codes::LEADER_NOT_AVAILABLE);
+        }
+        match broker.logs.create_topic(
+            name,
+            broker.config.default_partitions,
+            Default::default(),
+            false,
+        ) {
+            Ok(t) => {
+                self.created += 1;
+                return describe(&t, node);
+            }
+            Err(crate::log::CreateError::Exists(_)) => {
+                if let Some(t) = broker.logs.topic(name) {
+                    return describe(&t, node);
+                }
+            }
+            Err(
+                e @ (crate::log::CreateError::PartitionLimit { .. }
+                | crate::log::CreateError::FdBudget(_)),
+            ) => {
+                self.refused = Some(e.to_string());
+                self.not_created += 1;
+            }
+            Err(e) => tracing::warn!(topic = %name, error = %e, "auto-create failed"),
+        }
+        unknown(name, codes::UNKNOWN_TOPIC_OR_PARTITION)
+    }
+
+    /// One log line per request, not one per topic.
+    fn report(&self) {
+        if let Some(reason) = &self.refused {
+            tracing::warn!(
+                created = self.created,
+                not_created = self.not_created,
+                %reason,
+                "auto-creation refused"
+            );
+        } else if self.deferred > 0 {
+            tracing::debug!(
+                created = self.created,
+                deferred = self.deferred,
+                "auto-creation bounded for this request"
+            );
+        }
+    }
 }
 
 fn unknown(name: &str, code: i16) -> MetadataResponseTopic {
