@@ -308,6 +308,15 @@ async fn broker(args: BrokerArgs) -> anyhow::Result<()> {
         topics = broker.logs.topics().len(),
         "log recovered"
     );
+    if let Err(short) =
+        kaas::fd_budget::check(0, kaas::fd_budget::reserve_for(args.max_connections))
+    {
+        tracing::warn!(
+            partitions = broker.logs.partition_count(),
+            %short,
+            "the open log leaves too few open files for --max-connections; no topic can be created"
+        );
+    }
     kaas::broker::spawn_tasks(
         &broker,
         std::time::Duration::from_millis(args.txn_reaper_interval_ms.max(10)),
