@@ -164,7 +164,7 @@ impl Decodable for BrokerHeartbeatResponse {
         let is_fenced = types::Boolean.decode(buf)?;
         let should_shut_down = types::Boolean.decode(buf)?;
         let mut unknown_tagged_fields = BTreeMap::new();
-        let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
+        let num_tagged_fields = crate::protocol::decode_tagged_field_count(buf)?;
         for _ in 0..num_tagged_fields {
             let tag: u32 = types::UnsignedVarInt.decode(buf)?;
             let size: u32 = types::UnsignedVarInt.decode(buf)?;

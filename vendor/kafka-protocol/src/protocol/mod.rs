@@ -238,6 +238,22 @@ pub fn encode_request_header_into_buffer<B: ByteBufMut>(
     header.encode(buf, version)
 }
 
+/// kaas patch: the most tagged fields one struct or header may declare.
+/// Kafka's schemas use at most a handful per struct; without a bound a
+/// 100 MiB frame of empty tagged fields (2 bytes each on the wire) decoded
+/// into ~50 million map entries.
+pub const MAX_TAGGED_FIELDS: u32 = 64;
+
+/// kaas patch: decodes a tagged-field count, refusing more than
+/// [`MAX_TAGGED_FIELDS`] before any field is read.
+pub(crate) fn decode_tagged_field_count<B: ByteBuf>(buf: &mut B) -> Result<u32> {
+    let count: u32 = types::UnsignedVarInt.decode(buf)?;
+    if count > MAX_TAGGED_FIELDS {
+        bail!("{count} tagged fields exceed the limit of {MAX_TAGGED_FIELDS} per struct");
+    }
+    Ok(count)
+}
+
 pub(crate) fn write_unknown_tagged_fields<B: ByteBufMut, R: RangeBounds<i32>>(
     buf: &mut B,
     range: R,
