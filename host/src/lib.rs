@@ -27,6 +27,7 @@ pub mod log;
 pub mod metrics;
 pub mod pid;
 pub mod policy;
+pub mod ratelimit;
 pub mod server;
 pub mod txn;
 pub mod wire;
