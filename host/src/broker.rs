@@ -55,6 +55,17 @@ pub struct BrokerConfig {
     /// Most topics one Metadata request auto-creates; the others are
     /// answered LEADER_NOT_AVAILABLE and created when the client asks again.
     pub max_auto_created_topics_per_request: usize,
+    // Hostile clients (issue 13, items 1, 5, 8): connection and frame bounds.
+    /// connections.max.idle.ms: a connection with no request in flight that
+    /// has received and sent nothing for this long is closed.
+    pub connections_max_idle: std::time::Duration,
+    /// A request frame whose first byte has arrived must be complete within
+    /// this long (its body: within this long of the budget being granted),
+    /// and each response must be written within this long.
+    pub request_timeout: std::time::Duration,
+    /// queued.max.request.bytes: bytes of request frames (above
+    /// `server::SMALL_FRAME`) being read, decoded or dispatched at once.
+    pub queued_max_request_bytes: usize,
 }
 
 impl BrokerConfig {
@@ -77,6 +88,9 @@ impl BrokerConfig {
             max_partitions: DEFAULT_MAX_PARTITIONS,
             max_partitions_per_request: DEFAULT_MAX_PARTITIONS_PER_REQUEST,
             max_auto_created_topics_per_request: DEFAULT_MAX_AUTO_CREATED_TOPICS_PER_REQUEST,
+            connections_max_idle: std::time::Duration::from_millis(600_000),
+            request_timeout: std::time::Duration::from_millis(30_000),
+            queued_max_request_bytes: 256 << 20,
         }
     }
 }

@@ -79,7 +79,10 @@ struct BrokerArgs {
     /// Largest request frame; larger ones close the connection.
     #[arg(long, default_value_t = 100 << 20)]
     max_request_bytes: usize,
-    /// Most concurrent client connections.
+    /// max.connections: most concurrent client connections. When it is
+    /// reached, the connection idle or stalled longest (never one with a
+    /// request in flight) is closed to make room (Kafka's default is
+    /// 2147483647).
     #[arg(long, default_value_t = 1024)]
     max_connections: usize,
     /// Host advertised in Metadata (default: the listen host).
@@ -129,6 +132,24 @@ struct BrokerArgs {
     /// client asks again.
     #[arg(long, default_value_t = kaas::broker::DEFAULT_MAX_AUTO_CREATED_TOPICS_PER_REQUEST)]
     max_auto_created_topics_per_request: usize,
+    /// connections.max.idle.ms: a connection with no request in flight that
+    /// has received and sent nothing for this long is closed.
+    #[arg(long, default_value_t = 600_000)]
+    connections_max_idle_ms: u64,
+    /// A request frame that has started arriving must be complete, and each
+    /// response written, within this long, or the connection is closed
+    /// (Kafka's brokers bound neither; 30000 is the clients'
+    /// request.timeout.ms). A request in flight longer than this no longer
+    /// keeps its connection from being evicted at --max-connections.
+    #[arg(long, default_value_t = 30_000)]
+    request_timeout_ms: u64,
+    /// queued.max.request.bytes: bytes of large request frames (over 64 KiB)
+    /// the broker reads, decodes and dispatches at once; a frame waits for
+    /// its share, and one larger than the whole budget closes the
+    /// connection. Kafka's default is unbounded; ours fits two frames of
+    /// the default --max-request-bytes.
+    #[arg(long, default_value_t = 256 << 20)]
+    queued_max_request_bytes: usize,
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -286,6 +307,10 @@ async fn broker(args: BrokerArgs) -> anyhow::Result<()> {
     config.default_partitions = args.default_partitions;
     config.max_request_bytes = args.max_request_bytes;
     config.max_connections = args.max_connections;
+    config.connections_max_idle =
+        std::time::Duration::from_millis(args.connections_max_idle_ms.max(1));
+    config.request_timeout = std::time::Duration::from_millis(args.request_timeout_ms.max(1));
+    config.queued_max_request_bytes = args.queued_max_request_bytes;
     config.transactional_id_expiration_ms = args.transactional_id_expiration_ms;
     config.wal_checkpoint_interval =
         std::time::Duration::from_millis(args.wal_checkpoint_interval_ms.max(1));

@@ -26,6 +26,16 @@ pub struct Metrics {
     pub bytes_in: AtomicU64,
     pub bytes_out: AtomicU64,
     pub connections: AtomicU64,
+    // Hostile clients (issue 13): see server.rs.
+    /// Connections closed to make room for a new one at max.connections.
+    pub connections_evicted: AtomicU64,
+    /// Connections closed after connections.max.idle.ms.
+    pub connections_idle_closed: AtomicU64,
+    /// Connections closed because a frame did not arrive, or a response
+    /// could not be written, in time.
+    pub request_timeouts: AtomicU64,
+    /// Request bytes holding the queued.max.request.bytes budget now.
+    pub queued_request_bytes: AtomicU64,
 }
 
 impl Metrics {
@@ -73,6 +83,30 @@ impl Metrics {
             "counter",
             self.connections.load(Ordering::Relaxed),
         );
+        for (name, kind, v) in [
+            (
+                "kaas_connections_evicted_total",
+                "counter",
+                &self.connections_evicted,
+            ),
+            (
+                "kaas_connections_idle_closed_total",
+                "counter",
+                &self.connections_idle_closed,
+            ),
+            (
+                "kaas_request_timeouts_total",
+                "counter",
+                &self.request_timeouts,
+            ),
+            (
+                "kaas_queued_request_bytes",
+                "gauge",
+                &self.queued_request_bytes,
+            ),
+        ] {
+            sample(&mut out, name, kind, v.load(Ordering::Relaxed));
+        }
         fsync_counters(&mut out, "kaas_fsync", broker.logs.group_commit().stats());
         // The transaction state log has its own flusher.
         fsync_counters(

@@ -1,4 +1,4 @@
-//! The TCP server: accepts connections (bounded by a semaphore), reads
+//! The TCP server: accepts connections (at most `max_connections`), reads
 //! size-prefixed frames (bounded by `max_request_bytes`), decodes and
 //! dispatches them, and writes responses in request order.
 //!
@@ -9,55 +9,376 @@
 //! reaches it), so pipelined produces share one fdatasync. Malformed frames,
 //! unknown APIs and unsupported versions close the connection, as Kafka
 //! does; nothing a client sends can panic the broker.
+//!
+//! What a hostile client can hold (issue 13, docs/design.md "Hostile
+//! clients"):
+//! - a connection slot: at `max_connections` the connection that has gone
+//!   longest without progress (no byte received, no response written) is
+//!   closed to make room, so idle connections and half-sent frames cannot
+//!   lock new clients out; one with a request in flight is spared unless it
+//!   has made no progress for `request_timeout` (a response its client
+//!   does not read, a long poll longer than any client waits);
+//! - time: a connection with nothing in flight that has been silent for
+//!   `connections_max_idle` is closed, a frame whose first byte has
+//!   arrived must be whole within `request_timeout` (its body: within
+//!   that long of the budget below being granted), and each response must
+//!   be written within `request_timeout`;
+//! - memory: a frame over [`SMALL_FRAME`] bytes takes its size from the
+//!   broker-wide `queued_max_request_bytes` budget before its buffer is
+//!   allocated and gives it back once the request has been decoded and
+//!   dispatched; a frame larger than the whole budget closes the
+//!   connection. Smaller frames skip the budget (each connection reads one
+//!   frame at a time, so they hold at most `max_connections` ×
+//!   [`SMALL_FRAME`]), which keeps small requests from queueing behind big
+//!   ones.
+//!
+//! A failing `accept` (a full fd table) backs off exponentially instead of
+//! spinning, and its log line is rate-limited.
 
+use std::collections::HashMap;
 use std::future::Future;
-use std::sync::Arc;
-use std::sync::atomic::Ordering;
-use std::time::Instant;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
+use anyhow::Context as _;
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::ApiKey;
-use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader, BufWriter};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader, BufWriter};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc};
 
 use crate::broker::Broker;
+use crate::ratelimit::{Backoff, RateLimit};
 use crate::wire::{self, Handled};
 
 /// Responses in flight per connection before the reader waits.
 const PIPELINE: usize = 64;
 
+/// Frames up to this size do not take from the queued-request budget.
+pub const SMALL_FRAME: usize = 64 << 10;
+
+/// The first wait after a failed `accept`; it doubles up to
+/// [`ACCEPT_BACKOFF_MAX`] while `accept` keeps failing.
+const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(10);
+const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
+
+static ACCEPT_FAILED: RateLimit = RateLimit::per_second();
+static CONNECTION_REFUSED: RateLimit = RateLimit::per_second();
+
 /// Serves `listener` until `shutdown` resolves.
 pub async fn run(listener: TcpListener, broker: Arc<Broker>, shutdown: impl Future<Output = ()>) {
-    let limit = Arc::new(Semaphore::new(broker.config.max_connections));
+    let registry = Arc::new(Registry::new());
+    let budget = Arc::new(Budget::new(broker.config.queued_max_request_bytes));
+    let mut backoff = Backoff::new(ACCEPT_BACKOFF_MIN, ACCEPT_BACKOFF_MAX);
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
             _ = &mut shutdown => return,
             accepted = listener.accept() => {
                 let (sock, peer) = match accepted {
-                    Ok(a) => a,
+                    Ok(a) => {
+                        backoff.succeeded();
+                        a
+                    }
                     Err(e) => {
-                        tracing::warn!(error = %e, "accept failed");
+                        // EMFILE and the like fail again at once: wait
+                        // instead of spinning (and logging) at full speed.
+                        let wait = backoff.failed();
+                        if let Some(suppressed) = ACCEPT_FAILED.allow() {
+                            tracing::warn!(error = %e, suppressed, retry_in_ms = wait.as_millis() as u64, "accept failed");
+                        }
+                        tokio::select! {
+                            _ = &mut shutdown => return,
+                            _ = tokio::time::sleep(wait) => {}
+                        }
                         continue;
                     }
                 };
-                let Ok(permit) = limit.clone().try_acquire_owned() else {
-                    tracing::warn!(%peer, "connection limit reached; closing");
+                let Some(conn) = registry.admit(
+                    broker.config.max_connections,
+                    broker.config.request_timeout,
+                    &broker,
+                ) else {
+                    if let Some(suppressed) = CONNECTION_REFUSED.allow() {
+                        tracing::warn!(%peer, suppressed, "connection limit reached and every connection has a request in progress; closing");
+                    }
                     continue;
                 };
                 let broker = broker.clone();
+                let budget = budget.clone();
+                let registry = registry.clone();
                 broker.metrics.connections.fetch_add(1, Ordering::Relaxed);
                 tokio::spawn(async move {
                     let _ = sock.set_nodelay(true);
-                    if let Err(e) = connection(sock, broker).await {
+                    let registered = Registered { registry, conn };
+                    if let Err(e) = connection(sock, broker, &registered, budget).await {
                         tracing::debug!(%peer, error = %e, "connection closed");
                     }
-                    drop(permit);
                 });
             }
         }
     }
+}
+
+/// Milliseconds since the server started: progress stamps fit an atomic.
+#[derive(Debug, Clone, Copy)]
+struct Clock(Instant);
+
+impl Clock {
+    fn now_ms(self) -> u64 {
+        self.0.elapsed().as_millis() as u64
+    }
+
+    fn at(self, ms: u64) -> tokio::time::Instant {
+        tokio::time::Instant::from_std(self.0 + Duration::from_millis(ms))
+    }
+}
+
+/// One connection as the accept loop sees it.
+#[derive(Debug)]
+struct Conn {
+    id: u64,
+    clock: Clock,
+    /// When a byte last arrived or a response was last written.
+    last_progress: AtomicU64,
+    /// Requests read whose response has not been written yet.
+    in_flight: AtomicUsize,
+    /// Asks the connection's reader to stop (evicted, or its writer
+    /// stopped).
+    close: Notify,
+    /// Evicted: what it still owes its client is dropped, not written.
+    evicted: std::sync::atomic::AtomicBool,
+}
+
+impl Conn {
+    fn touch(&self) {
+        self.last_progress
+            .store(self.clock.now_ms(), Ordering::Relaxed);
+    }
+}
+
+/// The open connections, for eviction at `max_connections`.
+#[derive(Debug)]
+struct Registry {
+    clock: Clock,
+    next_id: AtomicU64,
+    conns: Mutex<HashMap<u64, Arc<Conn>>>,
+}
+
+impl Registry {
+    fn new() -> Self {
+        Registry {
+            clock: Clock(Instant::now()),
+            next_id: AtomicU64::new(0),
+            conns: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Registers a new connection. At `max` connections the one that has
+    /// gone longest without progress (the oldest of equals) is told to close
+    /// and loses its slot, sparing those with a request in flight that made
+    /// progress within `stuck`; with none to evict the new connection is
+    /// refused (None).
+    fn admit(&self, max: usize, stuck: Duration, broker: &Broker) -> Option<Arc<Conn>> {
+        let mut conns = self.conns.lock().unwrap_or_else(|p| p.into_inner());
+        if conns.len() >= max {
+            let now = self.clock.now_ms();
+            let stuck = stuck.as_millis() as u64;
+            let victim = conns
+                .values()
+                .filter(|c| {
+                    c.in_flight.load(Ordering::Acquire) == 0
+                        || now.saturating_sub(c.last_progress.load(Ordering::Relaxed)) >= stuck
+                })
+                .min_by_key(|c| (c.last_progress.load(Ordering::Relaxed), c.id))?
+                .clone();
+            conns.remove(&victim.id);
+            victim.evicted.store(true, Ordering::Release);
+            victim.close.notify_one();
+            broker
+                .metrics
+                .connections_evicted
+                .fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(
+                idle_ms = self
+                    .clock
+                    .now_ms()
+                    .saturating_sub(victim.last_progress.load(Ordering::Relaxed)),
+                "connection limit reached: closing the connection idle longest"
+            );
+        }
+        let conn = Arc::new(Conn {
+            id: self.next_id.fetch_add(1, Ordering::Relaxed),
+            clock: self.clock,
+            last_progress: AtomicU64::new(self.clock.now_ms()),
+            in_flight: AtomicUsize::new(0),
+            close: Notify::new(),
+            evicted: std::sync::atomic::AtomicBool::new(false),
+        });
+        conns.insert(conn.id, conn.clone());
+        Some(conn)
+    }
+}
+
+/// A connection's slot, given back when its task ends.
+struct Registered {
+    registry: Arc<Registry>,
+    conn: Arc<Conn>,
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        let mut conns = self
+            .registry
+            .conns
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        conns.remove(&self.conn.id);
+    }
+}
+
+/// queued.max.request.bytes: a semaphore counted in bytes.
+#[derive(Debug)]
+struct Budget {
+    bytes: Arc<Semaphore>,
+    total: usize,
+}
+
+impl Budget {
+    fn new(total: usize) -> Self {
+        let total = total.min(Semaphore::MAX_PERMITS);
+        Budget {
+            bytes: Arc::new(Semaphore::new(total)),
+            total,
+        }
+    }
+
+    /// Waits for `size` bytes of the budget (none for a small frame).
+    async fn acquire(&self, size: usize, broker: &Arc<Broker>) -> anyhow::Result<Option<Held>> {
+        if size <= SMALL_FRAME {
+            return Ok(None);
+        }
+        if size > self.total {
+            anyhow::bail!(
+                "a request of {size} bytes exceeds the whole queued.max.request.bytes budget of {}",
+                self.total
+            );
+        }
+        let permits = u32::try_from(size).context("request size")?;
+        let permit = self
+            .bytes
+            .clone()
+            .acquire_many_owned(permits)
+            .await
+            .context("the request budget is closed")?;
+        broker
+            .metrics
+            .queued_request_bytes
+            .fetch_add(size as u64, Ordering::Relaxed);
+        Ok(Some(Held {
+            _permit: permit,
+            bytes: size as u64,
+            broker: broker.clone(),
+        }))
+    }
+}
+
+/// A frame's share of the budget, given back when dropped.
+struct Held {
+    _permit: OwnedSemaphorePermit,
+    bytes: u64,
+    broker: Arc<Broker>,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.broker
+            .metrics
+            .queued_request_bytes
+            .fetch_sub(self.bytes, Ordering::Relaxed);
+    }
+}
+
+/// Why a connection's reader stops.
+enum Stop {
+    /// Evicted to make room for a new connection.
+    Evicted,
+    /// A deadline passed.
+    TimedOut,
+}
+
+/// Runs `f` until `deadline`, or until the connection is evicted.
+async fn within<F: Future>(
+    conn: &Conn,
+    deadline: tokio::time::Instant,
+    f: F,
+) -> Result<F::Output, Stop> {
+    tokio::select! {
+        biased;
+        _ = conn.close.notified() => Err(Stop::Evicted),
+        r = tokio::time::timeout_at(deadline, f) => r.map_err(|_| Stop::TimedOut),
+    }
+}
+
+/// What the wait for the next frame ended with.
+enum Next {
+    /// Its first byte is buffered.
+    Frame,
+    /// The client closed the connection.
+    Eof,
+    /// Silent for connections.max.idle.ms with nothing in flight.
+    Idle,
+    Evicted,
+}
+
+/// Waits for the first byte of the next frame.
+async fn next_frame(
+    rd: &mut BufReader<tokio::net::tcp::OwnedReadHalf>,
+    conn: &Conn,
+    idle: Duration,
+) -> std::io::Result<Next> {
+    loop {
+        let deadline = if conn.in_flight.load(Ordering::Acquire) > 0 {
+            // Not idle while a response is owed; look again later.
+            tokio::time::Instant::now() + idle
+        } else {
+            conn.clock.at(conn.last_progress.load(Ordering::Relaxed)) + idle
+        };
+        tokio::select! {
+            biased;
+            _ = conn.close.notified() => return Ok(Next::Evicted),
+            filled = rd.fill_buf() => {
+                return Ok(if filled?.is_empty() { Next::Eof } else { Next::Frame });
+            }
+            _ = tokio::time::sleep_until(deadline) => {
+                let silent = conn.clock.at(conn.last_progress.load(Ordering::Relaxed)) + idle;
+                if conn.in_flight.load(Ordering::Acquire) == 0
+                    && silent <= tokio::time::Instant::now()
+                {
+                    return Ok(Next::Idle);
+                }
+            }
+        }
+    }
+}
+
+/// Reads a `size`-byte body, noting progress as bytes arrive.
+async fn read_body(
+    rd: &mut BufReader<tokio::net::tcp::OwnedReadHalf>,
+    size: usize,
+    conn: &Conn,
+) -> anyhow::Result<BytesMut> {
+    let mut buf = BytesMut::zeroed(size);
+    let mut filled = 0;
+    while filled < size {
+        let rest = buf.get_mut(filled..).context("body offset")?;
+        let n = rd.read(rest).await?;
+        anyhow::ensure!(n > 0, "the client closed the connection mid-frame");
+        filled += n;
+        conn.touch();
+    }
+    Ok(buf)
 }
 
 /// Bytes a connection reads ahead.
@@ -65,15 +386,36 @@ const READ_BUFFER: usize = 16 << 10;
 
 type Queued = (ApiKey, i16, i32, Instant, Handled);
 
-async fn connection(sock: TcpStream, broker: Arc<Broker>) -> anyhow::Result<()> {
+async fn connection(
+    sock: TcpStream,
+    broker: Arc<Broker>,
+    registered: &Registered,
+    budget: Arc<Budget>,
+) -> anyhow::Result<()> {
+    let conn = registered.conn.clone();
     let (rd, wr) = sock.into_split();
     // Reads the size and the body of a request (and whatever pipelined
     // requests arrived with them) in one syscall, not two per request.
     let mut rd = BufReader::with_capacity(READ_BUFFER, rd);
     let (tx, mut rx) = mpsc::channel::<Queued>(PIPELINE);
     let writer_broker = broker.clone();
+    let writer_conn = conn.clone();
+    let write_timeout = broker.config.request_timeout;
     let writer = tokio::spawn(async move {
+        // However it stops, the reader must stop too (it may be waiting
+        // for a frame that never comes, with a response still counted).
+        struct StopReader(Arc<Conn>);
+        impl Drop for StopReader {
+            fn drop(&mut self) {
+                self.0.close.notify_one();
+            }
+        }
+        let _stop_reader = StopReader(writer_conn.clone());
         let mut wr = BufWriter::new(wr);
+        let done = |c: &Conn| {
+            c.in_flight.fetch_sub(1, Ordering::AcqRel);
+            c.touch();
+        };
         while let Some((key, version, correlation, started, handled)) = rx.recv().await {
             let body = match handled {
                 Handled::Now(b) => b,
@@ -82,6 +424,7 @@ async fn connection(sock: TcpStream, broker: Arc<Broker>) -> anyhow::Result<()> 
                     writer_broker
                         .metrics
                         .record(key as i16, started.elapsed().as_nanos() as u64);
+                    done(&writer_conn);
                     continue;
                 }
             };
@@ -95,35 +438,90 @@ async fn connection(sock: TcpStream, broker: Arc<Broker>) -> anyhow::Result<()> 
             writer_broker
                 .metrics
                 .record(key as i16, started.elapsed().as_nanos() as u64);
-            if wr.write_all(&frame).await.is_err() {
-                return;
-            }
-            if rx.is_empty() && wr.flush().await.is_err() {
-                return;
+            let flush = rx.is_empty();
+            let write = async {
+                wr.write_all(&frame).await?;
+                if flush {
+                    wr.flush().await?;
+                }
+                std::io::Result::Ok(())
+            };
+            match tokio::time::timeout(write_timeout, write).await {
+                Ok(Ok(())) => done(&writer_conn),
+                Ok(Err(_)) => return,
+                Err(_) => {
+                    writer_broker
+                        .metrics
+                        .request_timeouts
+                        .fetch_add(1, Ordering::Relaxed);
+                    tracing::debug!(api = ?key, "a response was not written in time; closing");
+                    return;
+                }
             }
         }
         let _ = wr.flush().await;
     });
 
     let max = broker.config.max_request_bytes;
+    let idle = broker.config.connections_max_idle;
+    let read_timeout = broker.config.request_timeout;
     let result: anyhow::Result<()> = async {
         loop {
+            match next_frame(&mut rd, &conn, idle).await? {
+                Next::Frame => {}
+                Next::Eof | Next::Evicted => return Ok(()),
+                Next::Idle => {
+                    broker
+                        .metrics
+                        .connections_idle_closed
+                        .fetch_add(1, Ordering::Relaxed);
+                    return Ok(());
+                }
+            }
+            conn.touch();
+            let timed_out = |stop: Stop| -> anyhow::Result<()> {
+                if let Stop::TimedOut = stop {
+                    broker
+                        .metrics
+                        .request_timeouts
+                        .fetch_add(1, Ordering::Relaxed);
+                    anyhow::bail!("a request frame did not arrive within {read_timeout:?}");
+                }
+                Ok(())
+            };
+            let deadline = tokio::time::Instant::now() + read_timeout;
             let mut size = [0u8; 4];
-            if rd.read_exact(&mut size).await.is_err() {
-                return Ok(());
+            match within(&conn, deadline, rd.read_exact(&mut size)).await {
+                Ok(r) => {
+                    r?;
+                }
+                Err(stop) => return timed_out(stop),
             }
             let size = i32::from_be_bytes(size);
             if size < 0 || size as usize > max {
                 anyhow::bail!("request of {size} bytes exceeds the {max}-byte limit");
             }
-            let mut buf = BytesMut::zeroed(size as usize);
-            rd.read_exact(&mut buf).await?;
+            let size = size as usize;
+            let far = tokio::time::Instant::now() + Duration::from_secs(86_400 * 365);
+            let held = match within(&conn, far, budget.acquire(size, &broker)).await {
+                Ok(held) => held?,
+                Err(stop) => return timed_out(stop),
+            };
+            conn.touch();
+            let deadline = tokio::time::Instant::now() + read_timeout;
+            let buf = match within(&conn, deadline, read_body(&mut rd, size, &conn)).await {
+                Ok(buf) => buf?,
+                Err(stop) => return timed_out(stop),
+            };
+            conn.in_flight.fetch_add(1, Ordering::AcqRel);
             let started = Instant::now();
             let req = wire::decode(Bytes::from(buf))?;
             let (key, version, correlation) = (req.api_key, req.version, req.correlation_id);
             // A too-new ApiVersions is answered in the v0 format (KIP-511).
             let reply_version = if req.body.is_none() { 0 } else { version };
             let handled = wire::dispatch(&broker, req).await;
+            // The request's bytes are dropped: its share of the budget is free.
+            drop(held);
             if tx
                 .send((key, reply_version, correlation, started, handled))
                 .await
@@ -135,6 +533,11 @@ async fn connection(sock: TcpStream, broker: Arc<Broker>) -> anyhow::Result<()> 
     }
     .await;
     drop(tx);
+    if conn.evicted.load(Ordering::Acquire) {
+        // A stuck long poll or unread response must not keep the socket
+        // open after its slot went to someone else.
+        writer.abort();
+    }
     let _ = writer.await;
     result
 }
