@@ -80,9 +80,9 @@ struct BrokerArgs {
     #[arg(long, default_value_t = 100 << 20)]
     max_request_bytes: usize,
     /// max.connections: most concurrent client connections. When it is
-    /// reached, the connection idle or stalled longest (never one with a
-    /// request in flight) is closed to make room (Kafka's default is
-    /// 2147483647).
+    /// reached, the connection idle or stalled longest is closed to make
+    /// room (one with a request in flight only once it has made no progress
+    /// for --request-timeout-ms). Kafka's default is 2147483647.
     #[arg(long, default_value_t = 1024)]
     max_connections: usize,
     /// Host advertised in Metadata (default: the listen host).
