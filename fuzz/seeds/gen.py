@@ -172,6 +172,36 @@ def seeds_batches():
     out("batch_validate", "truncated", b[:40])
 
 
+def seeds_compressed():
+    # compressed_batch_validate: mode byte (codec in the low 3 bits; 0x80 =
+    # the rest is the batch body as is), record count (i32), then plain
+    # records (the harness compresses them) or the raw body.
+    t = "compressed_batch_validate"
+    recs = [record(0, b"k", b"v0"), record(1, None, b"value-1", ts_delta=5),
+            record(2, b"key", b"", ts_delta=9, headers=[(b"h", b"x")])]
+    payload = b"".join(recs)
+    for codec, name in [(1, "gzip"), (2, "snappy"), (3, "lz4"), (4, "zstd")]:
+        out(t, f"valid_{name}", bytes([codec]) + i32(3) + payload)
+        # Garbage that does not decompress (the issue: answered NONE before).
+        garbage = bytes((i * 31 + 7) & 0xFF for i in range(300))
+        out(t, f"garbage_{name}", bytes([0x80 | codec]) + i32(1) + garbage)
+    # The issue's gzip batch claiming 2^31-1 records while holding one.
+    out(t, "huge_count_gzip", bytes([1]) + i32(0x7FFFFFFF) + recs[0])
+    out(t, "huge_count_gzip_raw", bytes([0x81]) + i32(0x7FFFFFFF) + gzip.compress(recs[0], mtime=0))
+    # Inner offsets not sequential, trailing bytes, a record cut short.
+    out(t, "offset_delta_zstd", bytes([4]) + i32(2) + record(0, None, b"a") + record(2, None, b"b"))
+    out(t, "trailing_lz4", bytes([3]) + i32(1) + recs[0] + b"\x00\x00")
+    out(t, "short_record_snappy", bytes([2]) + i32(1) + recs[0][:-1])
+    # A header count of 2^31-1 inside one record.
+    lying = b"\x00" + varint(0) + varint(0) + varint(-1) + varint(1) + b"v" + varint(0x7FFFFFFF)
+    out(t, "header_count_gzip", bytes([1]) + i32(1) + varint(len(lying)) + lying)
+    # A gzip bomb: 70 records of 1 MiB of zeros (70 MiB, past the 64 MiB
+    # bound) in ~70 KiB.
+    zeros = b"\x00" * (1 << 20)
+    bomb = b"".join(record(i, None, zeros) for i in range(70))
+    out(t, "bomb_gzip", bytes([0x81]) + i32(70) + gzip.compress(bomb, 9, mtime=0))
+
+
 # ---- request frames -------------------------------------------------------
 
 def frame(api, version, body, header_v2):
@@ -285,6 +315,7 @@ def seeds_snapshots():
 
 if __name__ == "__main__":
     seeds_batches()
+    seeds_compressed()
     seeds_requests()
     seeds_state()
     seeds_snapshots()

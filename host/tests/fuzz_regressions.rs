@@ -108,6 +108,14 @@ fn batch_validate_inputs() {
 }
 
 #[test]
+fn compressed_batch_validate_inputs() {
+    replay(
+        "compressed_batch_validate",
+        harness::compressed_batch_validate,
+    );
+}
+
+#[test]
 fn state_record_inputs() {
     replay("state_record", harness::state_record);
 }

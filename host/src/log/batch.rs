@@ -3,9 +3,13 @@
 //! COMMIT/ABORT control batches the coordinator writes.
 //!
 //! Batches are stored exactly as received except for the base offset and the
-//! partition leader epoch, which the CRC does not cover. Validation never
-//! decodes compressed data and never trusts a count or length before checking
-//! it against the bytes actually present.
+//! partition leader epoch, which the CRC does not cover. Validation walks
+//! every record ([`walk_records`]; compressed batches decompressed as a
+//! stream within [`MAX_SCAN_BYTES`]) and never trusts a count or length
+//! before checking it against the bytes actually present.
+
+use std::io;
+use std::ops::ControlFlow;
 
 use thiserror::Error;
 
@@ -190,9 +194,8 @@ pub fn validate_client_batch(
         )));
     }
     // Every record takes at least 7 bytes (length, attributes, two deltas,
-    // key and value lengths, header count), so the count is bounded by the
-    // bytes present before anything is decoded. Compressed batches are
-    // bounded later by whoever decompresses them (not the broker).
+    // key and value lengths, header count), so an uncompressed batch's count
+    // is bounded by the bytes present before anything is decoded.
     if h.compression() == 0 {
         let body = &bytes[HEADER_LEN..];
         if h.record_count as usize > body.len() / 7 + 1 {
@@ -202,15 +205,10 @@ pub fn validate_client_batch(
                 body.len()
             )));
         }
-        let n = count_records(body)
-            .ok_or_else(|| BatchError::Corrupt("record lengths do not add up".into()))?;
-        if n != h.record_count as usize {
-            return Err(BatchError::Corrupt(format!(
-                "header says {} records, body holds {n}",
-                h.record_count
-            )));
-        }
     }
+    // Every record, decompressed as a stream within MAX_SCAN_BYTES (run off
+    // the async runtime for compressed batches: see wire::api::produce).
+    walk_records(bytes, &h, |_| ControlFlow::Continue(()))?;
     if h.has_producer_id() && h.base_sequence < 0 {
         return Err(BatchError::Invalid(
             "a batch with a producer id needs a base sequence".into(),
@@ -222,26 +220,6 @@ pub fn validate_client_batch(
         ));
     }
     Ok(h)
-}
-
-/// Walks uncompressed records (each a zigzag-varint length and a body) and
-/// counts them; None if the lengths do not exactly cover `body`.
-fn count_records(mut body: &[u8]) -> Option<usize> {
-    let mut n = 0;
-    while !body.is_empty() {
-        let (len, used) = read_varint(body)?;
-        if len < 0 {
-            return None;
-        }
-        let len = len as usize;
-        body = body.get(used..)?;
-        if body.len() < len {
-            return None;
-        }
-        body = &body[len..];
-        n += 1;
-    }
-    Some(n)
 }
 
 /// A zigzag varint (at most 5 bytes for an i32).
@@ -274,124 +252,459 @@ pub fn control_type(batch: &[u8]) -> Option<i16> {
     Some(i16::from_be_bytes([*b.get(2)?, *b.get(3)?]))
 }
 
-/// Most decompressed bytes [`first_record_at_or_after`] reads from one
-/// batch: a compressed batch is at most `max.message.bytes` on disk, but a
-/// decompression bomb can expand it a thousandfold or more.
+/// Most decompressed bytes one batch may hold: a compressed batch is at
+/// most `max.message.bytes` on disk, but a decompression bomb can expand it
+/// a thousandfold or more. Validation refuses a batch whose records take
+/// more (CORRUPT_MESSAGE), so every stored batch can be walked within it;
+/// the timestamp scan stops there too.
 pub const MAX_SCAN_BYTES: u64 = 64 << 20;
+
+/// Largest zstd window (log2) a batch may ask for: zstd allocates the
+/// window a frame declares (up to 128 MiB by default) before decoding. Real
+/// producers compress at most a few MiB with windows of 2^21 to 2^23.
+const ZSTD_WINDOW_LOG_MAX: u32 = 24;
 
 /// Attribute bit: record timestamps are the batch's (LogAppendTime).
 const ATTR_LOG_APPEND_TIME: i16 = 0x08;
 
+/// What the record walker reports of one record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordMeta {
+    /// The record's index in its batch (equal to its offset delta).
+    pub index: i32,
+    /// Timestamp delta from the batch's base timestamp.
+    pub timestamp_delta: i64,
+}
+
+/// Walks every record of a magic-2 batch, decompressing as a stream within
+/// [`MAX_SCAN_BYTES`], parses each record whole (length, attributes,
+/// timestamp delta, offset delta, key, value, headers), and calls `visit`
+/// after each; `visit` returning `Break` ends the walk early with `Ok`.
+///
+/// The checks (Kafka's LogValidator and record iterator): every record's
+/// fields exactly fill its declared length; key and value lengths are -1 or
+/// more, header counts and header key lengths 0 or more; the offset delta of
+/// record `i` is `i`; exactly `record_count` records, then the end of the
+/// (decompressed) data. A structural error is INVALID_RECORD
+/// ([`BatchError::Invalid`]); data that does not decompress or decompresses
+/// past the bound is CORRUPT_MESSAGE ([`BatchError::Corrupt`]). Nothing is
+/// allocated from a count or length in the batch: skipped bytes are
+/// streamed, and a snappy block is checked against its input size before
+/// its buffer is made.
+pub fn walk_records(
+    batch: &[u8],
+    h: &BatchHeader,
+    visit: impl FnMut(RecordMeta) -> ControlFlow<()>,
+) -> Result<(), BatchError> {
+    let records = batch
+        .get(HEADER_LEN..h.size)
+        .ok_or_else(|| BatchError::Corrupt("the batch is shorter than its length field".into()))?;
+    let stream = |e: io::Error| BatchError::Corrupt(format!("records do not decompress: {e}"));
+    match h.compression() {
+        0 => walk(&mut SliceSource(records), h, visit),
+        1 => walk(
+            &mut Stream::new(flate2::read::MultiGzDecoder::new(records)),
+            h,
+            visit,
+        ),
+        2 => walk(&mut Stream::new(SnappyReader::new(records)), h, visit),
+        3 => walk(
+            &mut Stream::new(lz4::Decoder::new(records).map_err(stream)?),
+            h,
+            visit,
+        ),
+        4 => {
+            let mut d = zstd::stream::read::Decoder::new(records).map_err(stream)?;
+            d.window_log_max(ZSTD_WINDOW_LOG_MAX).map_err(stream)?;
+            walk(&mut Stream::new(d), h, visit)
+        }
+        c => Err(BatchError::Corrupt(format!(
+            "unknown compression codec {c}"
+        ))),
+    }
+}
+
+/// Runs blocking batch work (validating compressed batches, timestamp
+/// scans) on tokio's blocking pool, never on a runtime worker, at most one
+/// task per core at a time so a flood of it cannot starve the workers of
+/// CPU or hold one decompressor per blocking thread. None if the task
+/// panicked.
+pub async fn offload<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+    static SLOTS: std::sync::LazyLock<tokio::sync::Semaphore> = std::sync::LazyLock::new(|| {
+        let n = std::thread::available_parallelism().map_or(2, |n| n.get());
+        tokio::sync::Semaphore::new(n.max(2))
+    });
+    let _slot = SLOTS.acquire().await.ok()?;
+    match tokio::task::spawn_blocking(f).await {
+        Ok(v) => Some(v),
+        Err(e) => {
+            tracing::error!(error = %e, "a blocking batch task failed");
+            None
+        }
+    }
+}
+
 /// ListOffsets by timestamp inside one stored batch: the offset and
 /// timestamp of its first record whose timestamp is at least `ts`. None when
-/// no record qualifies or the records cannot be read within
-/// [`MAX_SCAN_BYTES`] (the caller then answers with the batch itself).
-///
-/// Records are read as a stream, decompressing on the fly, and only their
-/// length, timestamp delta and offset delta are parsed: nothing is allocated
-/// from a count or length in the batch. (kafka-protocol's batch decoder,
-/// used here before, reserved capacity from the record count of a
-/// compressed batch and from each record's header count, and decompressed
-/// without bound; a batch our validation accepts could abort the process.)
+/// no record qualifies or the records cannot be walked (the caller then
+/// answers with the batch itself). Uses [`walk_records`], so it reads at most
+/// [`MAX_SCAN_BYTES`] and allocates nothing from a count or length.
 pub fn first_record_at_or_after(batch: &[u8], h: &BatchHeader, ts: i64) -> Option<(i64, i64)> {
-    use std::io::Read;
-    let records = batch.get(HEADER_LEN..h.size)?;
     if h.attributes & ATTR_LOG_APPEND_TIME != 0 {
         return (h.max_timestamp >= ts).then_some((h.base_offset, h.max_timestamp));
     }
-    let limit = MAX_SCAN_BYTES;
-    match h.compression() {
-        0 => scan_records(records, h, ts),
-        1 => scan_records(
-            flate2::read::MultiGzDecoder::new(records).take(limit),
-            h,
-            ts,
-        ),
-        2 => scan_records(&snappy_decompress(records, limit)?[..], h, ts),
-        3 => scan_records(lz4::Decoder::new(records).ok()?.take(limit), h, ts),
-        4 => scan_records(
-            zstd::stream::read::Decoder::new(records).ok()?.take(limit),
-            h,
-            ts,
-        ),
-        _ => None,
-    }
-}
-
-/// Walks records from `r` (each a varint length, attributes, varlong
-/// timestamp delta, varint offset delta, then the rest, skipped).
-fn scan_records(r: impl std::io::Read, h: &BatchHeader, ts: i64) -> Option<(i64, i64)> {
-    use std::io::Read;
-    let mut r = std::io::BufReader::new(r);
-    for _ in 0..h.record_count {
-        let len = read_varlong_io(&mut r)?;
-        let mut rec = (&mut r).take(u64::try_from(len).ok()?);
-        let mut attributes = [0u8; 1];
-        rec.read_exact(&mut attributes).ok()?;
-        let timestamp = h.base_timestamp.wrapping_add(read_varlong_io(&mut rec)?);
-        let offset = h
-            .base_offset
-            .saturating_add(i64::from(i32::try_from(read_varlong_io(&mut rec)?).ok()?));
+    let mut found = None;
+    walk_records(batch, h, |r| {
+        let timestamp = h.base_timestamp.wrapping_add(r.timestamp_delta);
         if timestamp >= ts {
-            return Some((offset, timestamp));
+            found = Some((h.base_offset.saturating_add(i64::from(r.index)), timestamp));
+            return ControlFlow::Break(());
         }
-        std::io::copy(&mut rec, &mut std::io::sink()).ok()?;
-        if rec.limit() != 0 {
-            return None; // truncated
-        }
-    }
-    None
+        ControlFlow::Continue(())
+    })
+    .ok()?;
+    found
 }
 
-/// A zigzag varlong (at most 10 bytes) from a reader.
-fn read_varlong_io(r: &mut impl std::io::Read) -> Option<i64> {
+/// Bytes of records, from a slice or a decompressing stream.
+trait Source {
+    /// The next byte; an error at the end of the data.
+    fn byte(&mut self) -> Result<u8, BatchError>;
+    /// Skips `n` bytes.
+    fn skip(&mut self, n: u64) -> Result<(), BatchError>;
+    /// Whether the data has ended.
+    fn at_end(&mut self) -> Result<bool, BatchError>;
+}
+
+#[cold]
+fn premature_eof() -> BatchError {
+    BatchError::Invalid("incorrect declared batch size, premature end of records".into())
+}
+
+/// Uncompressed records: the batch's own bytes (no copy, no thread hop).
+struct SliceSource<'a>(&'a [u8]);
+
+impl Source for SliceSource<'_> {
+    fn byte(&mut self) -> Result<u8, BatchError> {
+        let (&b, rest) = self.0.split_first().ok_or_else(premature_eof)?;
+        self.0 = rest;
+        Ok(b)
+    }
+    fn skip(&mut self, n: u64) -> Result<(), BatchError> {
+        let n = usize::try_from(n).map_err(|_| premature_eof())?;
+        self.0 = self.0.get(n..).ok_or_else(premature_eof)?;
+        Ok(())
+    }
+    fn at_end(&mut self) -> Result<bool, BatchError> {
+        Ok(self.0.is_empty())
+    }
+}
+
+/// Decompressed records, read through a buffer and counted against
+/// [`MAX_SCAN_BYTES`].
+struct Stream<R> {
+    inner: R,
+    buf: Box<[u8]>,
+    pos: usize,
+    len: usize,
+    /// Decompressed bytes read so far.
+    read: u64,
+}
+
+/// Bytes of decompressed records buffered at a time.
+const STREAM_BUFFER: usize = 64 << 10;
+
+impl<R: io::Read> Stream<R> {
+    fn new(inner: R) -> Self {
+        Stream {
+            inner,
+            buf: vec![0u8; STREAM_BUFFER].into_boxed_slice(),
+            pos: 0,
+            len: 0,
+            read: 0,
+        }
+    }
+    /// Refills the empty buffer; false at the end of the data.
+    #[cold]
+    fn refill(&mut self) -> Result<bool, BatchError> {
+        let n = loop {
+            match self.inner.read(&mut self.buf) {
+                Ok(n) => break n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    return Err(BatchError::Corrupt(format!(
+                        "records do not decompress: {e}"
+                    )));
+                }
+            }
+        };
+        self.read += n as u64;
+        if self.read > MAX_SCAN_BYTES {
+            return Err(BatchError::Corrupt(format!(
+                "records decompress to more than {MAX_SCAN_BYTES} bytes"
+            )));
+        }
+        self.pos = 0;
+        self.len = n;
+        Ok(n > 0)
+    }
+}
+
+impl<R: io::Read> Source for Stream<R> {
+    #[inline]
+    fn byte(&mut self) -> Result<u8, BatchError> {
+        if self.pos >= self.len && !self.refill()? {
+            return Err(premature_eof());
+        }
+        let b = self.buf.get(self.pos).copied().ok_or_else(premature_eof)?;
+        self.pos += 1;
+        Ok(b)
+    }
+    fn skip(&mut self, mut n: u64) -> Result<(), BatchError> {
+        while n > 0 {
+            if self.pos >= self.len && !self.refill()? {
+                return Err(premature_eof());
+            }
+            let step = ((self.len - self.pos) as u64).min(n);
+            self.pos += step as usize;
+            n -= step;
+        }
+        Ok(())
+    }
+    fn at_end(&mut self) -> Result<bool, BatchError> {
+        Ok(self.pos >= self.len && !self.refill()?)
+    }
+}
+
+/// One record's bytes left to parse, checked before every read.
+struct Rec<'s, S: Source> {
+    src: &'s mut S,
+    left: u64,
+}
+
+impl<S: Source> Rec<'_, S> {
+    fn short(&self) -> BatchError {
+        BatchError::Invalid("a record's fields run past its declared length".into())
+    }
+    fn byte(&mut self) -> Result<u8, BatchError> {
+        if self.left == 0 {
+            return Err(self.short());
+        }
+        self.left -= 1;
+        self.src.byte()
+    }
+    fn skip(&mut self, n: u64) -> Result<(), BatchError> {
+        if n > self.left {
+            return Err(self.short());
+        }
+        self.left -= n;
+        self.src.skip(n)
+    }
+    fn varint(&mut self) -> Result<i32, BatchError> {
+        read_zigzag(5, || self.byte()).and_then(|v| {
+            i32::try_from(v).map_err(|_| BatchError::Invalid("varint out of range".into()))
+        })
+    }
+    fn varlong(&mut self) -> Result<i64, BatchError> {
+        read_zigzag(10, || self.byte())
+    }
+    /// A key, value or header value: length -1 (null) or that many bytes.
+    fn nullable_bytes(&mut self, what: &str) -> Result<(), BatchError> {
+        match self.varint()? {
+            -1 => Ok(()),
+            n if n >= 0 => self.skip(n as u64),
+            n => Err(BatchError::Invalid(format!("{what} length {n}"))),
+        }
+    }
+}
+
+/// A zigzag varint of at most `max` bytes from `next`.
+fn read_zigzag(
+    max: u32,
+    mut next: impl FnMut() -> Result<u8, BatchError>,
+) -> Result<i64, BatchError> {
     let mut value: u64 = 0;
-    for i in 0..10 {
-        let mut b = [0u8; 1];
-        r.read_exact(&mut b).ok()?;
-        value |= u64::from(b[0] & 0x7f) << (7 * i);
-        if b[0] & 0x80 == 0 {
-            return Some(((value >> 1) as i64) ^ -((value & 1) as i64));
+    for i in 0..max {
+        let b = next()?;
+        value |= u64::from(b & 0x7f) << (7 * i);
+        if b & 0x80 == 0 {
+            return Ok(((value >> 1) as i64) ^ -((value & 1) as i64));
         }
     }
-    None
+    Err(BatchError::Invalid(format!(
+        "varint longer than {max} bytes"
+    )))
 }
 
-/// Kafka's snappy: xerial framing (magic, version, compatible version, then
-/// length-prefixed raw blocks) or, as Java accepts it, one raw block. Every
-/// block's declared length is checked against `limit` before allocating.
-fn snappy_decompress(data: &[u8], limit: u64) -> Option<Vec<u8>> {
-    const XERIAL: &[u8] = b"\x82SNAPPY\x00";
-    let mut out = Vec::new();
-    let block = |raw: &[u8], out: &mut Vec<u8>| -> Option<()> {
+fn walk<S: Source>(
+    src: &mut S,
+    h: &BatchHeader,
+    mut visit: impl FnMut(RecordMeta) -> ControlFlow<()>,
+) -> Result<(), BatchError> {
+    for index in 0..h.record_count.max(0) {
+        let len = read_zigzag(5, || src.byte())?;
+        let Ok(left) = u64::try_from(len) else {
+            return Err(BatchError::Invalid(format!("record length {len}")));
+        };
+        let mut rec = Rec {
+            src: &mut *src,
+            left,
+        };
+        rec.byte()?; // attributes (unused in magic 2)
+        let timestamp_delta = rec.varlong()?;
+        let offset_delta = rec.varint()?;
+        if offset_delta != index {
+            return Err(BatchError::Invalid(format!(
+                "record {index} has offset delta {offset_delta}: inner offsets must be sequential"
+            )));
+        }
+        rec.nullable_bytes("key")?;
+        rec.nullable_bytes("value")?;
+        let headers = rec.varint()?;
+        if headers < 0 {
+            return Err(BatchError::Invalid(format!("{headers} record headers")));
+        }
+        // Each header takes at least two bytes of the record, so this loop
+        // ends within the record's length whatever the count says.
+        for _ in 0..headers {
+            match rec.varint()? {
+                n if n >= 0 => rec.skip(n as u64)?,
+                n => return Err(BatchError::Invalid(format!("header key length {n}"))),
+            }
+            rec.nullable_bytes("header value")?;
+        }
+        if rec.left != 0 {
+            return Err(BatchError::Invalid(format!(
+                "record {index} declares {len} bytes but its fields take {}",
+                len as u64 - rec.left
+            )));
+        }
+        if visit(RecordMeta {
+            index,
+            timestamp_delta,
+        })
+        .is_break()
+        {
+            return Ok(());
+        }
+    }
+    if !src.at_end()? {
+        return Err(BatchError::Invalid(
+            "incorrect declared batch size, records still remaining".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Kafka's snappy as a stream: xerial framing (magic, version, compatible
+/// version, then length-prefixed raw blocks) or, as Java accepts it, one
+/// raw block. One block is decompressed at a time, its declared length
+/// checked against its input size before the buffer is made.
+struct SnappyReader<'a> {
+    /// Input not yet decompressed.
+    rest: &'a [u8],
+    framed: bool,
+    block: Vec<u8>,
+    pos: usize,
+    failed: bool,
+}
+
+impl<'a> SnappyReader<'a> {
+    const XERIAL: &'static [u8] = b"\x82SNAPPY\x00";
+
+    fn new(data: &'a [u8]) -> Self {
+        let (rest, framed) = match data.strip_prefix(Self::XERIAL) {
+            // version and compatible version; a short header leaves no block
+            // and the walk reports the missing records.
+            Some(r) => (r.get(8..).unwrap_or_default(), true),
+            None => (data, false),
+        };
+        SnappyReader {
+            rest,
+            framed,
+            block: Vec::new(),
+            pos: 0,
+            failed: false,
+        }
+    }
+
+    /// Decompresses the next block; false at the end.
+    fn next_block(&mut self) -> io::Result<bool> {
+        let bad =
+            |what: &str| io::Error::new(io::ErrorKind::InvalidData, format!("snappy: {what}"));
+        if self.rest.is_empty() {
+            return Ok(false);
+        }
+        let raw = if self.framed {
+            let len = self
+                .rest
+                .get(..4)
+                .and_then(|b| b.try_into().ok())
+                .map(|b: [u8; 4]| u32::from_be_bytes(b) as usize)
+                .ok_or_else(|| bad("truncated block length"))?;
+            let raw = self
+                .rest
+                .get(4..4 + len)
+                .ok_or_else(|| bad("truncated block"))?;
+            self.rest = self.rest.get(4 + len..).unwrap_or_default();
+            raw
+        } else {
+            std::mem::take(&mut self.rest)
+        };
         // A snappy block expands at most ~21 times (a 3-byte copy of 64
         // bytes): a larger declared length is a lie, refused before the
         // zero-filled buffer is made.
-        let len = snap::raw::decompress_len(raw).ok()?;
-        if len > raw.len().saturating_mul(22) || (out.len() + len) as u64 > limit {
-            return None;
+        let len = snap::raw::decompress_len(raw).map_err(|e| bad(&e.to_string()))?;
+        if len > raw.len().saturating_mul(22) || len as u64 > MAX_SCAN_BYTES {
+            return Err(bad("declared block length too large"));
         }
-        let start = out.len();
-        out.resize(start + len, 0);
+        self.block.clear();
+        self.block.resize(len, 0);
         let n = snap::raw::Decoder::new()
-            .decompress(raw, &mut out[start..])
-            .ok()?;
-        out.truncate(start + n);
-        Some(())
-    };
-    match data.strip_prefix(XERIAL) {
-        None => block(data, &mut out)?,
-        Some(rest) => {
-            let mut rest = rest.get(8..)?; // version, compatible version
-            while !rest.is_empty() {
-                let len = u32::from_be_bytes(rest.get(..4)?.try_into().ok()?) as usize;
-                let raw = rest.get(4..4 + len)?;
-                block(raw, &mut out)?;
-                rest = &rest[4 + len..];
+            .decompress(raw, &mut self.block)
+            .map_err(|e| bad(&e.to_string()))?;
+        self.block.truncate(n);
+        self.pos = 0;
+        Ok(true)
+    }
+}
+
+impl io::Read for SnappyReader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = {
+            let have = io::BufRead::fill_buf(self)?;
+            let n = have.len().min(buf.len());
+            buf[..n].copy_from_slice(&have[..n]);
+            n
+        };
+        io::BufRead::consume(self, n);
+        Ok(n)
+    }
+}
+
+impl io::BufRead for SnappyReader<'_> {
+    fn fill_buf(&mut self) -> io::Result<&[u8]> {
+        while self.pos >= self.block.len() {
+            if self.failed {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "snappy: bad block",
+                ));
+            }
+            match self.next_block() {
+                Ok(true) => {}
+                Ok(false) => return Ok(&[]),
+                Err(e) => {
+                    self.failed = true;
+                    return Err(e);
+                }
             }
         }
+        Ok(self.block.get(self.pos..).unwrap_or_default())
     }
-    Some(out)
+    fn consume(&mut self, n: usize) {
+        self.pos = (self.pos + n).min(self.block.len());
+    }
 }
 
 /// Writes the assigned base offset (and leader epoch 0) into a batch; neither
@@ -470,6 +783,25 @@ pub fn data_batch(
     producer: Option<(i64, i16, i32)>,
     transactional: bool,
 ) -> Vec<u8> {
+    let attrs: i16 = if transactional { ATTR_TRANSACTIONAL } else { 0 };
+    let (pid, epoch, seq) = producer.unwrap_or((-1, -1, -1));
+    let mut b = framed_batch(
+        attrs,
+        &encode_records(records),
+        records.len() as i32,
+        timestamp,
+    );
+    b[43..51].copy_from_slice(&pid.to_be_bytes());
+    b[51..53].copy_from_slice(&epoch.to_be_bytes());
+    b[53..57].copy_from_slice(&seq.to_be_bytes());
+    let crc = crc32c::crc32c(&b[CRC_START..]);
+    b[17..21].copy_from_slice(&crc.to_be_bytes());
+    b
+}
+
+/// Encodes records (timestamp delta 0, offset delta = index, no headers)
+/// as a batch body (tests, benchmarks and fuzz seeds).
+pub fn encode_records(records: &[(Option<&[u8]>, &[u8])]) -> Vec<u8> {
     let mut body = Vec::new();
     for (i, (key, value)) in records.iter().enumerate() {
         let mut r = vec![0u8];
@@ -488,23 +820,53 @@ pub fn data_batch(
         put_varint(&mut body, r.len() as i64);
         body.extend_from_slice(&r);
     }
-    let (pid, epoch, seq) = producer.unwrap_or((-1, -1, -1));
-    let attrs: i16 = if transactional { ATTR_TRANSACTIONAL } else { 0 };
+    body
+}
+
+/// Compresses a batch body with Kafka codec `codec` (1 gzip, 2 snappy as
+/// one raw block, 3 lz4 frame, 4 zstd; anything else unchanged): tests,
+/// benchmarks and fuzz seeds.
+pub fn compress(codec: i16, plain: &[u8]) -> io::Result<Vec<u8>> {
+    use std::io::Write;
+    match codec {
+        1 => {
+            let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+            e.write_all(plain)?;
+            e.finish()
+        }
+        2 => snap::raw::Encoder::new()
+            .compress_vec(plain)
+            .map_err(io::Error::other),
+        3 => {
+            let mut e = lz4::EncoderBuilder::new().build(Vec::new())?;
+            e.write_all(plain)?;
+            let (out, done) = e.finish();
+            done.map(|()| out)
+        }
+        4 => zstd::stream::encode_all(plain, 3),
+        _ => Ok(plain.to_vec()),
+    }
+}
+
+/// Frames `body` (already compressed as `attributes` says) as a batch with
+/// `record_count` records, no producer, and a valid length and CRC (tests,
+/// benchmarks and fuzz seeds).
+pub fn framed_batch(attributes: i16, body: &[u8], record_count: i32, timestamp: i64) -> Vec<u8> {
     let mut b = Vec::with_capacity(HEADER_LEN + body.len());
     b.extend_from_slice(&0i64.to_be_bytes());
     b.extend_from_slice(&((HEADER_LEN - LOG_OVERHEAD + body.len()) as i32).to_be_bytes());
     b.extend_from_slice(&0i32.to_be_bytes());
     b.push(2);
     b.extend_from_slice(&0u32.to_be_bytes());
-    b.extend_from_slice(&attrs.to_be_bytes());
-    b.extend_from_slice(&(records.len() as i32 - 1).to_be_bytes());
+    b.extend_from_slice(&attributes.to_be_bytes());
+    b.extend_from_slice(&(record_count.wrapping_sub(1)).to_be_bytes());
     b.extend_from_slice(&timestamp.to_be_bytes());
     b.extend_from_slice(&timestamp.to_be_bytes());
-    b.extend_from_slice(&pid.to_be_bytes());
-    b.extend_from_slice(&epoch.to_be_bytes());
-    b.extend_from_slice(&seq.to_be_bytes());
-    b.extend_from_slice(&(records.len() as i32).to_be_bytes());
-    b.extend_from_slice(&body);
+    b.extend_from_slice(&(-1i64).to_be_bytes());
+    b.extend_from_slice(&(-1i16).to_be_bytes());
+    b.extend_from_slice(&(-1i32).to_be_bytes());
+    b.extend_from_slice(&record_count.to_be_bytes());
+    b.extend_from_slice(body);
     let crc = crc32c::crc32c(&b[CRC_START..]);
     b[17..21].copy_from_slice(&crc.to_be_bytes());
     b
@@ -675,9 +1037,9 @@ mod tests {
     }
 
     #[test]
-    fn a_lying_count_or_header_count_allocates_nothing() {
+    fn a_lying_count_or_header_count_is_refused_and_allocates_nothing() {
         // Uncompressed, one record whose header count says 2^31-1: the
-        // scanner never reads past the timestamp and offset deltas.
+        // walker runs out of the record's length and refuses it.
         let mut record = vec![0u8];
         put_varint(&mut record, 0);
         put_varint(&mut record, 0);
@@ -685,16 +1047,16 @@ mod tests {
         put_varint(&mut record, 1);
         record.push(b'v');
         put_varint(&mut record, i64::from(i32::MAX));
-        let mut b = data_batch(&[(None, b"v")], 7, None, false);
-        b.truncate(HEADER_LEN);
-        put_varint(&mut b, record.len() as i64);
-        b.extend_from_slice(&record);
-        let len = (b.len() - LOG_OVERHEAD) as i32;
-        b[8..12].copy_from_slice(&len.to_be_bytes());
-        let crc = crc32c::crc32c(&b[CRC_START..]);
-        b[17..21].copy_from_slice(&crc.to_be_bytes());
-        let h = validate_client_batch(&b, 1 << 20).expect("validation looks at lengths only");
-        assert_eq!(first_record_at_or_after(&b, &h, 0), Some((0, 7)));
+        let mut body = Vec::new();
+        put_varint(&mut body, record.len() as i64);
+        body.extend_from_slice(&record);
+        let b = framed_batch(0, &body, 1, 7);
+        assert!(matches!(
+            validate_client_batch(&b, 1 << 20),
+            Err(BatchError::Invalid(_))
+        ));
+        let h = parse_header(&b).expect("header");
+        assert_eq!(first_record_at_or_after(&b, &h, 0), None);
 
         // Compressed with a record count of 2^31-1 and one real record.
         let mut b = encoded(kafka_protocol::records::Compression::Gzip, 1);
@@ -702,32 +1064,108 @@ mod tests {
         b[23..27].copy_from_slice(&(i32::MAX - 1).to_be_bytes());
         let crc = crc32c::crc32c(&b[CRC_START..]);
         b[17..21].copy_from_slice(&crc.to_be_bytes());
-        let h = validate_client_batch(&b, 1 << 20).expect("compressed counts are not checked");
+        assert!(matches!(
+            validate_client_batch(&b, 1 << 20),
+            Err(BatchError::Invalid(_))
+        ));
+        let h = parse_header(&b).expect("header");
         assert_eq!(first_record_at_or_after(&b, &h, 1000), Some((0, 1000)));
         assert_eq!(first_record_at_or_after(&b, &h, 2000), Option::None);
     }
 
+    /// 70 records of 1 MiB of zeros each: 70 MiB of records, a few KiB
+    /// compressed.
+    fn bomb(codec: i16) -> Vec<u8> {
+        let value = vec![0u8; 1 << 20];
+        let records: Vec<(Option<&[u8]>, &[u8])> = (0..70).map(|_| (None, &value[..])).collect();
+        let body = compress(codec, &encode_records(&records)).expect("compress");
+        framed_batch(codec, &body, 70, 1)
+    }
+
     #[test]
-    fn a_decompression_bomb_stops_at_the_scan_limit() {
-        // 100 MiB of 7-byte records (timestamp delta 0) gzip to ~100 KiB; the
-        // one record that matches lies past MAX_SCAN_BYTES, so it is not
-        // found: the scan stopped reading.
-        let filler = [0x0c, 0, 0, 0, 1, 1, 0];
-        let mut plain = filler.repeat((100 << 20) / filler.len());
-        plain.extend_from_slice(&[0x0c, 0, 0x0a, 0, 1, 1, 0]); // delta 5
-        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
-        std::io::Write::write_all(&mut gz, &plain).expect("gzip");
-        let body = gz.finish().expect("gzip");
-        let mut b = data_batch(&[(None, b"v")], 1, None, false);
-        b.truncate(HEADER_LEN);
-        b.extend_from_slice(&body);
-        b[21..23].copy_from_slice(&1i16.to_be_bytes());
-        b[57..61].copy_from_slice(&i32::MAX.to_be_bytes());
-        let len = (b.len() - LOG_OVERHEAD) as i32;
-        b[8..12].copy_from_slice(&len.to_be_bytes());
-        let h = parse_header(&b).expect("header");
-        assert!(b.len() < 1 << 20, "the bomb fits in max.message.bytes");
-        assert_eq!(first_record_at_or_after(&b, &h, 1), Some((0, 1)));
-        assert_eq!(first_record_at_or_after(&b, &h, 5), None);
+    fn a_decompression_bomb_is_refused_at_the_scan_limit() {
+        for codec in [1, 3, 4] {
+            let b = bomb(codec);
+            assert!(b.len() < 1 << 20, "the bomb fits in max.message.bytes");
+            let err = validate_client_batch(&b, 1 << 20).expect_err("a bomb");
+            assert!(
+                matches!(&err, BatchError::Corrupt(m) if m.contains("more than")),
+                "codec {codec}: {err}"
+            );
+            // The scan finds what lies within the bound and stops there.
+            let h = parse_header(&b).expect("header");
+            assert_eq!(first_record_at_or_after(&b, &h, 1), Some((0, 1)));
+            assert_eq!(first_record_at_or_after(&b, &h, 2), None);
+        }
+    }
+
+    #[test]
+    fn garbage_that_does_not_decompress_is_corrupt_in_every_codec() {
+        let garbage: Vec<u8> = (0..200u32).map(|i| (i * 7 + 3) as u8).collect();
+        for codec in [1, 2, 3, 4] {
+            let b = framed_batch(codec, &garbage, 1, 1);
+            let err = validate_client_batch(&b, 1 << 20).expect_err("garbage");
+            assert!(
+                matches!(err, BatchError::Corrupt(_)),
+                "codec {codec}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn compressed_records_are_walked_like_uncompressed_ones() {
+        let records: Vec<(Option<&[u8]>, &[u8])> =
+            vec![(Some(b"k"), b"v1"), (None, b"v2"), (None, b"")];
+        let good = encode_records(&records);
+        // Offset deltas 0, 2, ... instead of 0, 1, ...
+        let mut skewed = Vec::new();
+        for (i, v) in [b"a", b"b"].iter().enumerate() {
+            let mut r = vec![0u8];
+            put_varint(&mut r, 0);
+            put_varint(&mut r, 2 * i as i64);
+            put_varint(&mut r, -1);
+            put_varint(&mut r, 1);
+            r.extend_from_slice(*v);
+            put_varint(&mut r, 0);
+            put_varint(&mut skewed, r.len() as i64);
+            skewed.extend_from_slice(&r);
+        }
+        // A record whose length claims one byte more than its fields.
+        let mut long = good.clone();
+        long[0] += 2; // zigzag: +1
+        long.push(0);
+        for codec in [0, 1, 2, 3, 4] {
+            let body = |plain: &[u8]| compress(codec, plain).expect("compress");
+            let ok = framed_batch(codec, &body(&good), 3, 1);
+            validate_client_batch(&ok, 1 << 20).unwrap_or_else(|e| panic!("codec {codec}: {e}"));
+            let cases = [
+                ("too few records", framed_batch(codec, &body(&good), 4, 1)),
+                ("too many records", framed_batch(codec, &body(&good), 2, 1)),
+                ("trailing bytes", {
+                    let mut p = good.clone();
+                    p.extend_from_slice(&[0, 0]);
+                    framed_batch(codec, &body(&p), 3, 1)
+                }),
+                ("offset deltas", framed_batch(codec, &body(&skewed), 2, 1)),
+                ("record length", framed_batch(codec, &body(&long), 3, 1)),
+                (
+                    "truncated record",
+                    framed_batch(codec, &body(&good[..good.len() - 1]), 3, 1),
+                ),
+            ];
+            for (what, b) in cases {
+                let err = validate_client_batch(&b, 1 << 20).expect_err(what);
+                assert!(
+                    matches!(err, BatchError::Invalid(_) | BatchError::Corrupt(_)),
+                    "codec {codec}, {what}: {err}"
+                );
+                if codec != 0 || what != "too few records" {
+                    assert!(
+                        matches!(err, BatchError::Invalid(_)),
+                        "codec {codec}, {what}: {err}"
+                    );
+                }
+            }
+        }
     }
 }

