@@ -284,3 +284,77 @@ async fn a_decompression_bomb_is_refused() {
     assert_eq!(list_offset(&mut c, "t", 0, -1).await, (0, 0, -1));
     b.stop().await;
 }
+
+// ---- item 4: timestamp lookups ---------------------------------------------
+
+// One runtime worker: a flood of lookups on other connections can occupy
+// every worker of a real broker; here one connection suffices.
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn timestamp_lookups_do_not_stall_other_requests() {
+    let dir = tempfile::tempdir().expect("tmp");
+    // A topic whose operator allows 16 MiB batches (max.message.bytes).
+    let b = InProcess::start_with(dir.path(), FsyncMode::Never, |cfg| {
+        cfg.log.max_message_bytes = 16 << 20;
+    })
+    .await;
+    let addr = b.addr.to_string();
+    let mut c = Client::connect(&addr).await;
+    create(&mut c, "t", 1).await;
+    // ~20 MiB of empty records at timestamp 1000, then one at 1001: every
+    // lookup of 1001 decompresses and walks millions of records to find it.
+    let mut values: Vec<(i64, &[u8])> = vec![(0, b""); 2_000_000];
+    values.push((1, b"last"));
+    let n = values.len() as i32;
+    let big = with_max_timestamp(batch(4, &compress(4, &records(&values)), n, 1000), 1001);
+    assert!(big.len() < 16 << 20, "{} bytes", big.len());
+    assert_eq!(produce(&mut c, "t", 0, big).await, (0, 0));
+    let last = i64::from(n - 1);
+    let t = Instant::now();
+    assert_eq!(list_offset(&mut c, "t", 0, 1001).await, (0, last, 1001));
+    eprintln!("one lookup: {:?}", t.elapsed());
+
+    // 48 pipelined lookups on one connection.
+    let lookups = Instant::now();
+    let mut scanner = Client::connect(&addr).await;
+    for _ in 0..48 {
+        let (_, frame) = scanner.frame(&list_offsets_request("t", 0, 1001), 7);
+        scanner.send_raw(&frame).await;
+    }
+    // Give the broker a moment to start on them (not a condition: the
+    // lookups are meant to be in progress).
+    tokio::time::sleep(Duration::from_millis(50)).await;
+
+    let started = Instant::now();
+    let mut other = Client::connect(&addr).await;
+    let v = other.call(&ApiVersionsRequest::default(), 3).await;
+    let api_versions = started.elapsed();
+    assert_eq!(v.error_code, 0);
+
+    let started = Instant::now();
+    let (code, base) = produce(&mut other, "t", 0, plain_batch(1, 10)).await;
+    let produce_took = started.elapsed();
+    assert_eq!((code, base), (0, last + 1));
+
+    for _ in 0..48 {
+        {
+            let mut resp = scanner.read_frame().await.expect("a ListOffsets response");
+            ResponseHeader::decode(&mut resp, 1).expect("header v1 (ListOffsets v7 is flexible)");
+            let body = ListOffsetsResponse::decode(&mut resp, 7).expect("body");
+            let p = &body.topics[0].partitions[0];
+            assert_eq!((p.error_code, p.offset, p.timestamp), (0, last, 1001));
+        }
+    }
+    eprintln!(
+        "ApiVersions {api_versions:?}, produce {produce_took:?}, all lookups {:?}",
+        lookups.elapsed()
+    );
+    assert!(
+        api_versions < Duration::from_millis(500),
+        "ApiVersions took {api_versions:?} behind the lookups"
+    );
+    assert!(
+        produce_took < Duration::from_millis(500),
+        "a produce to the scanned partition took {produce_took:?}"
+    );
+    b.stop().await;
+}

@@ -102,6 +102,40 @@ pub enum ReadError {
     Io(#[from] io::Error),
 }
 
+/// A batch located for a timestamp lookup: its segment file (kept open,
+/// so a segment deleted meanwhile still reads, or fails cleanly), its
+/// position and header.
+#[derive(Debug, Clone)]
+pub struct TimestampProbe {
+    file: Arc<fs::File>,
+    pos: u64,
+    header: BatchHeader,
+}
+
+impl TimestampProbe {
+    /// Reads the batch and finds its first record with timestamp ≥ `ts`;
+    /// the batch itself when none is found or its records cannot be read.
+    /// Blocking (a read and up to [`batch::MAX_SCAN_BYTES`] of
+    /// decompression): run it off the async runtime.
+    pub fn scan(&self, ts: i64) -> io::Result<(i64, i64)> {
+        use std::os::unix::fs::FileExt;
+        let h = &self.header;
+        if self.pos + h.size as u64 > self.file.metadata()?.len() {
+            return Err(io::Error::other(
+                "a timestamp lookup's batch lies past its segment's end",
+            ));
+        }
+        let mut bytes = vec![0u8; h.size];
+        self.file.read_exact_at(&mut bytes, self.pos)?;
+        if batch::parse_header(&bytes).as_ref() != Some(h) {
+            return Err(io::Error::other(
+                "the batch changed under a timestamp lookup",
+            ));
+        }
+        Ok(first_record_at_or_after(&bytes, h, ts))
+    }
+}
+
 #[derive(Debug)]
 struct State {
     segments: BTreeMap<i64, Segment>,
@@ -652,8 +686,20 @@ impl Partition {
     }
 
     /// ListOffsets by timestamp: the first offset whose record timestamp is
-    /// ≥ `ts`, with that timestamp.
+    /// ≥ `ts`, with that timestamp. The batch is located under the lock
+    /// ([`Partition::locate_timestamp`]) and scanned without it.
     pub fn offset_for_timestamp(&self, ts: i64) -> io::Result<Option<(i64, i64)>> {
+        match self.locate_timestamp(ts)? {
+            Some(probe) => probe.scan(ts).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// The first batch whose max timestamp is ≥ `ts`, found from the time
+    /// index under the partition lock (headers only). Scanning its records
+    /// ([`TimestampProbe::scan`], up to [`batch::MAX_SCAN_BYTES`] of
+    /// decompression) needs no lock, so appends go on meanwhile.
+    pub fn locate_timestamp(&self, ts: i64) -> io::Result<Option<TimestampProbe>> {
         let hw = self.high_watermark();
         let st = self.lock();
         for seg in st.segments.values() {
@@ -664,8 +710,11 @@ impl Partition {
                 if h.base_offset >= hw {
                     return Ok(None);
                 }
-                let bytes = seg.read_batch(pos, &h)?;
-                return Ok(Some(first_record_at_or_after(&bytes, &h, ts)));
+                return Ok(Some(TimestampProbe {
+                    file: seg.file.clone(),
+                    pos,
+                    header: h,
+                }));
             }
         }
         Ok(None)

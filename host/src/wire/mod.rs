@@ -202,7 +202,7 @@ pub async fn dispatch(broker: &Arc<Broker>, req: Request) -> Handled {
         Some(RequestKind::Metadata(r)) => Handled::Now(api::metadata::handle(broker, r, v)),
         Some(RequestKind::Produce(r)) => api::produce::handle(broker, r, v).await,
         Some(RequestKind::Fetch(r)) => api::fetch::handle(broker, r, v),
-        Some(RequestKind::ListOffsets(r)) => Handled::Now(api::list_offsets::handle(broker, r, v)),
+        Some(RequestKind::ListOffsets(r)) => api::list_offsets::handle(broker, r, v),
         Some(RequestKind::CreateTopics(r)) => {
             Handled::Now(api::create_topics::handle(broker, r, v))
         }

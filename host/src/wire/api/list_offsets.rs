@@ -10,9 +10,26 @@ use kafka_protocol::messages::list_offsets_response::{
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse, ResponseKind};
 
 use crate::broker::Broker;
-use crate::wire::codes;
+use crate::wire::{Handled, codes};
 
-pub fn handle(broker: &Arc<Broker>, req: ListOffsetsRequest, version: i16) -> ResponseKind {
+pub fn handle(broker: &Arc<Broker>, req: ListOffsetsRequest, version: i16) -> Handled {
+    let by_timestamp = req
+        .topics
+        .iter()
+        .flat_map(|t| &t.partitions)
+        .any(|p| p.timestamp >= 0 || p.timestamp < -3);
+    if !by_timestamp {
+        return Handled::Now(answer(broker, req, version));
+    }
+    let broker = broker.clone();
+    Handled::Later(Box::pin(async move {
+        crate::log::batch::offload(move || answer(&broker, req, version))
+            .await
+            .unwrap_or_else(|| ResponseKind::ListOffsets(ListOffsetsResponse::default()))
+    }))
+}
+
+fn answer(broker: &Broker, req: ListOffsetsRequest, version: i16) -> ResponseKind {
     let read_committed = req.isolation_level == 1;
     let topics = req
         .topics
