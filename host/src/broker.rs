@@ -66,6 +66,9 @@ pub struct BrokerConfig {
     /// queued.max.request.bytes: bytes of request frames (above
     /// `server::SMALL_FRAME`) being read, decoded or dispatched at once.
     pub queued_max_request_bytes: usize,
+    /// fetch.max.bytes: most record bytes in one Fetch response (only its
+    /// first batch may exceed it; issue 13).
+    pub fetch_max_bytes: usize,
 }
 
 impl BrokerConfig {
@@ -91,6 +94,7 @@ impl BrokerConfig {
             connections_max_idle: std::time::Duration::from_millis(600_000),
             request_timeout: std::time::Duration::from_millis(30_000),
             queued_max_request_bytes: 256 << 20,
+            fetch_max_bytes: DEFAULT_FETCH_MAX_BYTES,
         }
     }
 }
@@ -103,6 +107,8 @@ pub const DEFAULT_MAX_PARTITIONS: usize = 10_000;
 pub const DEFAULT_MAX_PARTITIONS_PER_REQUEST: usize = 10_000;
 /// Default of `max_auto_created_topics_per_request`.
 pub const DEFAULT_MAX_AUTO_CREATED_TOPICS_PER_REQUEST: usize = 100;
+/// Kafka's default fetch.max.bytes (55 MiB).
+pub const DEFAULT_FETCH_MAX_BYTES: usize = 57_671_680;
 
 /// Everything a request handler may touch.
 #[derive(Debug)]

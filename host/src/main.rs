@@ -150,6 +150,11 @@ struct BrokerArgs {
     /// the default --max-request-bytes.
     #[arg(long, default_value_t = 256 << 20)]
     queued_max_request_bytes: usize,
+    /// fetch.max.bytes: most record bytes in one Fetch response, whatever
+    /// the request's max_bytes (only the response's first batch may exceed
+    /// it, so a consumer makes progress). At least 1024, as in Kafka.
+    #[arg(long, default_value_t = kaas::broker::DEFAULT_FETCH_MAX_BYTES)]
+    fetch_max_bytes: usize,
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -325,6 +330,7 @@ async fn broker(args: BrokerArgs) -> anyhow::Result<()> {
     config.max_partitions = args.max_partitions;
     config.max_partitions_per_request = args.max_partitions_per_request;
     config.max_auto_created_topics_per_request = args.max_auto_created_topics_per_request;
+    config.fetch_max_bytes = args.fetch_max_bytes.max(1024);
     let started = std::time::Instant::now();
     let broker = kaas::broker::open(config, args.fsync, Arc::new(policy))
         .with_context(|| format!("opening the data directory {}", args.data_dir.display()))?;

@@ -285,6 +285,90 @@ async fn a_decompression_bomb_is_refused() {
     b.stop().await;
 }
 
+// ---- item 6: fetch limits --------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fetch_respects_the_request_max_bytes_after_the_first_batch() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let b = InProcess::start(dir.path(), FsyncMode::Never).await;
+    let mut c = Client::connect(&b.addr.to_string()).await;
+    create(&mut c, "t", 2).await;
+    let big = plain_batch(1, 900_000);
+    let size = big.len();
+    for p in 0..2 {
+        assert_eq!(produce(&mut c, "t", p, big.clone()).await, (0, 0));
+    }
+    // librdkafka's 0082_fetch_max_bytes: fetch.max.bytes=1000000.
+    let req = fetch_request(1_000_000, &[("t", 0, 0, 1_048_576), ("t", 1, 0, 1_048_576)]);
+    let resp = c.call(&req, 11).await;
+    assert_eq!(fetched(&resp), vec![(0, size), (1, 0)]);
+    assert_eq!(resp.responses[1].partitions[0].high_watermark, 1);
+    // The first batch of a response may exceed max_bytes (progress)...
+    let resp = c.call(&fetch_request(1000, &[("t", 1, 0, 1000)]), 11).await;
+    assert_eq!(fetched(&resp), vec![(1, size)]);
+    // ...and partition_max_bytes, but only for the first partition.
+    let req = fetch_request(10 << 20, &[("t", 0, 0, 100), ("t", 1, 0, 100)]);
+    let resp = c.call(&req, 11).await;
+    assert_eq!(fetched(&resp), vec![(0, size), (1, 0)]);
+    b.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partition_named_many_times_is_read_once() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let b = InProcess::start(dir.path(), FsyncMode::Never).await;
+    let mut c = Client::connect(&b.addr.to_string()).await;
+    create(&mut c, "t", 2).await;
+    let one = plain_batch(1, 100_000);
+    let size = one.len();
+    for _ in 0..3 {
+        produce(&mut c, "t", 0, one.clone()).await;
+    }
+    produce(&mut c, "t", 1, one.clone()).await;
+    // Partition 0 named 360 times (in one topic entry and in many), the
+    // last time from offset 1; partition 1 once in between.
+    let mut parts: Vec<(&str, i32, i64, i32)> = vec![("t", 0, 0, i32::MAX); 180];
+    parts.push(("t", 1, 0, i32::MAX));
+    parts.extend(vec![("t", 0, 0, i32::MAX); 179]);
+    parts.push(("t", 0, 1, i32::MAX));
+    let mut req = fetch_request(i32::MAX, &parts);
+    req.topics[0].partitions = vec![req.topics[0].partitions[0].clone(); 5];
+    let resp = c.call(&req, 12).await;
+    assert_eq!(fetched(&resp), vec![(0, 2 * size), (1, size)]);
+    // By topic id (v13+) likewise.
+    let id = b.broker.logs.topic("t").expect("topic").id;
+    for t in &mut req.topics {
+        t.topic_id = uuid::Uuid::from_bytes(id);
+    }
+    let resp = c.call(&req, 13).await;
+    assert_eq!(fetched(&resp), vec![(0, 2 * size), (1, size)]);
+    b.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fetch_max_bytes_caps_the_response() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let b = InProcess::start_with(dir.path(), FsyncMode::Never, |cfg| {
+        cfg.fetch_max_bytes = 1_000_000;
+    })
+    .await;
+    let mut c = Client::connect(&b.addr.to_string()).await;
+    create(&mut c, "t", 3).await;
+    let one = plain_batch(1, 300_000);
+    for p in 0..3 {
+        for _ in 0..3 {
+            produce(&mut c, "t", p, one.clone()).await;
+        }
+    }
+    let parts: Vec<_> = (0..3).map(|p| ("t", p, 0, i32::MAX)).collect();
+    let resp = c.call(&fetch_request(i32::MAX, &parts), 12).await;
+    let got = fetched(&resp);
+    let total: usize = got.iter().map(|(_, n)| n).sum();
+    assert_eq!(total, 3 * one.len(), "{got:?}");
+    assert_eq!(got, vec![(0, 3 * one.len()), (1, 0), (2, 0)]);
+    b.stop().await;
+}
+
 // ---- item 4: timestamp lookups ---------------------------------------------
 
 // One runtime worker: a flood of lookups on other connections can occupy

@@ -631,6 +631,21 @@ impl Partition {
         max_bytes: usize,
         read_committed: bool,
     ) -> Result<ReadResult, ReadError> {
+        self.read_limited(offset, max_bytes, true, read_committed)
+    }
+
+    /// Reads whole batches from `offset` within `max_bytes`, below the HW,
+    /// or below the LSO when `read_committed`. With `min_one` the first
+    /// batch is returned whole even if it alone exceeds `max_bytes` (Kafka
+    /// allows that for the first batch of a response, so a consumer makes
+    /// progress); without it such a read returns no records.
+    pub fn read_limited(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        min_one: bool,
+        read_committed: bool,
+    ) -> Result<ReadResult, ReadError> {
         let hw = self.high_watermark();
         let st = self.lock();
         let lso = st
@@ -667,7 +682,7 @@ impl Partition {
                 continue;
             }
             if let Some(pos) = seg.position_of(offset)? {
-                result.records = seg.read(pos, max_bytes, upper)?;
+                result.records = seg.read(pos, max_bytes, min_one, upper)?;
                 break;
             }
         }

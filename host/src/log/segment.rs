@@ -223,16 +223,23 @@ impl Segment {
         Ok(None)
     }
 
-    /// Reads whole batches from `pos`: at least the first batch, then more
-    /// while under `max_bytes`, stopping before any batch at or past
-    /// `below_offset`.
-    pub fn read(&self, pos: u64, max_bytes: usize, below_offset: i64) -> io::Result<Vec<u8>> {
+    /// Reads whole batches from `pos` while under `max_bytes`, stopping
+    /// before any batch at or past `below_offset`. With `min_one` the first
+    /// batch is read whole even if it alone exceeds `max_bytes`.
+    pub fn read(
+        &self,
+        pos: u64,
+        max_bytes: usize,
+        min_one: bool,
+        below_offset: i64,
+    ) -> io::Result<Vec<u8>> {
         let avail = self.size.saturating_sub(pos) as usize;
         let mut want = avail.min(max_bytes.max(HEADER_LEN));
         let mut buf = vec![0u8; want];
         self.file.read_exact_at(&mut buf, pos)?;
         // Make sure the first batch is whole even if it exceeds max_bytes.
-        if let Some(h) = batch::parse_header(&buf)
+        if min_one
+            && let Some(h) = batch::parse_header(&buf)
             && h.size > want
             && h.base_offset < below_offset
         {
@@ -240,9 +247,16 @@ impl Segment {
             buf.resize(want, 0);
             self.file.read_exact_at(&mut buf, pos)?;
         }
+        // Whole batches within the buffer (which min_one sized to hold the
+        // first batch) and, without min_one, within max_bytes.
+        let limit = if min_one {
+            buf.len()
+        } else {
+            buf.len().min(max_bytes)
+        };
         let mut end = 0;
         while let Some(h) = batch::parse_header(&buf[end..]) {
-            if h.base_offset >= below_offset || end + h.size > buf.len() {
+            if h.base_offset >= below_offset || end + h.size > limit {
                 break;
             }
             end += h.size;

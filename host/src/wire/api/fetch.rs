@@ -1,6 +1,8 @@
 //! Fetch (key 1): reads each partition from its fetch offset (at most the
-//! partition's and the response's max bytes, always at least one whole
-//! batch so a consumer makes progress), below the high watermark, or below
+//! partition's and the response's max bytes, the response also at most the
+//! broker's `fetch.max.bytes`; only the response's first batch may exceed
+//! them, so a consumer makes progress; a partition named twice is read
+//! once), below the high watermark, or below
 //! the last stable offset for read_committed. Long-polls up to max_wait_ms
 //! until min_bytes are available. Fetch sessions are not kept: a request
 //! asking for one gets session id 0, which tells the client to send full
@@ -11,6 +13,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use kafka_protocol::messages::fetch_request::FetchTopic;
 use kafka_protocol::messages::fetch_response::{
     AbortedTransaction, FetchableTopicResponse, PartitionData,
 };
@@ -63,15 +66,47 @@ fn find_topic(broker: &Broker, name: &str, id: uuid::Uuid, version: i16) -> Opti
     }
 }
 
+/// Which partition of which topic a request names: by topic id from v13,
+/// by name before.
+#[derive(PartialEq, Eq, Hash)]
+enum TopicKey<'a> {
+    Id(uuid::Uuid),
+    Name(&'a str),
+}
+
+fn topic_key(t: &FetchTopic, version: i16) -> TopicKey<'_> {
+    if version >= 13 {
+        TopicKey::Id(t.topic_id)
+    } else {
+        TopicKey::Name(t.topic.0.as_str())
+    }
+}
+
 /// One pass over the requested partitions: the response, the bytes in it,
 /// and whether any partition answered with an error.
+///
+/// Limits, as Kafka applies them: the response holds at most
+/// min(max_bytes, `fetch.max.bytes`) of records, and each partition at most
+/// its partition_max_bytes of what is left; only the first batch of the
+/// whole response may exceed them (returned whole so a consumer makes
+/// progress); a later partition whose next batch does not fit gets no
+/// records. A partition named more than once is read once, at its first
+/// place, with the last occurrence's fetch offset and limit (Kafka keeps a
+/// request's partitions in an insertion-ordered map keyed by partition).
 fn gather(broker: &Broker, req: &FetchRequest, version: i16) -> (FetchResponse, usize, bool) {
     let read_committed = req.isolation_level == 1;
-    let mut budget = if req.max_bytes <= 0 {
-        usize::MAX
-    } else {
-        req.max_bytes as usize
-    };
+    let mut budget = usize::try_from(req.max_bytes)
+        .unwrap_or(0)
+        .min(broker.config.fetch_max_bytes);
+    let mut min_one = true;
+    let key_of = |t| topic_key(t, version);
+    let mut last = std::collections::HashMap::new();
+    for t in &req.topics {
+        for p in &t.partitions {
+            last.insert((key_of(t), p.partition), p);
+        }
+    }
+    let mut done = std::collections::HashSet::new();
     let mut total = 0usize;
     let mut errors = false;
     let mut responses = Vec::with_capacity(req.topics.len());
@@ -79,6 +114,11 @@ fn gather(broker: &Broker, req: &FetchRequest, version: i16) -> (FetchResponse, 
         let topic = find_topic(broker, &t.topic.0, t.topic_id, version);
         let mut parts = Vec::with_capacity(t.partitions.len());
         for p in &t.partitions {
+            let k = (key_of(t), p.partition);
+            let p = last.get(&k).copied().unwrap_or(p);
+            if !done.insert(k) {
+                continue; // named before: answered there
+            }
             let base = PartitionData::default()
                 .with_partition_index(p.partition)
                 .with_preferred_read_replica(BrokerId(-1));
@@ -101,14 +141,15 @@ fn gather(broker: &Broker, req: &FetchRequest, version: i16) -> (FetchResponse, 
                 );
                 continue;
             };
-            let max = (p.partition_max_bytes.max(0) as usize).min(budget);
-            // Once the response budget is spent, later partitions still get
-            // their offsets but no records; the first non-empty one always
-            // gets at least one batch.
-            let max = if budget == 0 { 0 } else { max.max(1) };
-            match part.read(p.fetch_offset, max, read_committed) {
+            let max = usize::try_from(p.partition_max_bytes)
+                .unwrap_or(0)
+                .min(budget);
+            match part.read_limited(p.fetch_offset, max, min_one, read_committed) {
                 Ok(r) => {
-                    let n = if max == 0 { 0 } else { r.records.len() };
+                    let n = r.records.len();
+                    if n > 0 {
+                        min_one = false;
+                    }
                     budget = budget.saturating_sub(n);
                     total += n;
                     let aborted = read_committed.then(|| {
@@ -121,17 +162,12 @@ fn gather(broker: &Broker, req: &FetchRequest, version: i16) -> (FetchResponse, 
                             })
                             .collect()
                     });
-                    let records = if max == 0 {
-                        Bytes::new()
-                    } else {
-                        Bytes::from(r.records)
-                    };
                     parts.push(
                         base.with_high_watermark(r.high_watermark)
                             .with_last_stable_offset(r.last_stable_offset)
                             .with_log_start_offset(r.log_start_offset)
                             .with_aborted_transactions(aborted)
-                            .with_records(Some(records)),
+                            .with_records(Some(Bytes::from(r.records))),
                     );
                 }
                 Err(ReadError::OutOfRange { .. }) => {
@@ -149,6 +185,9 @@ fn gather(broker: &Broker, req: &FetchRequest, version: i16) -> (FetchResponse, 
                     parts.push(base.with_error_code(codes::KAFKA_STORAGE_ERROR));
                 }
             }
+        }
+        if parts.is_empty() && !t.partitions.is_empty() {
+            continue; // every partition was named before
         }
         let name = topic
             .as_ref()
