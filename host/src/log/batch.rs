@@ -366,37 +366,127 @@ pub fn first_record_at_or_after(batch: &[u8], h: &BatchHeader, ts: i64) -> Optio
     found
 }
 
+/// Why the walk stopped: a byte-sized code on the hot path (returned in a
+/// register), turned into a [`BatchError`] with its text once, at the end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum WalkErr {
+    PrematureEnd,
+    PastRecordEnd,
+    VarintTooLong,
+    VarintRange,
+    NegativeLength,
+    NegativeHeaderCount,
+    NegativeHeaderKey,
+    OffsetDelta(i32),
+    LengthNotFilled(i32),
+    Remaining,
+    Decompress,
+    TooBig,
+}
+
+impl WalkErr {
+    #[cold]
+    fn into_batch_error(self, index: i32, detail: Option<&io::Error>) -> BatchError {
+        use WalkErr::*;
+        let at = format!("record {index}");
+        match self {
+            PrematureEnd => BatchError::Invalid(
+                "incorrect declared batch size, premature end of records".into(),
+            ),
+            PastRecordEnd => {
+                BatchError::Invalid(format!("{at}: fields run past its declared length"))
+            }
+            VarintTooLong => BatchError::Invalid(format!("{at}: varint too long")),
+            VarintRange => BatchError::Invalid(format!("{at}: varint out of range")),
+            NegativeLength => BatchError::Invalid(format!(
+                "{at}: negative record, key, value or header value length"
+            )),
+            NegativeHeaderCount => BatchError::Invalid(format!("{at}: negative header count")),
+            NegativeHeaderKey => BatchError::Invalid(format!("{at}: negative header key length")),
+            OffsetDelta(d) => BatchError::Invalid(format!(
+                "{at} has offset delta {d}: inner offsets must be sequential"
+            )),
+            LengthNotFilled(len) => {
+                BatchError::Invalid(format!("{at} declares {len} bytes its fields do not fill"))
+            }
+            Remaining => {
+                BatchError::Invalid("incorrect declared batch size, records still remaining".into())
+            }
+            Decompress => BatchError::Corrupt(match detail {
+                Some(e) => format!("records do not decompress: {e}"),
+                None => "records do not decompress".into(),
+            }),
+            TooBig => BatchError::Corrupt(format!(
+                "records decompress to more than {MAX_SCAN_BYTES} bytes"
+            )),
+        }
+    }
+}
+
 /// Bytes of records, from a slice or a decompressing stream.
 trait Source {
     /// The next byte; an error at the end of the data.
-    fn byte(&mut self) -> Result<u8, BatchError>;
+    fn byte(&mut self) -> Result<u8, WalkErr>;
     /// Skips `n` bytes.
-    fn skip(&mut self, n: u64) -> Result<(), BatchError>;
+    fn skip(&mut self, n: u64) -> Result<(), WalkErr>;
     /// Whether the data has ended.
-    fn at_end(&mut self) -> Result<bool, BatchError>;
+    fn at_end(&mut self) -> Result<bool, WalkErr>;
+    /// A zigzag varint of at most `max` bytes, and how many it took.
+    #[inline]
+    fn zigzag(&mut self, max: u32) -> Result<(i64, u64), WalkErr> {
+        let mut value: u64 = 0;
+        for i in 0..max {
+            let b = self.byte()?;
+            value |= u64::from(b & 0x7f) << (7 * i);
+            if b & 0x80 == 0 {
+                return Ok((unzigzag(value), u64::from(i) + 1));
+            }
+        }
+        Err(WalkErr::VarintTooLong)
+    }
+    /// The decompressor's error behind a [`WalkErr::Decompress`].
+    fn detail(&self) -> Option<&io::Error> {
+        None
+    }
 }
 
-#[cold]
-fn premature_eof() -> BatchError {
-    BatchError::Invalid("incorrect declared batch size, premature end of records".into())
+fn unzigzag(v: u64) -> i64 {
+    ((v >> 1) as i64) ^ -((v & 1) as i64)
 }
 
 /// Uncompressed records: the batch's own bytes (no copy, no thread hop).
 struct SliceSource<'a>(&'a [u8]);
 
 impl Source for SliceSource<'_> {
-    fn byte(&mut self) -> Result<u8, BatchError> {
-        let (&b, rest) = self.0.split_first().ok_or_else(premature_eof)?;
+    #[inline]
+    fn byte(&mut self) -> Result<u8, WalkErr> {
+        let (&b, rest) = self.0.split_first().ok_or(WalkErr::PrematureEnd)?;
         self.0 = rest;
         Ok(b)
     }
-    fn skip(&mut self, n: u64) -> Result<(), BatchError> {
-        let n = usize::try_from(n).map_err(|_| premature_eof())?;
-        self.0 = self.0.get(n..).ok_or_else(premature_eof)?;
+    #[inline]
+    fn skip(&mut self, n: u64) -> Result<(), WalkErr> {
+        let n = usize::try_from(n).map_err(|_| WalkErr::PrematureEnd)?;
+        self.0 = self.0.get(n..).ok_or(WalkErr::PrematureEnd)?;
         Ok(())
     }
-    fn at_end(&mut self) -> Result<bool, BatchError> {
+    fn at_end(&mut self) -> Result<bool, WalkErr> {
         Ok(self.0.is_empty())
+    }
+    #[inline]
+    fn zigzag(&mut self, max: u32) -> Result<(i64, u64), WalkErr> {
+        let mut value: u64 = 0;
+        for (i, &b) in self.0.iter().take(max as usize).enumerate() {
+            value |= u64::from(b & 0x7f) << (7 * i);
+            if b & 0x80 == 0 {
+                self.0 = self.0.get(i + 1..).unwrap_or_default();
+                return Ok((unzigzag(value), i as u64 + 1));
+            }
+        }
+        if self.0.len() < max as usize {
+            return Err(WalkErr::PrematureEnd);
+        }
+        Err(WalkErr::VarintTooLong)
     }
 }
 
@@ -409,6 +499,8 @@ struct Stream<R> {
     len: usize,
     /// Decompressed bytes read so far.
     read: u64,
+    /// The decompressor's error, once it failed.
+    error: Option<io::Error>,
 }
 
 /// Bytes of decompressed records buffered at a time.
@@ -422,27 +514,25 @@ impl<R: io::Read> Stream<R> {
             pos: 0,
             len: 0,
             read: 0,
+            error: None,
         }
     }
     /// Refills the empty buffer; false at the end of the data.
     #[cold]
-    fn refill(&mut self) -> Result<bool, BatchError> {
+    fn refill(&mut self) -> Result<bool, WalkErr> {
         let n = loop {
             match self.inner.read(&mut self.buf) {
                 Ok(n) => break n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => {
-                    return Err(BatchError::Corrupt(format!(
-                        "records do not decompress: {e}"
-                    )));
+                    self.error = Some(e);
+                    return Err(WalkErr::Decompress);
                 }
             }
         };
         self.read += n as u64;
         if self.read > MAX_SCAN_BYTES {
-            return Err(BatchError::Corrupt(format!(
-                "records decompress to more than {MAX_SCAN_BYTES} bytes"
-            )));
+            return Err(WalkErr::TooBig);
         }
         self.pos = 0;
         self.len = n;
@@ -452,18 +542,22 @@ impl<R: io::Read> Stream<R> {
 
 impl<R: io::Read> Source for Stream<R> {
     #[inline]
-    fn byte(&mut self) -> Result<u8, BatchError> {
+    fn byte(&mut self) -> Result<u8, WalkErr> {
         if self.pos >= self.len && !self.refill()? {
-            return Err(premature_eof());
+            return Err(WalkErr::PrematureEnd);
         }
-        let b = self.buf.get(self.pos).copied().ok_or_else(premature_eof)?;
+        let b = self
+            .buf
+            .get(self.pos)
+            .copied()
+            .ok_or(WalkErr::PrematureEnd)?;
         self.pos += 1;
         Ok(b)
     }
-    fn skip(&mut self, mut n: u64) -> Result<(), BatchError> {
+    fn skip(&mut self, mut n: u64) -> Result<(), WalkErr> {
         while n > 0 {
             if self.pos >= self.len && !self.refill()? {
-                return Err(premature_eof());
+                return Err(WalkErr::PrematureEnd);
             }
             let step = ((self.len - self.pos) as u64).min(n);
             self.pos += step as usize;
@@ -471,116 +565,116 @@ impl<R: io::Read> Source for Stream<R> {
         }
         Ok(())
     }
-    fn at_end(&mut self) -> Result<bool, BatchError> {
+    fn at_end(&mut self) -> Result<bool, WalkErr> {
         Ok(self.pos >= self.len && !self.refill()?)
+    }
+    fn detail(&self) -> Option<&io::Error> {
+        self.error.as_ref()
     }
 }
 
-/// One record's bytes left to parse, checked before every read.
+/// One record's bytes left to parse, checked after every read (a varint
+/// read past the record's end is an error all the same).
 struct Rec<'s, S: Source> {
     src: &'s mut S,
     left: u64,
 }
 
 impl<S: Source> Rec<'_, S> {
-    fn short(&self) -> BatchError {
-        BatchError::Invalid("a record's fields run past its declared length".into())
-    }
-    fn byte(&mut self) -> Result<u8, BatchError> {
+    #[inline]
+    fn byte(&mut self) -> Result<u8, WalkErr> {
         if self.left == 0 {
-            return Err(self.short());
+            return Err(WalkErr::PastRecordEnd);
         }
         self.left -= 1;
         self.src.byte()
     }
-    fn skip(&mut self, n: u64) -> Result<(), BatchError> {
+    #[inline]
+    fn skip(&mut self, n: u64) -> Result<(), WalkErr> {
         if n > self.left {
-            return Err(self.short());
+            return Err(WalkErr::PastRecordEnd);
         }
         self.left -= n;
         self.src.skip(n)
     }
-    fn varint(&mut self) -> Result<i32, BatchError> {
-        read_zigzag(5, || self.byte()).and_then(|v| {
-            i32::try_from(v).map_err(|_| BatchError::Invalid("varint out of range".into()))
-        })
+    #[inline]
+    fn zigzag(&mut self, max: u32) -> Result<i64, WalkErr> {
+        let (v, used) = self.src.zigzag(max)?;
+        if used > self.left {
+            return Err(WalkErr::PastRecordEnd);
+        }
+        self.left -= used;
+        Ok(v)
     }
-    fn varlong(&mut self) -> Result<i64, BatchError> {
-        read_zigzag(10, || self.byte())
+    #[inline]
+    fn varint(&mut self) -> Result<i32, WalkErr> {
+        i32::try_from(self.zigzag(5)?).map_err(|_| WalkErr::VarintRange)
     }
     /// A key, value or header value: length -1 (null) or that many bytes.
-    fn nullable_bytes(&mut self, what: &str) -> Result<(), BatchError> {
+    #[inline]
+    fn nullable_bytes(&mut self) -> Result<(), WalkErr> {
         match self.varint()? {
             -1 => Ok(()),
             n if n >= 0 => self.skip(n as u64),
-            n => Err(BatchError::Invalid(format!("{what} length {n}"))),
+            _ => Err(WalkErr::NegativeLength),
         }
     }
-}
-
-/// A zigzag varint of at most `max` bytes from `next`.
-fn read_zigzag(
-    max: u32,
-    mut next: impl FnMut() -> Result<u8, BatchError>,
-) -> Result<i64, BatchError> {
-    let mut value: u64 = 0;
-    for i in 0..max {
-        let b = next()?;
-        value |= u64::from(b & 0x7f) << (7 * i);
-        if b & 0x80 == 0 {
-            return Ok(((value >> 1) as i64) ^ -((value & 1) as i64));
-        }
-    }
-    Err(BatchError::Invalid(format!(
-        "varint longer than {max} bytes"
-    )))
 }
 
 fn walk<S: Source>(
     src: &mut S,
     h: &BatchHeader,
-    mut visit: impl FnMut(RecordMeta) -> ControlFlow<()>,
+    visit: impl FnMut(RecordMeta) -> ControlFlow<()>,
 ) -> Result<(), BatchError> {
-    for index in 0..h.record_count.max(0) {
-        let len = read_zigzag(5, || src.byte())?;
+    let mut index = 0;
+    walk_inner(src, h, visit, &mut index).map_err(|e| e.into_batch_error(index, src.detail()))
+}
+
+fn walk_inner<S: Source>(
+    src: &mut S,
+    h: &BatchHeader,
+    mut visit: impl FnMut(RecordMeta) -> ControlFlow<()>,
+    index: &mut i32,
+) -> Result<(), WalkErr> {
+    for i in 0..h.record_count.max(0) {
+        *index = i;
+        let (len, _) = src.zigzag(5)?;
         let Ok(left) = u64::try_from(len) else {
-            return Err(BatchError::Invalid(format!("record length {len}")));
+            return Err(WalkErr::NegativeLength);
         };
+        if len > i64::from(i32::MAX) {
+            return Err(WalkErr::VarintRange);
+        }
         let mut rec = Rec {
             src: &mut *src,
             left,
         };
         rec.byte()?; // attributes (unused in magic 2)
-        let timestamp_delta = rec.varlong()?;
+        let timestamp_delta = rec.zigzag(10)?;
         let offset_delta = rec.varint()?;
-        if offset_delta != index {
-            return Err(BatchError::Invalid(format!(
-                "record {index} has offset delta {offset_delta}: inner offsets must be sequential"
-            )));
+        if offset_delta != i {
+            return Err(WalkErr::OffsetDelta(offset_delta));
         }
-        rec.nullable_bytes("key")?;
-        rec.nullable_bytes("value")?;
+        rec.nullable_bytes()?; // key
+        rec.nullable_bytes()?; // value
         let headers = rec.varint()?;
         if headers < 0 {
-            return Err(BatchError::Invalid(format!("{headers} record headers")));
+            return Err(WalkErr::NegativeHeaderCount);
         }
         // Each header takes at least two bytes of the record, so this loop
         // ends within the record's length whatever the count says.
         for _ in 0..headers {
             match rec.varint()? {
                 n if n >= 0 => rec.skip(n as u64)?,
-                n => return Err(BatchError::Invalid(format!("header key length {n}"))),
+                _ => return Err(WalkErr::NegativeHeaderKey),
             }
-            rec.nullable_bytes("header value")?;
+            rec.nullable_bytes()?;
         }
         if rec.left != 0 {
-            return Err(BatchError::Invalid(format!(
-                "record {index} declares {len} bytes but its fields take {}",
-                len as u64 - rec.left
-            )));
+            return Err(WalkErr::LengthNotFilled(len as i32));
         }
         if visit(RecordMeta {
-            index,
+            index: i,
             timestamp_delta,
         })
         .is_break()
@@ -588,10 +682,9 @@ fn walk<S: Source>(
             return Ok(());
         }
     }
+    *index = h.record_count;
     if !src.at_end()? {
-        return Err(BatchError::Invalid(
-            "incorrect declared batch size, records still remaining".into(),
-        ));
+        return Err(WalkErr::Remaining);
     }
     Ok(())
 }
