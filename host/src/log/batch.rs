@@ -767,7 +767,9 @@ impl io::Read for SnappyReader<'_> {
         let n = {
             let have = io::BufRead::fill_buf(self)?;
             let n = have.len().min(buf.len());
-            buf[..n].copy_from_slice(&have[..n]);
+            if let (Some(to), Some(from)) = (buf.get_mut(..n), have.get(..n)) {
+                to.copy_from_slice(from);
+            }
             n
         };
         io::BufRead::consume(self, n);
