@@ -861,8 +861,11 @@ def attack_8(ctx):
                         r.i16()
                         r.i32()
                         r.i32()
-                        r.pos += 4 * r.i32()
-                        r.pos += 4 * r.i32()
+                        # Read the count first: `r.pos += 4 * r.i32()` would
+                        # add to the position from before the count was read.
+                        for _ in range(2):  # replica nodes, isr nodes
+                            n = r.i32()
+                            r.pos += 4 * n
                 # 5 LEADER_NOT_AVAILABLE is Kafka's answer for a topic it just created.
                 return all(e in (0, 5) for e in errs)
             finally:
