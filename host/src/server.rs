@@ -14,7 +14,8 @@
 //! clients"):
 //! - a connection slot: at `max_connections` the connection that has gone
 //!   longest without progress (no byte received, no response written) is
-//!   closed to make room, so idle connections and half-sent frames cannot
+//!   closed to make room, one that owes part of a frame (or has sent
+//!   none) before one that does not, so idle connections and half-sent frames cannot
 //!   lock new clients out; one with a request in flight is spared unless it
 //!   has made no progress for `request_timeout` (a response its client
 //!   does not read, a long poll longer than any client waits);
@@ -149,6 +150,11 @@ struct Conn {
     close: Notify,
     /// Evicted: what it still owes its client is dropped, not written.
     evicted: std::sync::atomic::AtomicBool,
+    /// Owes the broker bytes: connected or started a frame, and not yet
+    /// sent all of it. Such connections are evicted before complete ones,
+    /// so half-sent frames cannot push out an idle client that did
+    /// nothing wrong.
+    incomplete: std::sync::atomic::AtomicBool,
 }
 
 impl Conn {
@@ -175,11 +181,12 @@ impl Registry {
         }
     }
 
-    /// Registers a new connection. At `max` connections the one that has
-    /// gone longest without progress (the oldest of equals) is told to close
-    /// and loses its slot, sparing those with a request in flight that made
-    /// progress within `stuck`; with none to evict the new connection is
-    /// refused (None).
+    /// Registers a new connection. At `max` connections one is told to
+    /// close and loses its slot: one that owes the broker part of a frame
+    /// (or has sent none yet) before one that does not, and among those the
+    /// one that has gone longest without progress (the oldest of equals),
+    /// sparing those with a request in flight that made progress within
+    /// `stuck`; with none to evict the new connection is refused (None).
     fn admit(&self, max: usize, stuck: Duration, broker: &Broker) -> Option<Arc<Conn>> {
         let mut conns = self.conns.lock().unwrap_or_else(|p| p.into_inner());
         if conns.len() >= max {
@@ -191,7 +198,13 @@ impl Registry {
                     c.in_flight.load(Ordering::Acquire) == 0
                         || now.saturating_sub(c.last_progress.load(Ordering::Relaxed)) >= stuck
                 })
-                .min_by_key(|c| (c.last_progress.load(Ordering::Relaxed), c.id))?
+                .min_by_key(|c| {
+                    (
+                        !c.incomplete.load(Ordering::Relaxed),
+                        c.last_progress.load(Ordering::Relaxed),
+                        c.id,
+                    )
+                })?
                 .clone();
             conns.remove(&victim.id);
             victim.evicted.store(true, Ordering::Release);
@@ -215,6 +228,7 @@ impl Registry {
             in_flight: AtomicUsize::new(0),
             close: Notify::new(),
             evicted: std::sync::atomic::AtomicBool::new(false),
+            incomplete: std::sync::atomic::AtomicBool::new(true),
         });
         conns.insert(conn.id, conn.clone());
         Some(conn)
@@ -479,6 +493,7 @@ async fn connection(
                 }
             }
             conn.touch();
+            conn.incomplete.store(true, Ordering::Relaxed);
             let timed_out = |stop: Stop| -> anyhow::Result<()> {
                 if let Stop::TimedOut = stop {
                     broker
@@ -514,6 +529,7 @@ async fn connection(
                 Err(stop) => return timed_out(stop),
             };
             conn.in_flight.fetch_add(1, Ordering::AcqRel);
+            conn.incomplete.store(false, Ordering::Relaxed);
             let started = Instant::now();
             let req = wire::decode(Bytes::from(buf))?;
             let (key, version, correlation) = (req.api_key, req.version, req.correlation_id);

@@ -222,6 +222,39 @@ async fn half_sent_frames_do_not_lock_out_new_clients() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn half_sent_frames_are_evicted_before_an_idle_client_that_sent_whole_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = InProcess::start_with(dir.path(), FsyncMode::Never, |c| c.max_connections = 8).await;
+    // A client that was answered and then went quiet: its last progress is
+    // older than any half-sent frame's.
+    let mut quiet = TcpStream::connect(b.addr).await.unwrap();
+    quiet.write_all(&api_versions_frame(1, 64)).await.unwrap();
+    let resp = read_response(&mut quiet, Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert_eq!(api_versions_error(resp, 1), 0);
+    let m = &b.broker.metrics;
+    let mut stalled = Vec::new();
+    for _ in 0..12 {
+        let mut s = TcpStream::connect(b.addr).await.unwrap();
+        s.write_all(&[0, 0]).await.unwrap();
+        stalled.push(s);
+    }
+    wait_for(
+        "the half-sent frames to take every other slot and evict",
+        Duration::from_secs(10),
+        || m.connections_evicted.load(Ordering::Relaxed) >= 5,
+    )
+    .await;
+    quiet.write_all(&api_versions_frame(2, 64)).await.unwrap();
+    let resp = read_response(&mut quiet, Duration::from_secs(5))
+        .await
+        .expect("the quiet client keeps its connection; half-sent frames were evicted instead");
+    assert_eq!(api_versions_error(resp, 2), 0);
+    b.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_half_sent_frame_is_closed_after_the_request_timeout() {
     let dir = tempfile::tempdir().unwrap();
     let timeout = Duration::from_millis(300);
