@@ -290,3 +290,41 @@ fn the_broker_raises_its_soft_fd_limit_at_start() {
     assert_eq!(soft, hard, "the soft limit was raised to the hard one");
     b.terminate();
 }
+
+/// Creating thousands of partitions (directories, files, fsyncs) runs off
+/// the async runtime: with a single runtime worker, another connection's
+/// ApiVersions is answered while a big CreateTopics is still creating.
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn creating_many_partitions_does_not_stall_other_requests() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let b = InProcess::start(dir.path(), FsyncMode::Always).await;
+    let addr = b.addr.to_string();
+    let mut creator = Client::connect(&addr).await;
+    let req = CreateTopicsRequest::default()
+        .with_topics(vec![topic("big", 4000)])
+        .with_timeout_ms(60_000);
+    let (_, frame) = creator.frame(&req, 5);
+    creator.send_raw(&frame).await;
+    // Wait (a condition: the creation has begun) for its first partition.
+    let first = dir.path().join("big-0");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !first.exists() {
+        assert!(Instant::now() < deadline, "the creation never began");
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let mut other = Client::connect(&addr).await;
+    let v = other.call(&ApiVersionsRequest::default(), 3).await;
+    assert_eq!(v.error_code, 0);
+    let created = dir.path().join("big-3999").exists();
+    assert!(
+        !created,
+        "ApiVersions was answered only after all 4000 partitions existed"
+    );
+    let resp = creator
+        .read_frame()
+        .await
+        .expect("the CreateTopics response");
+    assert!(!resp.is_empty());
+    assert!(dir.path().join("big-3999").exists());
+    b.stop().await;
+}

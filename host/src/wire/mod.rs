@@ -193,21 +193,59 @@ pub fn encode(
     Ok(out)
 }
 
+/// Runs a handler that creates or deletes partitions (directories, files,
+/// fsyncs: up to thousands per request) on the blocking pool, so the
+/// runtime's workers keep serving other connections. Awaited by the
+/// connection's reader like any dispatch, so its requests stay in order.
+/// If the task fails (a bug), the answer is `failed`'s empty response.
+async fn off_runtime(
+    broker: &Arc<Broker>,
+    failed: fn() -> ResponseKind,
+    f: impl FnOnce(&Arc<Broker>) -> ResponseKind + Send + 'static,
+) -> Handled {
+    let b = broker.clone();
+    match tokio::task::spawn_blocking(move || f(&b)).await {
+        Ok(resp) => Handled::Now(resp),
+        Err(e) => {
+            tracing::error!(error = %e, "a topic handler failed");
+            Handled::Now(failed())
+        }
+    }
+}
+
 /// Runs the handler for a request.
 pub async fn dispatch(broker: &Arc<Broker>, req: Request) -> Handled {
     let v = req.version;
     match req.body {
         None => Handled::Now(api::api_versions::unsupported()),
         Some(RequestKind::ApiVersions(_)) => Handled::Now(api::api_versions::handle()),
+        Some(RequestKind::Metadata(r)) if api::metadata::may_create(broker, &r, v) => {
+            off_runtime(
+                broker,
+                || ResponseKind::Metadata(Default::default()),
+                move |b| api::metadata::handle(b, r, v),
+            )
+            .await
+        }
         Some(RequestKind::Metadata(r)) => Handled::Now(api::metadata::handle(broker, r, v)),
         Some(RequestKind::Produce(r)) => api::produce::handle(broker, r, v).await,
         Some(RequestKind::Fetch(r)) => api::fetch::handle(broker, r, v),
         Some(RequestKind::ListOffsets(r)) => api::list_offsets::handle(broker, r, v),
         Some(RequestKind::CreateTopics(r)) => {
-            Handled::Now(api::create_topics::handle(broker, r, v))
+            off_runtime(
+                broker,
+                || ResponseKind::CreateTopics(Default::default()),
+                move |b| api::create_topics::handle(b, r, v),
+            )
+            .await
         }
         Some(RequestKind::DeleteTopics(r)) => {
-            Handled::Now(api::delete_topics::handle(broker, r, v))
+            off_runtime(
+                broker,
+                || ResponseKind::DeleteTopics(Default::default()),
+                move |b| api::delete_topics::handle(b, r, v),
+            )
+            .await
         }
         Some(RequestKind::DeleteRecords(r)) => {
             Handled::Now(api::delete_records::handle(broker, r, v))

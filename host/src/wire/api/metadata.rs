@@ -23,6 +23,20 @@ use crate::broker::Broker;
 use crate::log::Topic;
 use crate::wire::codes;
 
+/// Whether answering `req` may create topics (file-system work the caller
+/// runs off the async runtime).
+pub fn may_create(broker: &Broker, req: &MetadataRequest, version: i16) -> bool {
+    broker.config.auto_create_topics
+        && (version < 4 || req.allow_auto_topic_creation)
+        && req.topics.as_ref().is_some_and(|list| {
+            list.iter().any(|t| {
+                t.name
+                    .as_ref()
+                    .is_some_and(|n| broker.logs.topic(n.0.as_str()).is_none())
+            })
+        })
+}
+
 pub fn handle(broker: &Arc<Broker>, req: MetadataRequest, version: i16) -> ResponseKind {
     let node = BrokerId(broker.config.node_id);
     let topics: Vec<MetadataResponseTopic> = match req.topics {
