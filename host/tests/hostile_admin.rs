@@ -98,8 +98,7 @@ fn on_disk(dir: &Path, topic: &str) -> Vec<String> {
 /// A `kaas broker` started through `sh -c 'ulimit <ulimit>; exec kaas ...'`,
 /// so it starts with that open-file limit.
 fn spawn_with_ulimit(dir: &Path, ulimit: &str, env: &[(&str, &str)]) -> Process {
-    use std::io::BufRead;
-    let mut child = Command::new("sh")
+    let child = Command::new("sh")
         .arg("-c")
         .arg(format!("ulimit {ulimit} && exec \"$0\" \"$@\""))
         .arg(env!("CARGO_BIN_EXE_kaas"))
@@ -112,21 +111,7 @@ fn spawn_with_ulimit(dir: &Path, ulimit: &str, env: &[(&str, &str)]) -> Process 
         .stderr(Stdio::inherit())
         .spawn()
         .expect("spawn kaas broker");
-    let stdout = child.stdout.take().expect("stdout");
-    let mut lines = std::io::BufReader::new(stdout).lines();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let addr = loop {
-        assert!(Instant::now() < deadline, "broker did not start in time");
-        match lines.next() {
-            Some(Ok(line)) => {
-                if let Some(a) = line.strip_prefix("kaas broker listening on ") {
-                    break a.trim().to_string();
-                }
-            }
-            _ => panic!("broker exited before listening"),
-        }
-    };
-    Process { child, addr }
+    Process::listening(child)
 }
 
 /// (soft, hard) "Max open files" of a process.

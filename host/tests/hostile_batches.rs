@@ -12,59 +12,17 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
-use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::*;
-use kafka_protocol::protocol::{Decodable, StrBytes};
+use kafka_protocol::protocol::Decodable;
+use support::records::{create, name, produce};
 use support::{Client, InProcess};
 
 use kaas::log::FsyncMode;
 
 const CORRUPT_MESSAGE: i16 = 2;
 const INVALID_RECORD: i16 = 87;
-
-fn name(s: &str) -> TopicName {
-    TopicName(StrBytes::from_string(s.into()))
-}
-
-async fn create(c: &mut Client, topic: &str, partitions: i32) {
-    let req = CreateTopicsRequest::default().with_topics(vec![
-        CreatableTopic::default()
-            .with_name(name(topic))
-            .with_num_partitions(partitions)
-            .with_replication_factor(1),
-    ]);
-    let resp = c.call(&req, 5).await;
-    assert_eq!(
-        resp.topics[0].error_code, 0,
-        "{:?}",
-        resp.topics[0].error_message
-    );
-}
-
-fn produce_request(topic: &str, partition: i32, batch: Vec<u8>) -> ProduceRequest {
-    ProduceRequest::default()
-        .with_acks(-1)
-        .with_timeout_ms(5000)
-        .with_topic_data(vec![
-            TopicProduceData::default()
-                .with_name(name(topic))
-                .with_partition_data(vec![
-                    PartitionProduceData::default()
-                        .with_index(partition)
-                        .with_records(Some(Bytes::from(batch))),
-                ]),
-        ])
-}
-
-async fn produce(c: &mut Client, topic: &str, partition: i32, batch: Vec<u8>) -> (i16, i64) {
-    let resp = c.call(&produce_request(topic, partition, batch), 9).await;
-    let p = &resp.responses[0].partition_responses[0];
-    (p.error_code, p.base_offset)
-}
 
 fn list_offsets_request(topic: &str, partition: i32, timestamp: i64) -> ListOffsetsRequest {
     ListOffsetsRequest::default().with_topics(vec![

@@ -60,19 +60,26 @@ async fn assert_visible_within(c: &mut Client, want: i64, within: Duration) {
     }
 }
 
+/// Topic `t` (2 partitions); `tid`'s transaction (P, 0) holds records a, b
+/// at offsets 0-1 of `t`-0. Returns P.
+async fn open_txn_of_two_records(c: &mut Client) -> i64 {
+    create_topic(c, "t", 2).await;
+    let (code, pid, epoch) = init(c, "tid", (-1, -1)).await;
+    assert_eq!((code, epoch), (0, 0));
+    assert_eq!(add(c, "tid", pid, 0, "t", vec![0]).await, 0);
+    assert_eq!(
+        produce_txn(c, "tid", "t", 0, pid, 0, 0, &["a", "b"]).await,
+        0
+    );
+    pid
+}
+
 #[tokio::test]
 async fn a_commit_marker_becomes_visible_on_an_idle_broker_after_slow_flushes() {
     let dir = tempfile::tempdir().expect("tmp");
     let b = InProcess::start(dir.path(), FsyncMode::Always).await;
     let mut c = Client::connect(&b.addr.to_string()).await;
-    create_topic(&mut c, "t", 2).await;
-    let (code, pid, epoch) = init(&mut c, "tid", (-1, -1)).await;
-    assert_eq!((code, epoch), (0, 0));
-    assert_eq!(add(&mut c, "tid", pid, 0, "t", vec![0]).await, 0);
-    assert_eq!(
-        produce_txn(&mut c, "tid", "t", 0, pid, 0, 0, &["a", "b"]).await,
-        0
-    );
+    let pid = open_txn_of_two_records(&mut c).await;
     // As after one 24 s fdatasync of the write-ahead log (the moving
     // average gives each flush an eighth): the last flushes averaged 3 s.
     b.broker
@@ -95,14 +102,7 @@ async fn a_commit_marker_after_a_fenced_transaction_becomes_visible_on_an_idle_b
     let dir = tempfile::tempdir().expect("tmp");
     let b = InProcess::start(dir.path(), FsyncMode::Always).await;
     let mut c = Client::connect(&b.addr.to_string()).await;
-    create_topic(&mut c, "t", 2).await;
-    let (code, pid, epoch) = init(&mut c, "tid", (-1, -1)).await;
-    assert_eq!((code, epoch), (0, 0));
-    assert_eq!(add(&mut c, "tid", pid, 0, "t", vec![0]).await, 0);
-    assert_eq!(
-        produce_txn(&mut c, "tid", "t", 0, pid, 0, 0, &["a", "b"]).await,
-        0
-    );
+    let pid = open_txn_of_two_records(&mut c).await;
     assert_eq!(
         produce_txn(&mut c, "tid", "t", 1, pid, 0, 0, &["x"]).await,
         48,

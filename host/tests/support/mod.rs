@@ -106,8 +106,7 @@ impl Process {
     }
 
     pub fn spawn_full(dir: &Path, policy: &str, extra: &[&str], env: &[(&str, &str)]) -> Process {
-        use std::io::BufRead;
-        let mut child = Command::new(env!("CARGO_BIN_EXE_kaas"))
+        let child = Command::new(env!("CARGO_BIN_EXE_kaas"))
             .envs(env.iter().copied())
             .args(["broker", "--listen", "127.0.0.1:0", "--data-dir"])
             .arg(dir)
@@ -118,6 +117,13 @@ impl Process {
             .stderr(Stdio::inherit())
             .spawn()
             .expect("spawn kaas broker");
+        Self::listening(child)
+    }
+
+    /// A spawned broker (stdout piped), once it prints the address it
+    /// listens on.
+    pub fn listening(mut child: Child) -> Process {
+        use std::io::BufRead;
         let stdout = child.stdout.take().expect("stdout");
         let mut lines = std::io::BufReader::new(stdout).lines();
         let deadline = Instant::now() + Duration::from_secs(30);

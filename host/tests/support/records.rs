@@ -32,9 +32,9 @@ pub async fn create(c: &mut Client, topic: &str, partitions: i32) {
     );
 }
 
-/// Produce v9 (acks -1) of one batch: (error code, base offset).
-pub async fn produce(c: &mut Client, topic: &str, partition: i32, batch: Vec<u8>) -> (i16, i64) {
-    let req = ProduceRequest::default()
+/// Produce (acks -1) of one batch to `topic`-`partition`.
+pub fn produce_request(topic: &str, partition: i32, batch: Vec<u8>) -> ProduceRequest {
+    ProduceRequest::default()
         .with_acks(-1)
         .with_timeout_ms(5000)
         .with_topic_data(vec![
@@ -45,8 +45,12 @@ pub async fn produce(c: &mut Client, topic: &str, partition: i32, batch: Vec<u8>
                         .with_index(partition)
                         .with_records(Some(Bytes::from(batch))),
                 ]),
-        ]);
-    let resp = c.call(&req, 9).await;
+        ])
+}
+
+/// Produce v9 (acks -1) of one batch: (error code, base offset).
+pub async fn produce(c: &mut Client, topic: &str, partition: i32, batch: Vec<u8>) -> (i16, i64) {
+    let resp = c.call(&produce_request(topic, partition, batch), 9).await;
     let p = &resp.responses[0].partition_responses[0];
     (p.error_code, p.base_offset)
 }
