@@ -277,13 +277,17 @@ fn the_broker_raises_its_soft_fd_limit_at_start() {
 }
 
 /// Creating thousands of partitions (directories, files, fsyncs) runs off
-/// the async runtime: with a single runtime worker, another connection's
-/// ApiVersions is answered while a big CreateTopics is still creating.
+/// the async runtime and outside the lock produce and fetch take: with a
+/// single runtime worker, another connection's ApiVersions and a produce
+/// to another topic are answered while a big CreateTopics is still
+/// creating.
 #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
 async fn creating_many_partitions_does_not_stall_other_requests() {
     let dir = tempfile::tempdir().expect("tmp");
     let b = InProcess::start(dir.path(), FsyncMode::Always).await;
     let addr = b.addr.to_string();
+    let mut other = Client::connect(&addr).await;
+    assert_eq!(create(&mut other, vec![topic("small", 1)]).await[0].0, 0);
     let mut creator = Client::connect(&addr).await;
     let req = CreateTopicsRequest::default()
         .with_topics(vec![topic("big", 4000)])
@@ -297,13 +301,20 @@ async fn creating_many_partitions_does_not_stall_other_requests() {
         assert!(Instant::now() < deadline, "the creation never began");
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
-    let mut other = Client::connect(&addr).await;
     let v = other.call(&ApiVersionsRequest::default(), 3).await;
     assert_eq!(v.error_code, 0);
-    let created = dir.path().join("big-3999").exists();
     assert!(
-        !created,
+        !dir.path().join("big-3999").exists(),
         "ApiVersions was answered only after all 4000 partitions existed"
+    );
+    let batch = kaas::log::batch::data_batch(&[(None, b"v")], 1, None, false);
+    assert_eq!(
+        support::records::produce(&mut other, "small", 0, batch).await,
+        (0, 0)
+    );
+    assert!(
+        !dir.path().join("big-3999").exists(),
+        "a produce to another topic waited for all 4000 partitions"
     );
     let resp = creator
         .read_frame()

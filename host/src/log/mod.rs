@@ -26,7 +26,7 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 use serde::{Deserialize, Serialize};
 
@@ -165,6 +165,9 @@ pub struct LogManager {
     wal: Option<Arc<wal::Wal>>,
     /// Bounds on topic creation.
     limits: TopicLimits,
+    /// Topics being created, with their partition counts: reserved against
+    /// the limits while their files are made outside the `topics` lock.
+    creating: Mutex<BTreeMap<String, usize>>,
 }
 
 impl LogManager {
@@ -258,6 +261,7 @@ impl LogManager {
             topics: RwLock::new(topics),
             wal,
             limits: TopicLimits::default(),
+            creating: Mutex::new(BTreeMap::new()),
         })
     }
 
@@ -378,12 +382,21 @@ impl LogManager {
         let count = partitions as usize;
         let config =
             parse_configs(&self.defaults, &overrides).map_err(CreateError::InvalidConfig)?;
-        let mut topics = self.topics.write().unwrap_or_else(|p| p.into_inner());
-        if topics.contains_key(name) {
+        // The checks and the reservation happen under `creating`; the
+        // partitions are made without any lock the produce and fetch paths
+        // take (creating thousands of them takes seconds).
+        let mut creating = self.creating.lock().unwrap_or_else(|p| p.into_inner());
+        let (exists, existing) = {
+            let topics = self.topics.read().unwrap_or_else(|p| p.into_inner());
+            (
+                topics.contains_key(name) || creating.contains_key(name),
+                topics.values().map(|t| t.partitions.len()).sum::<usize>()
+                    + creating.values().sum::<usize>(),
+            )
+        };
+        if exists {
             return Err(CreateError::Exists(name.into()));
         }
-        // Checked under the lock: concurrent creations cannot both fit.
-        let existing: usize = topics.values().map(|t| t.partitions.len()).sum();
         if existing.saturating_add(count) > self.limits.max_partitions {
             return Err(CreateError::PartitionLimit {
                 requested: count,
@@ -391,8 +404,10 @@ impl LogManager {
                 max: self.limits.max_partitions,
             });
         }
-        // One file per partition, and one while the metadata is written.
-        let wanted = (count as u64)
+        // One file per partition, and one while the metadata is written;
+        // creations under way may not have opened theirs yet.
+        let in_flight: usize = creating.values().sum();
+        let wanted = (count.saturating_add(in_flight) as u64)
             .saturating_mul(crate::fd_budget::FDS_PER_PARTITION)
             .saturating_add(1);
         crate::fd_budget::check(wanted, self.limits.fd_reserve)?;
@@ -406,6 +421,17 @@ impl LogManager {
                 overrides,
             }));
         }
+        creating.insert(name.into(), count);
+        drop(creating);
+        // Takes the reservation back however this ends.
+        struct Reserved<'a>(&'a LogManager, &'a str);
+        impl Drop for Reserved<'_> {
+            fn drop(&mut self) {
+                let mut creating = self.0.creating.lock().unwrap_or_else(|p| p.into_inner());
+                creating.remove(self.1);
+            }
+        }
+        let _reserved = Reserved(self, name);
         let ps = self.create_partitions(name, id, count, &config)?;
         let meta = TopicMeta {
             name: name.into(),
@@ -429,7 +455,10 @@ impl LogManager {
             config,
             overrides,
         });
-        topics.insert(name.into(), t.clone());
+        self.topics
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(name.into(), t.clone());
         Ok(t)
     }
 

@@ -119,9 +119,11 @@ impl AutoCreate {
                 return describe(&t, node);
             }
             Err(crate::log::CreateError::Exists(_)) => {
-                if let Some(t) = broker.logs.topic(name) {
-                    return describe(&t, node);
-                }
+                return match broker.logs.topic(name) {
+                    Some(t) => describe(&t, node),
+                    // Another request is creating it.
+                    None => unknown(name, codes::LEADER_NOT_AVAILABLE),
+                };
             }
             Err(
                 e @ (crate::log::CreateError::PartitionLimit { .. }
