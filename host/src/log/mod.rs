@@ -165,9 +165,21 @@ pub struct LogManager {
     wal: Option<Arc<wal::Wal>>,
     /// Bounds on topic creation.
     limits: TopicLimits,
-    /// Topics being created, with their partition counts: reserved against
-    /// the limits while their files are made outside the `topics` lock.
+    /// Topics being created, with their partition counts (reserved against
+    /// the limits while their files are made outside the `topics` lock),
+    /// and topics being deleted (0: the name only).
     creating: Mutex<BTreeMap<String, usize>>,
+}
+
+/// A topic name reserved in [`LogManager::creating`] while its files are
+/// made or removed; given back when dropped, however the work ends.
+struct Reserved<'a>(&'a LogManager, &'a str);
+
+impl Drop for Reserved<'_> {
+    fn drop(&mut self) {
+        let mut creating = self.0.creating.lock().unwrap_or_else(|p| p.into_inner());
+        creating.remove(self.1);
+    }
 }
 
 impl LogManager {
@@ -423,14 +435,6 @@ impl LogManager {
         }
         creating.insert(name.into(), count);
         drop(creating);
-        // Takes the reservation back however this ends.
-        struct Reserved<'a>(&'a LogManager, &'a str);
-        impl Drop for Reserved<'_> {
-            fn drop(&mut self) {
-                let mut creating = self.0.creating.lock().unwrap_or_else(|p| p.into_inner());
-                creating.remove(self.1);
-            }
-        }
         let _reserved = Reserved(self, name);
         let ps = self.create_partitions(name, id, count, &config)?;
         let meta = TopicMeta {
@@ -526,14 +530,24 @@ impl LogManager {
 
     /// Deletes a topic and its data; false if it did not exist.
     pub fn delete_topic(&self, name: &str) -> io::Result<bool> {
-        let Some(t) = self
-            .topics
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(name)
-        else {
+        // While its directories go, the name stays reserved: a topic of
+        // the same name created meanwhile would lose its own directories.
+        let t = {
+            let mut creating = self.creating.lock().unwrap_or_else(|p| p.into_inner());
+            let removed = self
+                .topics
+                .write()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(name);
+            if removed.is_some() {
+                creating.insert(name.into(), 0);
+            }
+            removed
+        };
+        let Some(t) = t else {
             return Ok(false);
         };
+        let _reserved = Reserved(self, name);
         fs::remove_file(self.root.join("__topics").join(format!("{name}.json")))?;
         for p in &t.partitions {
             p.destroy()?;
