@@ -625,6 +625,8 @@ impl Partition {
 
     /// Reads batches from `offset`, at most about `max_bytes` (at least one
     /// whole batch), below the HW, or below the LSO when `read_committed`.
+    /// (Tests; Fetch uses [`Self::read_limited`].)
+    #[cfg(test)]
     pub fn read(
         &self,
         offset: i64,

@@ -197,6 +197,8 @@ pub fn encode(
 /// fsyncs: up to thousands per request) on the blocking pool, so the
 /// runtime's workers keep serving other connections. Awaited by the
 /// connection's reader like any dispatch, so its requests stay in order.
+/// Not `log::batch::offload`: its few slots are for CPU-bound batch work,
+/// and a creation holding one for seconds would stall compressed produces.
 /// If the task fails (a bug), the answer is `failed`'s empty response.
 async fn off_runtime(
     broker: &Arc<Broker>,
