@@ -69,6 +69,11 @@ pub struct BrokerConfig {
     /// fetch.max.bytes: most record bytes in one Fetch response (only its
     /// first batch may exceed it; issue 13).
     pub fetch_max_bytes: usize,
+    // Cluster mode (issue 14):
+    /// etcd endpoints (`--etcd`); empty: single-node mode.
+    pub etcd: Vec<String>,
+    /// TTL of the broker's etcd lease (`--lease-ttl-ms`).
+    pub lease_ttl: std::time::Duration,
 }
 
 impl BrokerConfig {
@@ -95,6 +100,8 @@ impl BrokerConfig {
             request_timeout: std::time::Duration::from_millis(30_000),
             queued_max_request_bytes: 256 << 20,
             fetch_max_bytes: DEFAULT_FETCH_MAX_BYTES,
+            etcd: Vec::new(),
+            lease_ttl: DEFAULT_LEASE_TTL,
         }
     }
 }
@@ -107,6 +114,8 @@ pub const DEFAULT_MAX_PARTITIONS: usize = 10_000;
 pub const DEFAULT_MAX_PARTITIONS_PER_REQUEST: usize = 10_000;
 /// Default of `max_auto_created_topics_per_request`.
 pub const DEFAULT_MAX_AUTO_CREATED_TOPICS_PER_REQUEST: usize = 100;
+/// Default of `lease_ttl`.
+pub const DEFAULT_LEASE_TTL: std::time::Duration = std::time::Duration::from_secs(5);
 /// Kafka's default fetch.max.bytes (55 MiB).
 pub const DEFAULT_FETCH_MAX_BYTES: usize = 57_671_680;
 
@@ -123,6 +132,8 @@ pub struct Broker {
     pub data_ready: Notify,
     /// The group coordinator: consumer groups and committed offsets.
     pub groups: crate::group::GroupCoordinator,
+    /// Who leads what (see [`crate::cluster`]).
+    pub cluster: crate::cluster::Cluster,
 }
 
 impl Broker {
@@ -132,15 +143,44 @@ impl Broker {
         logs: LogManager,
         policy: Arc<Policy>,
     ) -> std::io::Result<Self> {
-        let producer_ids =
-            crate::pid::ProducerIdAllocator::open(&config.data_dir.join("__producer_ids"))?;
+        let me = crate::cluster::NodeInfo {
+            id: config.node_id,
+            host: config.advertised_host.clone(),
+            port: config.advertised_port,
+            incarnation: 0,
+        };
+        Self::with_cluster(config, logs, policy, crate::cluster::Cluster::Local(me))
+    }
+
+    /// Assembles a broker of `cluster`.
+    pub fn with_cluster(
+        config: BrokerConfig,
+        logs: LogManager,
+        policy: Arc<Policy>,
+        cluster: crate::cluster::Cluster,
+    ) -> std::io::Result<Self> {
+        let producer_ids = match cluster.etcd() {
+            None => crate::pid::ProducerIdAllocator::open(&config.data_dir.join("__producer_ids"))?,
+            Some(etcd) => crate::pid::ProducerIdAllocator::from_etcd(etcd.clone()),
+        };
+        // Cluster mode keeps what only one broker may write (for now the
+        // transaction state, until transactions move across the cluster in
+        // issue 15) under a directory of this broker's own.
+        let own_dir = if cluster.is_local() {
+            config.data_dir.clone()
+        } else {
+            config
+                .data_dir
+                .join("__cluster")
+                .join(format!("node-{}", config.node_id))
+        };
         // A fresh producer id starts with no state on any partition: state
         // under ids never handed out can only come from forged batches
         // accepted before Produce refused them (issue 13 item 3).
         let forged: usize = logs
             .topics()
             .iter()
-            .flat_map(|t| t.partitions.iter())
+            .flat_map(|t| t.open_partitions())
             .map(|p| p.forget_producers_from(producer_ids.next()))
             .sum();
         if forged > 0 {
@@ -150,7 +190,7 @@ impl Broker {
                 "dropped producer state under producer ids never handed out"
             );
         }
-        let (store, records) = TxnStore::open(&config.data_dir)?;
+        let (store, records) = TxnStore::open(&own_dir)?;
         let txn = Coordinator::new(
             TxnMachine::new(policy, DEFAULT_LIMITS),
             store,
@@ -158,7 +198,7 @@ impl Broker {
             config.transactional_id_expiration_ms,
         );
         let groups = crate::group::GroupCoordinator::open(
-            &config.data_dir,
+            &own_dir,
             config.groups.clone(),
             logs.group_commit().clone(),
             |topic| logs.topic(topic).is_some(),
@@ -171,7 +211,24 @@ impl Broker {
             config,
             metrics: Metrics::default(),
             data_ready: Notify::new(),
+            cluster,
         })
+    }
+
+    /// The answer for a partition this broker does not have open:
+    /// NOT_LEADER_OR_FOLLOWER when the topic has it (in cluster mode
+    /// another broker leads it, or none does yet: the client refreshes its
+    /// metadata and moves), else UNKNOWN_TOPIC_OR_PARTITION.
+    pub fn not_here(&self, topic: &str, p: i32) -> i16 {
+        let exists = match self.cluster.topics() {
+            Some(all) => all.get(topic).is_some_and(|m| (0..m.partitions).contains(&p)),
+            None => false,
+        };
+        if exists {
+            crate::wire::codes::NOT_LEADER_OR_FOLLOWER
+        } else {
+            crate::wire::codes::UNKNOWN_TOPIC_OR_PARTITION
+        }
     }
 
     /// The policy deciding coordinator requests.
@@ -196,12 +253,44 @@ pub fn open(
     Ok(Arc::new(Broker::new(config, logs, policy)?))
 }
 
+/// Cluster mode: connects to etcd and assembles a broker on the shared
+/// data directory with nothing open; [`spawn_tasks`] starts the control
+/// loop that opens what it leads.
+pub async fn open_clustered(
+    config: BrokerConfig,
+    fsync: crate::log::FsyncMode,
+    policy: Arc<Policy>,
+) -> std::io::Result<Arc<Broker>> {
+    let etcd = crate::cluster::etcd::Etcd::connect(&config.etcd, &config.cluster_id, config.lease_ttl)
+        .await
+        .map_err(std::io::Error::other)?;
+    let me = crate::cluster::NodeInfo {
+        id: config.node_id,
+        host: config.advertised_host.clone(),
+        port: config.advertised_port,
+        incarnation: 0,
+    };
+    let group_commit = crate::log::GroupCommit::new(fsync);
+    let logs = LogManager::open_clustered(&config.data_dir, config.log.clone(), group_commit)?
+        .with_limits(crate::log::TopicLimits {
+            max_partitions: config.max_partitions,
+            fd_reserve: crate::fd_budget::reserve_for(config.max_connections),
+        });
+    let cluster = crate::cluster::Cluster::Etcd { etcd, me };
+    Ok(Arc::new(Broker::with_cluster(config, logs, policy, cluster)?))
+}
+
 /// Starts the broker's background work: finishing markers of transactions
-/// found Prepare* at load, and the transaction timeout reaper.
+/// found Prepare* at load, the transaction timeout reaper, write-ahead log
+/// checkpoints and, in cluster mode, the control loop.
 pub fn spawn_tasks(broker: &Arc<Broker>, reaper_every: std::time::Duration) {
     broker.txn.resume(broker);
     tokio::spawn(Coordinator::run_reaper(broker.clone(), reaper_every));
-    if broker.logs.wal().is_some() {
+    if let crate::cluster::Cluster::Etcd { etcd, me } = &broker.cluster {
+        let host: Arc<dyn crate::cluster::reconcile::Host> = broker.clone();
+        tokio::spawn(crate::cluster::reconcile::run(etcd.clone(), me.clone(), host));
+    }
+    if broker.logs.wal().is_some() || broker.logs.is_clustered() {
         tokio::spawn(run_wal_checkpoints(broker.clone()));
     }
 }
@@ -225,9 +314,6 @@ const WRITEBACK_MIN: u64 = 256 << 10;
 /// checkpoint keeps the old files (they are replayed at the next start) and
 /// is tried again after [`WAL_CHECKPOINT_RETRY`].
 async fn run_wal_checkpoints(broker: Arc<Broker>) {
-    let Some(wal) = broker.logs.wal().cloned() else {
-        return;
-    };
     let max_age = broker.config.wal_checkpoint_interval;
     let every = (max_age / 4).clamp(
         std::time::Duration::from_millis(10),
@@ -240,6 +326,10 @@ async fn run_wal_checkpoints(broker: Arc<Broker>) {
     let mut not_before = tokio::time::Instant::now();
     loop {
         tick.tick().await;
+        // Cluster mode replaces the log at each new lease.
+        let Some(wal) = broker.logs.wal() else {
+            continue;
+        };
         let (bytes, age) = wal.pending();
         let due = (bytes >= WAL_CHECKPOINT_BYTES || age.is_some_and(|a| a >= max_age))
             && tokio::time::Instant::now() >= not_before;

@@ -20,6 +20,7 @@
 //!   committed offsets.
 
 pub mod broker;
+pub mod cluster;
 pub mod conformance;
 pub mod fd_budget;
 pub mod group;

@@ -155,6 +155,22 @@ struct BrokerArgs {
     /// it, so a consumer makes progress). At least 1024, as in Kafka.
     #[arg(long, default_value_t = kaas::broker::DEFAULT_FETCH_MAX_BYTES)]
     fetch_max_bytes: usize,
+    // Cluster mode (issue 14):
+    /// This broker's id (node.id): unique in the cluster.
+    #[arg(long, default_value_t = 1)]
+    node_id: i32,
+    /// etcd endpoints (comma-separated, e.g. http://127.0.0.1:2379): runs
+    /// the broker in cluster mode, with every broker on the same
+    /// --data-dir. Without it: single-node mode, no etcd.
+    #[arg(long, value_delimiter = ',')]
+    etcd: Vec<String>,
+    /// TTL of the broker's etcd lease (rounded up to whole seconds, at
+    /// least 2 s): a dead broker's partitions move after about this long.
+    #[arg(long, default_value_t = 5_000)]
+    lease_ttl_ms: u64,
+    /// Cluster id in Metadata, and the etcd key prefix (/kaas/<id>/).
+    #[arg(long, default_value = "kaas-cluster")]
+    cluster_id: String,
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -331,9 +347,25 @@ async fn broker(args: BrokerArgs) -> anyhow::Result<()> {
     config.max_partitions_per_request = args.max_partitions_per_request;
     config.max_auto_created_topics_per_request = args.max_auto_created_topics_per_request;
     config.fetch_max_bytes = args.fetch_max_bytes.max(1024);
+    config.node_id = args.node_id;
+    config.cluster_id = args.cluster_id.clone();
+    config.etcd = args.etcd.clone();
+    config.lease_ttl = std::time::Duration::from_millis(args.lease_ttl_ms.max(2_000));
     let started = std::time::Instant::now();
-    let broker = kaas::broker::open(config, args.fsync, Arc::new(policy))
-        .with_context(|| format!("opening the data directory {}", args.data_dir.display()))?;
+    let broker = if config.etcd.is_empty() {
+        kaas::broker::open(config, args.fsync, Arc::new(policy))
+            .with_context(|| format!("opening the data directory {}", args.data_dir.display()))?
+    } else {
+        let endpoints = config.etcd.join(",");
+        kaas::broker::open_clustered(config, args.fsync, Arc::new(policy))
+            .await
+            .with_context(|| {
+                format!(
+                    "joining the cluster through etcd {endpoints} on {}",
+                    args.data_dir.display()
+                )
+            })?
+    };
     tracing::info!(
         took_ms = started.elapsed().as_millis() as u64,
         topics = broker.logs.topics().len(),

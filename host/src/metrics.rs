@@ -147,7 +147,7 @@ impl Metrics {
         }
         let _ = writeln!(out, "# TYPE kaas_log_end_offset gauge");
         for t in broker.logs.topics() {
-            for p in &t.partitions {
+            for p in &t.open_partitions() {
                 let _ = writeln!(
                     out,
                     "kaas_log_end_offset{{topic=\"{}\",partition=\"{}\"}} {}",

@@ -22,6 +22,9 @@ pub const BLOCK: i64 = 1000;
 #[derive(Debug)]
 pub struct ProducerIdAllocator {
     path: PathBuf,
+    /// Cluster mode: blocks come from etcd (no two brokers ever get the
+    /// same one), and an id is issued when any broker's block holds it.
+    etcd: Option<std::sync::Arc<crate::cluster::etcd::Etcd>>,
     /// (next id to hand out, end of the reserved block, exclusive)
     state: Mutex<(i64, i64)>,
     /// The next id to hand out (`state.0`), readable without the lock: the
@@ -43,6 +46,7 @@ impl ProducerIdAllocator {
         };
         Ok(ProducerIdAllocator {
             path: path.to_path_buf(),
+            etcd: None,
             state: Mutex::new((end, end)),
             next: AtomicI64::new(end),
         })
@@ -52,12 +56,50 @@ impl ProducerIdAllocator {
     /// next id to hand out. Ids at or above it have no producer yet, so no
     /// batch may carry them.
     pub fn issued(&self, id: i64) -> bool {
-        id >= 0 && id < self.next.load(Ordering::Acquire)
+        id >= 0 && id < self.next()
     }
 
     /// The next id to hand out: every id below it was handed out or skipped.
     pub fn next(&self) -> i64 {
-        self.next.load(Ordering::Acquire)
+        let mine = self.next.load(Ordering::Acquire);
+        match &self.etcd {
+            None => mine,
+            Some(e) => mine.max(e.producer_ids_next()),
+        }
+    }
+
+    /// Cluster mode: blocks of ids from etcd's counter.
+    pub fn from_etcd(etcd: std::sync::Arc<crate::cluster::etcd::Etcd>) -> Self {
+        ProducerIdAllocator {
+            path: PathBuf::new(),
+            etcd: Some(etcd),
+            state: Mutex::new((0, 0)),
+            next: AtomicI64::new(0),
+        }
+    }
+
+    /// Cluster mode: the etcd connection ids come from.
+    pub fn etcd(&self) -> Option<&std::sync::Arc<crate::cluster::etcd::Etcd>> {
+        self.etcd.as_ref()
+    }
+
+    /// Takes the next block: from the file, or from etcd (blocking this
+    /// worker thread for one round trip every `BLOCK` ids).
+    fn next_block(&self, end: i64) -> io::Result<(i64, i64)> {
+        let Some(etcd) = &self.etcd else {
+            let end = end + BLOCK;
+            crate::log::partition::write_atomically(&self.path, end.to_string().as_bytes())?;
+            return Ok((end - BLOCK, end));
+        };
+        let handle = tokio::runtime::Handle::try_current().map_err(io::Error::other)?;
+        if handle.runtime_flavor() != tokio::runtime::RuntimeFlavor::MultiThread {
+            return Err(io::Error::other(
+                "producer id blocks from etcd need the multi-threaded runtime",
+            ));
+        }
+        let start = tokio::task::block_in_place(|| handle.block_on(etcd.producer_id_block(BLOCK)))
+            .map_err(io::Error::other)?;
+        Ok((start, start + BLOCK))
     }
 
     /// Hands out a fresh id. Concurrent callers never get the same one; an
@@ -65,15 +107,13 @@ impl ProducerIdAllocator {
     pub fn allocate(&self) -> io::Result<i64> {
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         if st.0 >= st.1 {
-            let end = st.1 + BLOCK;
-            crate::log::partition::write_atomically(&self.path, end.to_string().as_bytes())?;
-            st.1 = end;
+            *st = self.next_block(st.1)?;
         }
         let id = st.0;
         st.0 += 1;
         // Published before the id reaches anyone, so the id's first batch
         // always finds it issued.
-        self.next.store(st.0, Ordering::Release);
+        self.next.fetch_max(st.0, Ordering::AcqRel);
         Ok(id)
     }
 }

@@ -31,26 +31,83 @@ use std::sync::{Arc, Mutex, RwLock};
 use serde::{Deserialize, Serialize};
 
 pub use partition::{LogConfig, Partition};
+
+/// Cluster mode: the write-ahead logs, one directory per broker lease.
+pub const CLUSTER_WAL_DIR: &str = "__cluster/wal";
 pub use sync::{FsyncMode, GroupCommit};
 
-/// A topic and its partitions.
+/// A topic and the partitions of it this broker has open.
 #[derive(Debug)]
 pub struct Topic {
     pub name: String,
     /// 16 bytes, stable for the topic's life (Metadata v10+).
     pub id: [u8; 16],
-    pub partitions: Vec<Arc<Partition>>,
+    /// Partitions of the topic, open here or not.
+    pub partition_count: i32,
+    /// One slot per partition: the partition when this broker has it open
+    /// (single-node mode: always; cluster mode: while it leads it).
+    slots: Vec<RwLock<Option<Arc<Partition>>>>,
     pub config: LogConfig,
     /// The configs as given (DescribeConfigs shows them as dynamic).
     pub overrides: BTreeMap<String, String>,
 }
 
-#[derive(Debug, Serialize, Deserialize)]
-struct TopicMeta {
-    name: String,
-    partitions: i32,
-    id: String,
-    configs: BTreeMap<String, String>,
+impl Topic {
+    fn new(
+        name: &str,
+        id: [u8; 16],
+        count: i32,
+        config: LogConfig,
+        overrides: BTreeMap<String, String>,
+        mut open: Vec<Option<Arc<Partition>>>,
+    ) -> Topic {
+        open.resize(usize::try_from(count).unwrap_or(0), None);
+        Topic {
+            name: name.into(),
+            id,
+            partition_count: count,
+            slots: open.into_iter().map(RwLock::new).collect(),
+            config,
+            overrides,
+        }
+    }
+
+    /// Partition `id` if it is open on this broker.
+    pub fn partition(&self, id: i32) -> Option<Arc<Partition>> {
+        let slot = self.slots.get(usize::try_from(id).ok()?)?;
+        slot.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The partitions open on this broker, by id.
+    pub fn open_partitions(&self) -> Vec<Arc<Partition>> {
+        self.slots
+            .iter()
+            .filter_map(|s| s.read().unwrap_or_else(|p| p.into_inner()).clone())
+            .collect()
+    }
+
+    fn take(&self, id: i32) -> Option<Arc<Partition>> {
+        let slot = self.slots.get(usize::try_from(id).ok()?)?;
+        slot.write().unwrap_or_else(|p| p.into_inner()).take()
+    }
+
+    fn put(&self, id: i32, p: Arc<Partition>) -> bool {
+        let Some(slot) = usize::try_from(id).ok().and_then(|i| self.slots.get(i)) else {
+            return false;
+        };
+        *slot.write().unwrap_or_else(|p| p.into_inner()) = Some(p);
+        true
+    }
+}
+
+/// A topic's durable description: `__topics/<name>.json` in single-node
+/// mode, `topics/<name>` in etcd in cluster mode.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopicMeta {
+    pub name: String,
+    pub partitions: i32,
+    pub id: String,
+    pub configs: BTreeMap<String, String>,
 }
 
 /// Why a topic could not be created.
@@ -161,8 +218,11 @@ pub struct LogManager {
     defaults: LogConfig,
     group_commit: Arc<GroupCommit>,
     topics: RwLock<BTreeMap<String, Arc<Topic>>>,
-    /// The shared write-ahead log (`--fsync always` only).
-    wal: Option<Arc<wal::Wal>>,
+    /// The shared write-ahead log (`--fsync always` only). In cluster mode
+    /// replaced at each new lease ([`Self::use_wal_dir`]).
+    wal: RwLock<Option<Arc<wal::Wal>>>,
+    /// Cluster mode: partitions open only while this broker leads them.
+    clustered: bool,
     /// Bounds on topic creation.
     limits: TopicLimits,
     /// Topics being created, with their partition counts (reserved against
@@ -255,15 +315,17 @@ impl LogManager {
             ps.sort_by_key(|p| p.id);
             let config = parse_configs(&defaults, &m.configs).map_err(io::Error::other)?;
             let id = parse_id(&m.id);
+            let open = ps.into_iter().map(Some).collect();
             topics.insert(
                 m.name.clone(),
-                Arc::new(Topic {
-                    name: m.name,
+                Arc::new(Topic::new(
+                    &m.name,
                     id,
-                    partitions: ps,
+                    m.partitions,
                     config,
-                    overrides: m.configs,
-                }),
+                    m.configs,
+                    open,
+                )),
             );
         }
         Ok(LogManager {
@@ -271,9 +333,202 @@ impl LogManager {
             defaults,
             group_commit,
             topics: RwLock::new(topics),
-            wal,
+            wal: RwLock::new(wal),
+            clustered: false,
             limits: TopicLimits::default(),
             creating: Mutex::new(BTreeMap::new()),
+        })
+    }
+
+    /// Cluster mode: a log on the shared data directory with no partition
+    /// open; the control loop opens those this broker leads
+    /// ([`Self::take_over`]) once [`Self::use_wal_dir`] gave it a
+    /// write-ahead log of its own.
+    pub fn open_clustered(
+        root: &Path,
+        defaults: LogConfig,
+        group_commit: Arc<GroupCommit>,
+    ) -> io::Result<Self> {
+        fs::create_dir_all(root.join(CLUSTER_WAL_DIR))?;
+        Ok(LogManager {
+            root: root.to_path_buf(),
+            defaults,
+            group_commit,
+            topics: RwLock::new(BTreeMap::new()),
+            wal: RwLock::new(None),
+            clustered: true,
+            limits: TopicLimits::default(),
+            creating: Mutex::new(BTreeMap::new()),
+        })
+    }
+
+    /// Whether partitions open only while this broker leads them.
+    pub fn is_clustered(&self) -> bool {
+        self.clustered
+    }
+
+    /// The data directory.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Cluster mode: appends from now on are framed into a new write-ahead
+    /// log in `<data dir>/__cluster/wal/<name>/` (one per lease: the old
+    /// one stays, untouched, for whoever takes over what it covers).
+    pub fn use_wal_dir(&self, name: &str) -> io::Result<()> {
+        if self.group_commit.mode() != FsyncMode::Always {
+            return Ok(());
+        }
+        let dir = self.root.join(CLUSTER_WAL_DIR).join(name);
+        fs::create_dir_all(&dir)?;
+        let w = wal::Wal::create(&dir, 0, Vec::new())?;
+        *self.wal.write().unwrap_or_else(|p| p.into_inner()) = Some(w);
+        Ok(())
+    }
+
+    /// The directory of write-ahead log `name` (see [`Self::use_wal_dir`]).
+    pub fn cluster_wal_dir(&self, name: &str) -> PathBuf {
+        self.root.join(CLUSTER_WAL_DIR).join(name)
+    }
+
+    /// Cluster mode: makes the topic list `metas` (etcd's). New topics
+    /// come with no partition open; a grown one keeps its open partitions;
+    /// a topic gone (or re-created under a new id) has its open partitions
+    /// destroyed. Returns the partitions of deleted topics that were open.
+    pub fn sync_topics(&self, metas: &BTreeMap<String, TopicMeta>) -> usize {
+        let mut dropped = Vec::new();
+        {
+            let mut topics = self.topics.write().unwrap_or_else(|p| p.into_inner());
+            topics.retain(|name, t| {
+                let keep = metas
+                    .get(name)
+                    .is_some_and(|m| parse_id(&m.id) == t.id && m.partitions >= t.partition_count);
+                if !keep {
+                    dropped.push(t.clone());
+                }
+                keep
+            });
+            for (name, m) in metas {
+                let current = topics.get(name).map(|t| t.partition_count);
+                if current == Some(m.partitions) {
+                    continue;
+                }
+                let Ok(config) = parse_configs(&self.defaults, &m.configs) else {
+                    tracing::error!(topic = %name, "topic configs in etcd do not parse; topic skipped");
+                    continue;
+                };
+                let open = topics
+                    .get(name)
+                    .map(|t| t.slots.iter().map(|s| s.write().unwrap_or_else(|p| p.into_inner()).take()).collect())
+                    .unwrap_or_default();
+                let t = Topic::new(name, parse_id(&m.id), m.partitions, config, m.configs.clone(), open);
+                topics.insert(name.clone(), Arc::new(t));
+            }
+        }
+        let mut n = 0;
+        for t in dropped {
+            // A topic re-created under the same name keeps going under the new
+            // entry; only one whose name is gone loses its files.
+            let gone = !metas.contains_key(&t.name);
+            for i in 0..t.partition_count {
+                if let Some(p) = t.take(i) {
+                    n += 1;
+                    let r = if gone { p.destroy() } else { p.close() };
+                    if let Err(e) = r {
+                        tracing::error!(topic = %t.name, partition = i, error = %e, "closing a partition of a deleted topic failed");
+                    }
+                }
+            }
+        }
+        n
+    }
+
+    /// Cluster mode: opens partition `p` of `topic` as its leader at
+    /// `epoch`, taking back first what the write-ahead logs in `replay`
+    /// (directory names, oldest first) hold for it. Writes go through
+    /// `gate`.
+    pub fn take_over(
+        &self,
+        topic: &str,
+        p: i32,
+        epoch: i32,
+        replay: &[String],
+        gate: Arc<dyn Fn() -> bool + Send + Sync>,
+    ) -> io::Result<Arc<Partition>> {
+        let t = self
+            .topic(topic)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("no topic {topic}")))?;
+        if p < 0 || p >= t.partition_count {
+            return Err(io::Error::new(io::ErrorKind::NotFound, format!("no partition {topic}-{p}")));
+        }
+        let mut batches = Vec::new();
+        for name in replay {
+            let dir = self.cluster_wal_dir(name);
+            if dir.exists() {
+                batches.extend(wal::frames_for(&dir, (t.id, p))?);
+            }
+        }
+        let immediate = self.group_commit.mode() != FsyncMode::Always;
+        let mut part =
+            Partition::take_over(&self.root, topic, p, t.config.clone(), immediate, &batches)?
+                .with_gate(gate);
+        if let Some(w) = self.wal() {
+            part = part.with_wal(w, t.id);
+        }
+        part.become_leader(epoch)?;
+        let part = Arc::new(part);
+        if !t.put(p, part.clone()) {
+            return Err(io::Error::other("partition slot vanished"));
+        }
+        Ok(part)
+    }
+
+    /// Cluster mode: closes a partition this broker gives up.
+    pub fn release(&self, topic: &str, p: i32) {
+        if let Some(part) = self.topic(topic).and_then(|t| t.take(p))
+            && let Err(e) = part.close()
+        {
+            tracing::error!(topic, partition = p, error = %e, "closing a partition handed over failed");
+        }
+    }
+
+    /// Cluster mode: drops a partition without writing anything more (the
+    /// lease is lost: another broker may own its files already).
+    pub fn abandon(&self, topic: &str, p: i32) {
+        if let Some(part) = self.topic(topic).and_then(|t| t.take(p)) {
+            part.abandon();
+        }
+    }
+
+    /// Checks a topic creation (name, partition count, configs, limits)
+    /// without creating anything; returns the description to agree on.
+    pub fn plan_topic(
+        &self,
+        name: &str,
+        partitions: i32,
+        overrides: &BTreeMap<String, String>,
+        existing: usize,
+    ) -> Result<TopicMeta, CreateError> {
+        if !valid_topic_name(name) {
+            return Err(CreateError::InvalidName(name.into()));
+        }
+        if !(1..=10_000).contains(&partitions) {
+            return Err(CreateError::InvalidPartitions(partitions));
+        }
+        parse_configs(&self.defaults, overrides).map_err(CreateError::InvalidConfig)?;
+        let count = partitions as usize;
+        if existing.saturating_add(count) > self.limits.max_partitions {
+            return Err(CreateError::PartitionLimit {
+                requested: count,
+                existing,
+                max: self.limits.max_partitions,
+            });
+        }
+        Ok(TopicMeta {
+            name: name.into(),
+            partitions,
+            id: hex::encode(new_topic_id(name)),
+            configs: overrides.clone(),
         })
     }
 
@@ -289,13 +544,13 @@ impl LogManager {
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .values()
-            .map(|t| t.partitions.len())
+            .map(|t| usize::try_from(t.partition_count).unwrap_or(0))
             .sum()
     }
 
     /// The shared write-ahead log, if appends use one.
-    pub fn wal(&self) -> Option<&Arc<wal::Wal>> {
-        self.wal.as_ref()
+    pub fn wal(&self) -> Option<Arc<wal::Wal>> {
+        self.wal.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// A write-ahead log checkpoint: rotates to a new file, syncs every
@@ -303,7 +558,7 @@ impl LogManager {
     /// for recycling, see `wal`). Returns whether there was a log to
     /// checkpoint.
     pub fn checkpoint_wal(&self) -> io::Result<bool> {
-        let Some(wal) = &self.wal else {
+        let Some(wal) = self.wal() else {
             return Ok(false);
         };
         let _one = wal.checkpoint_guard();
@@ -311,7 +566,7 @@ impl LogManager {
         // Listed after the rotation: a topic created later writes only to
         // the new file.
         for t in self.topics() {
-            for p in &t.partitions {
+            for p in &t.open_partitions() {
                 p.checkpoint()?;
             }
         }
@@ -345,10 +600,7 @@ impl LogManager {
     }
 
     pub fn partition(&self, topic: &str, id: i32) -> Option<Arc<Partition>> {
-        let t = self.topic(topic)?;
-        usize::try_from(id)
-            .ok()
-            .and_then(|i| t.partitions.get(i).cloned())
+        self.topic(topic)?.partition(id)
     }
 
     /// Starts the write-out of segment bytes the write-ahead log covers,
@@ -356,12 +608,12 @@ impl LogManager {
     /// checkpoint does not write them all at once). Returns the bytes
     /// started.
     pub fn start_writeback(&self, min: u64) -> u64 {
-        if self.wal.is_none() {
+        if self.wal().is_none() {
             return 0;
         }
         let mut started = 0;
         for t in self.topics() {
-            for p in &t.partitions {
+            for p in &t.open_partitions() {
                 match p.start_writeback(min) {
                     Ok(n) => started += n,
                     Err(e) => {
@@ -402,7 +654,10 @@ impl LogManager {
             let topics = self.topics.read().unwrap_or_else(|p| p.into_inner());
             (
                 topics.contains_key(name) || creating.contains_key(name),
-                topics.values().map(|t| t.partitions.len()).sum::<usize>()
+                topics
+                    .values()
+                    .map(|t| usize::try_from(t.partition_count).unwrap_or(0))
+                    .sum::<usize>()
                     + creating.values().sum::<usize>(),
             )
         };
@@ -425,13 +680,14 @@ impl LogManager {
         crate::fd_budget::check(wanted, self.limits.fd_reserve)?;
         let id = new_topic_id(name);
         if validate_only {
-            return Ok(Arc::new(Topic {
-                name: name.into(),
+            return Ok(Arc::new(Topic::new(
+                name,
                 id,
-                partitions: Vec::new(),
+                partitions,
                 config,
                 overrides,
-            }));
+                Vec::new(),
+            )));
         }
         creating.insert(name.into(), count);
         drop(creating);
@@ -452,13 +708,8 @@ impl LogManager {
             self.remove_partition_dirs(name, count);
             return Err(e.into());
         }
-        let t = Arc::new(Topic {
-            name: name.into(),
-            id,
-            partitions: ps,
-            config,
-            overrides,
-        });
+        let open = ps.into_iter().map(Some).collect();
+        let t = Arc::new(Topic::new(name, id, partitions, config, overrides, open));
         self.topics
             .write()
             .unwrap_or_else(|p| p.into_inner())
@@ -496,8 +747,8 @@ impl LogManager {
                 });
             match created {
                 Ok(mut part) => {
-                    if let Some(w) = &self.wal {
-                        part = part.with_wal(w.clone(), id);
+                    if let Some(w) = self.wal() {
+                        part = part.with_wal(w, id);
                     }
                     ps.push(Arc::new(part));
                 }
@@ -528,6 +779,48 @@ impl LogManager {
         }
     }
 
+    /// Single-node mode: grows topic `name` to `count` partitions (the
+    /// caller checked the count and the limits). The new partitions are
+    /// created before the metadata file names them, so a crash between
+    /// leaves directories the next creation of that name removes.
+    pub fn add_partitions(&self, name: &str, count: i32) -> io::Result<()> {
+        let _one = self.creating.lock().unwrap_or_else(|p| p.into_inner());
+        let t = self
+            .topic(name)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("no topic {name}")))?;
+        if count <= t.partition_count {
+            return Ok(());
+        }
+        let immediate = self.group_commit.mode() != FsyncMode::Always;
+        let mut open: Vec<Option<Arc<Partition>>> =
+            (0..t.partition_count).map(|i| t.partition(i)).collect();
+        for i in t.partition_count..count {
+            let dir = self.root.join(Partition::dir_name(name, i));
+            if dir.exists() {
+                fs::remove_dir_all(&dir)?;
+            }
+            let mut part = Partition::create(&self.root, name, i, t.config.clone(), immediate)?;
+            if let Some(w) = self.wal() {
+                part = part.with_wal(w, t.id);
+            }
+            open.push(Some(Arc::new(part)));
+        }
+        let meta = TopicMeta {
+            name: name.into(),
+            partitions: count,
+            id: hex::encode(t.id),
+            configs: t.overrides.clone(),
+        };
+        let bytes = serde_json::to_vec_pretty(&meta).map_err(io::Error::other)?;
+        partition::write_atomically(&self.root.join("__topics").join(format!("{name}.json")), &bytes)?;
+        let grown = Topic::new(name, t.id, count, t.config.clone(), t.overrides.clone(), open);
+        self.topics
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(name.into(), Arc::new(grown));
+        Ok(())
+    }
+
     /// Deletes a topic and its data; false if it did not exist.
     pub fn delete_topic(&self, name: &str) -> io::Result<bool> {
         // While its directories go, the name stays reserved: a topic of
@@ -549,7 +842,7 @@ impl LogManager {
         };
         let _reserved = Reserved(self, name);
         fs::remove_file(self.root.join("__topics").join(format!("{name}.json")))?;
-        for p in &t.partitions {
+        for p in &t.open_partitions() {
             p.destroy()?;
         }
         Ok(true)
@@ -559,7 +852,7 @@ impl LogManager {
     pub fn apply_retention(&self, now_ms: i64) -> usize {
         let mut n = 0;
         for t in self.topics() {
-            for p in &t.partitions {
+            for p in &t.open_partitions() {
                 match p.apply_retention(now_ms) {
                     Ok(k) => n += k,
                     Err(e) => {
@@ -575,11 +868,11 @@ impl LogManager {
     /// nothing needs once every segment is synced).
     pub fn close(&self) -> io::Result<()> {
         for t in self.topics() {
-            for p in &t.partitions {
+            for p in &t.open_partitions() {
                 p.close()?;
             }
         }
-        if let Some(w) = &self.wal {
+        if let Some(w) = self.wal() {
             w.close()?;
         }
         Ok(())
@@ -622,7 +915,7 @@ fn new_topic_id(name: &str) -> [u8; 16] {
     id
 }
 
-fn parse_id(s: &str) -> [u8; 16] {
+pub fn parse_id(s: &str) -> [u8; 16] {
     let mut id = [0u8; 16];
     if let Ok(b) = hex::decode(s)
         && b.len() == 16
@@ -689,7 +982,7 @@ mod tests {
             .create_topic("t", 3, BTreeMap::new(), false)
             .expect("create");
         let files: Vec<_> = t
-            .partitions
+            .open_partitions()
             .iter()
             .map(|p| durable_file(p, small(b"v", None, false)))
             .collect();
@@ -706,12 +999,12 @@ mod tests {
                 .expect("create");
             for seq in 0..3 {
                 durable_file(
-                    &t.partitions[0],
+                    &t.partition(0).unwrap(),
                     small(format!("v{seq}").as_bytes(), Some((7, 0, seq)), false),
                 );
             }
-            durable_file(&t.partitions[1], small(b"aborted", Some((9, 0, 0)), true));
-            t.partitions[1]
+            durable_file(&t.partition(1).unwrap(), small(b"aborted", Some((9, 0, 0)), true));
+            t.partition(1).unwrap()
                 .append_marker(9, 0, false, 0, 2)
                 .expect("abort marker");
             // Dropped without a clean close: the process died.
@@ -752,7 +1045,7 @@ mod tests {
             let t = logs
                 .create_topic("t", 1, BTreeMap::new(), false)
                 .expect("create");
-            let p = &t.partitions[0];
+            let p = &t.partition(0).unwrap();
             let before = durable_file(p, small(b"a", None, false));
             assert!(logs.checkpoint_wal().expect("checkpoint"));
             assert_eq!(wal_files(dir.path()), 1, "the old file is done with");
@@ -789,7 +1082,7 @@ mod tests {
             let t = logs
                 .create_topic("t", 1, BTreeMap::new(), false)
                 .expect("create");
-            let p = &t.partitions[0];
+            let p = &t.partition(0).unwrap();
             let first = durable_file(p, small(b"batch-a", None, false));
             assert!(logs.checkpoint_wal().expect("checkpoint"));
             durable_file(p, small(b"batch-b", None, false));
@@ -836,7 +1129,7 @@ mod tests {
             let t = logs
                 .create_topic("t", 2, BTreeMap::new(), false)
                 .expect("create");
-            for p in &t.partitions {
+            for p in &t.open_partitions() {
                 durable_file(p, small(b"before the rotation", None, false));
             }
             // The checkpoint rotated, then the process died before it synced
@@ -845,7 +1138,7 @@ mod tests {
                 .expect("a write-ahead log")
                 .rotate()
                 .expect("rotate");
-            for p in &t.partitions {
+            for p in &t.open_partitions() {
                 durable_file(p, small(b"after the rotation", None, false));
             }
         }
@@ -881,7 +1174,7 @@ mod tests {
         let t = logs
             .create_topic("t", 2, BTreeMap::new(), false)
             .expect("create");
-        let (p0, p1) = (&t.partitions[0], &t.partitions[1]);
+        let (p0, p1) = (&t.partition(0).unwrap(), &t.partition(1).unwrap());
         let wal_file = durable_file(p0, small(b"small", None, false));
         let big = vec![7u8; wal::MAX_FRAMED_BATCH + 1];
         let large = durable_file(p0, small(&big, None, false));
@@ -912,13 +1205,13 @@ mod tests {
             let old = logs
                 .create_topic("t", 1, BTreeMap::new(), false)
                 .expect("create");
-            durable_file(&old.partitions[0], small(b"old-0", None, false));
-            durable_file(&old.partitions[0], small(b"old-1", None, false));
+            durable_file(&old.partition(0).unwrap(), small(b"old-0", None, false));
+            durable_file(&old.partition(0).unwrap(), small(b"old-1", None, false));
             assert!(logs.delete_topic("t").expect("delete"));
             let new = logs
                 .create_topic("t", 1, BTreeMap::new(), false)
                 .expect("create again");
-            durable_file(&new.partitions[0], small(b"new-0", None, false));
+            durable_file(&new.partition(0).unwrap(), small(b"new-0", None, false));
         }
         lose_segment_pages_after(&segment(dir.path(), "t", 0), 0);
         let logs = open(dir.path());
@@ -936,7 +1229,7 @@ mod tests {
         let t = logs
             .create_topic("t", 1, BTreeMap::new(), false)
             .expect("create");
-        let p = &t.partitions[0];
+        let p = &t.partition(0).unwrap();
         let value = vec![1u8; 1000];
         for _ in 0..40 {
             durable_file(p, small(&value, None, false));
@@ -966,7 +1259,7 @@ mod tests {
             let t = logs
                 .create_topic("t", 1, BTreeMap::new(), false)
                 .expect("create");
-            assert_eq!(t.partitions[0].log_end_offset(), 0);
+            assert_eq!(t.partition(0).unwrap().log_end_offset(), 0);
             logs.close().expect("close");
         }
         assert!(!stale.join(format!("{:020}.log", 100)).exists());
@@ -1007,7 +1300,7 @@ mod tests {
         let t = logs
             .create_topic("t", 1, BTreeMap::new(), false)
             .expect("create");
-        durable_file(&t.partitions[0], small(b"v", None, false));
+        durable_file(&t.partition(0).unwrap(), small(b"v", None, false));
         logs.close().expect("close");
         let r = wal::recover(&dir.path().join(wal::DIR)).expect("recover");
         assert!(r.batches.is_empty());

@@ -419,7 +419,7 @@ impl Coordinator {
 pub fn fence_ring(broker: &Broker, producer_id: i64, epoch: i16) {
     let mut fenced = 0;
     for t in broker.logs.topics() {
-        for p in &t.partitions {
+        for p in &t.open_partitions() {
             if p.fence_producer(producer_id, epoch) {
                 fenced += 1;
             }

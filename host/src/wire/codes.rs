@@ -26,3 +26,7 @@ pub const UNKNOWN_TOPIC_ID: i16 = 100;
 
 pub const LEADER_NOT_AVAILABLE: i16 = 5;
 pub const POLICY_VIOLATION: i16 = 44;
+
+// Cluster mode (issue 14):
+pub const NOT_LEADER_OR_FOLLOWER: i16 = 6;
+pub const REASSIGNMENT_IN_PROGRESS: i16 = 60;

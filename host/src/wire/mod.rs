@@ -26,6 +26,7 @@ pub const VERSIONS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::CreateTopics, 2, 7),
     (ApiKey::DeleteTopics, 1, 6),
     (ApiKey::DeleteRecords, 0, 2),
+    (ApiKey::CreatePartitions, 0, 3),
     (ApiKey::InitProducerId, 0, 4),
     (ApiKey::AddPartitionsToTxn, 0, 4),
     (ApiKey::AddOffsetsToTxn, 0, 3),
@@ -246,6 +247,14 @@ pub async fn dispatch(broker: &Arc<Broker>, req: Request) -> Handled {
                 broker,
                 || ResponseKind::DeleteTopics(Default::default()),
                 move |b| api::delete_topics::handle(b, r, v),
+            )
+            .await
+        }
+        Some(RequestKind::CreatePartitions(r)) => {
+            off_runtime(
+                broker,
+                || ResponseKind::CreatePartitions(Default::default()),
+                move |b| api::create_partitions::handle(b, r, v),
             )
             .await
         }

@@ -75,13 +75,16 @@ pub fn handle(broker: &Arc<Broker>, req: CreateTopicsRequest, version: i16) -> R
                     overrides.insert(c.name.to_string(), v.to_string());
                 }
             }
-            match broker
-                .logs
-                .create_topic(&name, partitions, overrides, req.validate_only)
-            {
+            match crate::cluster::admin::create_topic(
+                broker,
+                &name,
+                partitions,
+                overrides,
+                req.validate_only,
+            ) {
                 Ok(topic) => {
                     let configs = topic
-                        .overrides
+                        .configs
                         .iter()
                         .map(|(k, v)| {
                             CreatableTopicConfigs::default()
@@ -91,7 +94,7 @@ pub fn handle(broker: &Arc<Broker>, req: CreateTopicsRequest, version: i16) -> R
                         })
                         .collect();
                     result
-                        .with_topic_id(uuid::Uuid::from_bytes(topic.id))
+                        .with_topic_id(uuid::Uuid::from_bytes(crate::log::parse_id(&topic.id)))
                         .with_num_partitions(partitions)
                         .with_replication_factor(1)
                         .with_configs(Some(configs))

@@ -25,7 +25,7 @@ pub fn handle(broker: &Arc<Broker>, req: DeleteRecordsRequest, _version: i16) ->
                         .with_partition_index(p.partition_index)
                         .with_low_watermark(-1);
                     let Some(part) = broker.logs.partition(&name, p.partition_index) else {
-                        return r.with_error_code(codes::UNKNOWN_TOPIC_OR_PARTITION);
+                        return r.with_error_code(broker.not_here(&name, p.partition_index));
                     };
                     match part.delete_records_before(p.offset) {
                         Ok(low) => r.with_low_watermark(low),

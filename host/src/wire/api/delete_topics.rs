@@ -42,7 +42,7 @@ pub fn handle(broker: &Arc<Broker>, req: DeleteTopicsRequest, version: i16) -> R
             let r = DeletableTopicResult::default()
                 .with_name(Some(TopicName(sb(&name))))
                 .with_topic_id(id);
-            match broker.logs.delete_topic(&name) {
+            match crate::cluster::admin::delete_topic(broker, &name) {
                 Ok(true) => {
                     // Committed offsets of the topic go with it.
                     broker.groups.topic_deleted(&name);

@@ -122,16 +122,12 @@ fn gather(broker: &Broker, req: &FetchRequest, version: i16) -> (FetchResponse, 
             let base = PartitionData::default()
                 .with_partition_index(p.partition)
                 .with_preferred_read_replica(BrokerId(-1));
-            let Some(part) = topic.as_ref().and_then(|tp| {
-                usize::try_from(p.partition)
-                    .ok()
-                    .and_then(|i| tp.partitions.get(i))
-            }) else {
+            let Some(part) = topic.as_ref().and_then(|tp| tp.partition(p.partition)) else {
                 errors = true;
-                let code = if version >= 13 && topic.is_none() {
-                    codes::UNKNOWN_TOPIC_ID
-                } else {
-                    codes::UNKNOWN_TOPIC_OR_PARTITION
+                let code = match &topic {
+                    None if version >= 13 => codes::UNKNOWN_TOPIC_ID,
+                    None => codes::UNKNOWN_TOPIC_OR_PARTITION,
+                    Some(tp) => broker.not_here(&tp.name, p.partition),
                 };
                 parts.push(
                     base.with_error_code(code)

@@ -20,6 +20,15 @@ pub fn handle(broker: &Arc<Broker>, req: InitProducerIdRequest, version: i16) ->
         producer_epoch: req.producer_epoch,
         version,
     };
+    if request.transactional_id.is_some() && !broker.cluster.is_local() {
+        // Transactions across the cluster come with issue 15.
+        return Handled::Now(ResponseKind::InitProducerId(
+            InitProducerIdResponse::default()
+                .with_error_code(crate::wire::codes::COORDINATOR_NOT_AVAILABLE)
+                .with_producer_id(ProducerId(-1))
+                .with_producer_epoch(-1),
+        ));
+    }
     let broker = broker.clone();
     Handled::Later(Box::pin(async move {
         let reply = broker.txn.init_producer_id(&broker, &request).await;

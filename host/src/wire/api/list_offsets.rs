@@ -45,7 +45,7 @@ fn answer(broker: &Broker, req: ListOffsetsRequest, version: i16) -> ResponseKin
                         .with_leader_epoch(if version >= 4 { 0 } else { -1 });
                     let Some(part) = broker.logs.partition(&name, p.partition_index) else {
                         return r
-                            .with_error_code(codes::UNKNOWN_TOPIC_OR_PARTITION)
+                            .with_error_code(broker.not_here(&name, p.partition_index))
                             .with_offset(-1)
                             .with_timestamp(-1);
                     };

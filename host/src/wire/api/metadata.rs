@@ -1,5 +1,6 @@
-//! Metadata (key 3): this broker as the only broker and controller, every
-//! partition led by it. Unknown topics are created with the default
+//! Metadata (key 3): the live brokers, the controller and every partition's
+//! leader and leader epoch, as the cluster seam knows them (single-node
+//! mode: this broker leads everything). Unknown topics are created with the default
 //! partition count when the broker allows it and the client asks for it
 //! (v4+ `allow_auto_topic_creation`; always for older versions).
 //!
@@ -20,7 +21,7 @@ use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, Resp
 
 use super::{sb, topic_name};
 use crate::broker::Broker;
-use crate::log::Topic;
+use crate::log::{Topic, TopicMeta};
 use crate::wire::codes;
 
 /// Whether answering `req` may create topics (file-system work the caller
@@ -32,20 +33,36 @@ pub fn may_create(broker: &Broker, req: &MetadataRequest, version: i16) -> bool 
             list.iter().any(|t| {
                 t.name
                     .as_ref()
-                    .is_some_and(|n| broker.logs.topic(n.0.as_str()).is_none())
+                    .is_some_and(|n| known(broker, n.0.as_str()).is_none())
             })
         })
+}
+
+/// A topic as the cluster knows it.
+fn known(broker: &Broker, name: &str) -> Option<TopicMeta> {
+    match broker.cluster.topics() {
+        Some(all) => all.get(name).cloned(),
+        None => broker.logs.topic(name).map(|t| TopicMeta {
+            name: t.name.clone(),
+            partitions: t.partition_count,
+            id: String::new(),
+            configs: Default::default(),
+        }),
+    }
 }
 
 pub fn handle(broker: &Arc<Broker>, req: MetadataRequest, version: i16) -> ResponseKind {
     let node = BrokerId(broker.config.node_id);
     let topics: Vec<MetadataResponseTopic> = match req.topics {
-        None => broker
-            .logs
-            .topics()
-            .iter()
-            .map(|t| describe(t, node))
-            .collect(),
+        None => match broker.cluster.topics() {
+            Some(all) => all.values().map(|m| describe_meta(broker, m)).collect(),
+            None => broker
+                .logs
+                .topics()
+                .iter()
+                .map(|t| describe(t, node))
+                .collect(),
+        },
         Some(list) => {
             let mut auto = AutoCreate::default();
             let described = list
@@ -56,7 +73,12 @@ pub fn handle(broker: &Arc<Broker>, req: MetadataRequest, version: i16) -> Respo
                             .with_topic_id(rt.topic_id)
                             .with_error_code(codes::UNKNOWN_TOPIC_ID);
                     };
-                    if let Some(t) = broker.logs.topic(&name) {
+                    if let Some(m) = broker.cluster.topics().and_then(|all| all.get(&name).cloned()) {
+                        return describe_meta(broker, &m);
+                    }
+                    if broker.cluster.is_local()
+                        && let Some(t) = broker.logs.topic(&name)
+                    {
                         return describe(&t, node);
                     }
                     let allow = version < 4 || req.allow_auto_topic_creation;
@@ -73,14 +95,21 @@ pub fn handle(broker: &Arc<Broker>, req: MetadataRequest, version: i16) -> Respo
             described
         }
     };
-    let me = MetadataResponseBroker::default()
-        .with_node_id(node)
-        .with_host(sb(&broker.config.advertised_host))
-        .with_port(broker.config.advertised_port);
+    let brokers = broker
+        .cluster
+        .brokers()
+        .iter()
+        .map(|b| {
+            MetadataResponseBroker::default()
+                .with_node_id(BrokerId(b.id))
+                .with_host(sb(&b.host))
+                .with_port(b.port)
+        })
+        .collect();
     let mut resp = MetadataResponse::default()
-        .with_brokers(vec![me])
+        .with_brokers(brokers)
         .with_cluster_id(Some(sb(&broker.config.cluster_id)))
-        .with_controller_id(node)
+        .with_controller_id(BrokerId(broker.cluster.controller_id()))
         .with_topics(topics);
     fit_to_version(&mut resp, version);
     ResponseKind::Metadata(resp)
@@ -108,17 +137,27 @@ impl AutoCreate {
             self.deferred += 1;
             return unknown(name, codes::LEADER_NOT_AVAILABLE);
         }
-        match broker.logs.create_topic(
+        match crate::cluster::admin::create_topic(
+            broker,
             name,
             broker.config.default_partitions,
             Default::default(),
             false,
         ) {
-            Ok(t) => {
+            Ok(m) => {
                 self.created += 1;
-                return describe(&t, node);
+                if !broker.cluster.is_local() {
+                    return describe_meta(broker, &m);
+                }
+                return match broker.logs.topic(name) {
+                    Some(t) => describe(&t, node),
+                    None => unknown(name, codes::LEADER_NOT_AVAILABLE),
+                };
             }
             Err(crate::log::CreateError::Exists(_)) => {
+                if let Some(m) = broker.cluster.topics().and_then(|all| all.get(name).cloned()) {
+                    return describe_meta(broker, &m);
+                }
                 return match broker.logs.topic(name) {
                     Some(t) => describe(&t, node),
                     // Another request is creating it.
@@ -162,15 +201,41 @@ fn unknown(name: &str, code: i16) -> MetadataResponseTopic {
         .with_error_code(code)
 }
 
+/// Cluster mode: a topic as etcd has it, each partition with its live
+/// leader and epoch (LEADER_NOT_AVAILABLE while it has none).
+fn describe_meta(broker: &Broker, m: &TopicMeta) -> MetadataResponseTopic {
+    let partitions = (0..m.partitions)
+        .map(|p| {
+            let r = MetadataResponsePartition::default().with_partition_index(p);
+            match broker.cluster.partition_leader(&m.name, p) {
+                Some(l) => r
+                    .with_leader_id(BrokerId(l.node))
+                    .with_leader_epoch(l.epoch)
+                    .with_replica_nodes(vec![BrokerId(l.node)])
+                    .with_isr_nodes(vec![BrokerId(l.node)]),
+                None => r
+                    .with_error_code(codes::LEADER_NOT_AVAILABLE)
+                    .with_leader_id(BrokerId(-1))
+                    .with_leader_epoch(-1),
+            }
+        })
+        .collect();
+    MetadataResponseTopic::default()
+        .with_name(Some(topic_name(&m.name)))
+        .with_topic_id(uuid::Uuid::from_bytes(crate::log::parse_id(&m.id)))
+        .with_is_internal(false)
+        .with_partitions(partitions)
+}
+
 fn describe(t: &Topic, node: BrokerId) -> MetadataResponseTopic {
     let partitions = t
-        .partitions
+        .open_partitions()
         .iter()
         .map(|p| {
             MetadataResponsePartition::default()
                 .with_partition_index(p.id)
                 .with_leader_id(node)
-                .with_leader_epoch(0)
+                .with_leader_epoch(p.leader_epoch())
                 .with_replica_nodes(vec![node])
                 .with_isr_nodes(vec![node])
         })

@@ -37,7 +37,7 @@ pub fn handle(
                         .with_leader_epoch(-1)
                         .with_end_offset(-1);
                     let Some(part) = broker.logs.partition(&name, p.partition) else {
-                        return r.with_error_code(codes::UNKNOWN_TOPIC_OR_PARTITION);
+                        return r.with_error_code(broker.not_here(&name, p.partition));
                     };
                     if p.current_leader_epoch > EPOCH {
                         return r.with_error_code(codes::UNKNOWN_LEADER_EPOCH);

@@ -29,6 +29,7 @@ pub fn append_error_code(e: &AppendError) -> i16 {
         AppendError::Producer(ProducerError::OutOfOrder) => codes::OUT_OF_ORDER_SEQUENCE_NUMBER,
         AppendError::Producer(ProducerError::TxnState) => codes::INVALID_TXN_STATE,
         AppendError::Io(_) => codes::KAFKA_STORAGE_ERROR,
+        AppendError::NotLeader => codes::NOT_LEADER_OR_FOLLOWER,
     }
 }
 
@@ -44,6 +45,20 @@ const OFFLOAD_PLAIN_BYTES: usize = 1 << 20;
 
 pub async fn handle(broker: &Arc<Broker>, req: ProduceRequest, version: i16) -> Handled {
     let acks = req.acks;
+    // Cluster mode: a producer id above what this broker has seen may come
+    // from a block another broker took a moment ago.
+    if let Some(etcd) = broker.producer_ids.etcd() {
+        let unseen = req
+            .topic_data
+            .iter()
+            .flat_map(|t| &t.partition_data)
+            .filter_map(|p| p.records.as_ref())
+            .filter_map(|b| crate::log::batch::parse_header(b))
+            .any(|h| h.has_producer_id() && !broker.producer_ids.issued(h.producer_id));
+        if unseen && let Err(e) = etcd.refresh_producer_ids().await {
+            tracing::warn!(error = %e, "cannot read the producer-id counter from etcd");
+        }
+    }
     // Validation decompresses and walks every record (batch::walk_records):
     // for a compressed batch, up to MAX_SCAN_BYTES of work, so such a
     // request is appended on the blocking pool. The connection's reader
@@ -128,7 +143,7 @@ fn append_all(
                     }
                 }
             } else {
-                Err(codes::UNKNOWN_TOPIC_OR_PARTITION)
+                Err(broker.not_here(&name, p.index))
             };
             outs.push(Outcome {
                 partition: part,
@@ -260,7 +275,16 @@ fn respond(
                     } else {
                         -1
                     };
-                    match o.result {
+                    // Cluster mode: the data is durable, but this broker's
+                    // lease may have ended meanwhile: then another broker may
+                    // have taken the partition over without it, and the
+                    // client must retry there.
+                    let gone = o.partition.as_ref().is_some_and(|p| !p.may_acknowledge());
+                    let result = match o.result {
+                        Ok(_) if gone => Err(codes::NOT_LEADER_OR_FOLLOWER),
+                        other => other,
+                    };
+                    match result {
                         Ok(a) => r
                             .with_base_offset(a.base_offset)
                             .with_log_start_offset(start),

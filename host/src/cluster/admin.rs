@@ -1,0 +1,182 @@
+//! Topic administration through the seam: CreateTopics, DeleteTopics,
+//! CreatePartitions and Metadata's auto-creation call these, and they work
+//! from any broker. Single-node mode changes the local log; cluster mode
+//! agrees the change in etcd, and each partition's leader then opens (or
+//! removes) its files. Blocking: callers run off the async runtime.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use crate::broker::Broker;
+use crate::log::{CreateError, TopicMeta};
+
+/// How long a creation waits for its partitions to have leaders before it
+/// answers (clients retry LEADER_NOT_AVAILABLE after that anyway).
+const SETTLE: Duration = Duration::from_secs(5);
+
+fn block_on<T>(f: impl std::future::Future<Output = T>) -> Result<T, CreateError> {
+    let h = tokio::runtime::Handle::try_current()
+        .map_err(|e| CreateError::Io(std::io::Error::other(e)))?;
+    Ok(h.block_on(f))
+}
+
+fn etcd_err(e: impl std::fmt::Display) -> CreateError {
+    CreateError::Io(std::io::Error::other(format!("etcd: {e}")))
+}
+
+/// Creates a topic (or checks that it could be, with `validate_only`).
+pub fn create_topic(
+    broker: &Broker,
+    name: &str,
+    partitions: i32,
+    overrides: BTreeMap<String, String>,
+    validate_only: bool,
+) -> Result<TopicMeta, CreateError> {
+    let Some(etcd) = broker.cluster.etcd() else {
+        let t = broker
+            .logs
+            .create_topic(name, partitions, overrides, validate_only)?;
+        return Ok(TopicMeta {
+            name: t.name.clone(),
+            partitions: t.partition_count,
+            id: hex::encode(t.id),
+            configs: t.overrides.clone(),
+        });
+    };
+    let view = etcd.view();
+    if view.topics.contains_key(name) {
+        return Err(CreateError::Exists(name.into()));
+    }
+    let existing: usize = view
+        .topics
+        .values()
+        .map(|m| usize::try_from(m.partitions).unwrap_or(0))
+        .sum();
+    let meta = broker
+        .logs
+        .plan_topic(name, partitions, &overrides, existing)?;
+    if validate_only {
+        return Ok(meta);
+    }
+    if !block_on(etcd.create_topic(&meta))?.map_err(etcd_err)? {
+        return Err(CreateError::Exists(name.into()));
+    }
+    settle(broker, |v| {
+        (0..meta.partitions).all(|p| {
+            v.leaders
+                .contains_key(&super::Unit::Partition(name.into(), p))
+        })
+    });
+    Ok(meta)
+}
+
+/// Waits (up to [`SETTLE`]) until the view satisfies `done`, then brings
+/// the local topic list up to date with it.
+fn settle(broker: &Broker, done: impl Fn(&super::etcd::View) -> bool) {
+    let Some(etcd) = broker.cluster.etcd() else {
+        return;
+    };
+    let until = Instant::now() + SETTLE;
+    let _ = block_on(async {
+        while !done(&etcd.view()) && Instant::now() < until {
+            etcd.changed_or(Duration::from_millis(100)).await;
+        }
+    });
+    broker.logs.sync_topics(&etcd.view().topics);
+}
+
+/// Deletes a topic; false if it did not exist.
+pub fn delete_topic(broker: &Broker, name: &str) -> std::io::Result<bool> {
+    let Some(etcd) = broker.cluster.etcd() else {
+        return broker.logs.delete_topic(name);
+    };
+    let deleted = block_on(etcd.delete_topic(name))
+        .map_err(|e| std::io::Error::other(e.to_string()))?
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
+    if deleted {
+        settle(broker, |v| !v.topics.contains_key(name));
+    }
+    Ok(deleted)
+}
+
+/// Why partitions could not be added (a Kafka error code and a message).
+pub type Refusal = (i16, String);
+
+/// Grows a topic to `count` partitions.
+pub fn create_partitions(
+    broker: &Broker,
+    name: &str,
+    count: i32,
+    validate_only: bool,
+) -> Result<(), Refusal> {
+    use crate::wire::codes;
+    let current = match broker.cluster.etcd() {
+        None => broker.logs.topic(name).map(|t| t.partition_count),
+        Some(etcd) => etcd.view().topics.get(name).map(|m| m.partitions),
+    };
+    let Some(current) = current else {
+        return Err((
+            codes::UNKNOWN_TOPIC_OR_PARTITION,
+            format!("topic {name} does not exist"),
+        ));
+    };
+    if count <= current {
+        return Err((
+            codes::INVALID_PARTITIONS,
+            format!("topic {name} has {current} partitions; the new count {count} must be larger"),
+        ));
+    }
+    if count > 10_000 {
+        return Err((
+            codes::INVALID_PARTITIONS,
+            format!("{count} partitions is over the limit of 10000"),
+        ));
+    }
+    let added = usize::try_from(count - current).unwrap_or(0);
+    let total = match broker.cluster.etcd() {
+        None => broker.logs.partition_count(),
+        Some(etcd) => etcd
+            .view()
+            .topics
+            .values()
+            .map(|m| usize::try_from(m.partitions).unwrap_or(0))
+            .sum(),
+    };
+    if total.saturating_add(added) > broker.config.max_partitions {
+        return Err((
+            codes::POLICY_VIOLATION,
+            format!(
+                "{added} more partitions would take the cluster past its limit of {} ({total} exist; --max-partitions)",
+                broker.config.max_partitions
+            ),
+        ));
+    }
+    if validate_only {
+        return Ok(());
+    }
+    let storage = |e: String| (codes::KAFKA_STORAGE_ERROR, e);
+    match broker.cluster.etcd() {
+        None => broker
+            .logs
+            .add_partitions(name, count)
+            .map_err(|e| storage(e.to_string())),
+        Some(etcd) => {
+            let Some(meta) = etcd.view().topics.get(name).cloned() else {
+                return Err((codes::UNKNOWN_TOPIC_OR_PARTITION, format!("topic {name} is gone")));
+            };
+            let ok = block_on(etcd.set_partitions(&meta, count))
+                .map_err(|e| storage(e.to_string()))?
+                .map_err(|e| storage(e.to_string()))?;
+            if !ok {
+                return Err((
+                    codes::REASSIGNMENT_IN_PROGRESS,
+                    format!("topic {name} changed meanwhile; try again"),
+                ));
+            }
+            settle(broker, |v| {
+                (0..count).all(|p| v.leaders.contains_key(&super::Unit::Partition(name.into(), p)))
+            });
+            Ok(())
+        }
+    }
+}

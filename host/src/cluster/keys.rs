@@ -1,0 +1,181 @@
+//! What cluster mode keeps in etcd, and under which keys. Every key lives
+//! under `/kaas/<cluster id>/`:
+//!
+//! - `brokers/<id>` → [`NodeInfo`], attached to the broker's lease: live
+//!   membership is exactly the keys present.
+//! - `topics/<name>` → [`TopicMeta`]: the topic's id, partition count and
+//!   configs (persistent).
+//! - `leaders/<unit>` → [`LeaderRec`], attached to the leader's lease: it
+//!   disappears when that lease ends, and a new leader may take the unit
+//!   only while it is absent.
+//! - `epochs/<unit>` → [`EpochRec`] (persistent): the unit's leader epoch,
+//!   which only grows, and the write-ahead logs a new leader must replay.
+//! - `producer_ids` → the first producer id no block has taken.
+//!
+//! A unit is a topic partition (`p/<topic>/<n>`) or a group-coordinator
+//! shard (`g/<n>`). Topic names cannot contain `/` (see
+//! [`crate::log::valid_topic_name`]).
+
+use serde::{Deserialize, Serialize};
+
+/// A live broker, as it registers itself.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeInfo {
+    pub id: i32,
+    pub host: String,
+    pub port: i32,
+    /// The lease the broker registered under: names its write-ahead log
+    /// directory (see [`wal_dir_name`]).
+    #[serde(default)]
+    pub incarnation: i64,
+}
+
+/// Who leads a unit now.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaderRec {
+    pub node: i32,
+    pub epoch: i32,
+    pub incarnation: i64,
+}
+
+/// A write-ahead log a taker must replay: the one `node` wrote under lease
+/// `incarnation` while it led the unit at `epoch`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WalSource {
+    pub node: i32,
+    pub incarnation: i64,
+    pub epoch: i32,
+}
+
+/// A unit's epoch history head.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EpochRec {
+    pub epoch: i32,
+    pub node: i32,
+    pub incarnation: i64,
+    /// Write-ahead logs that may hold batches the unit's files lack,
+    /// oldest first; emptied once the leader has taken them back.
+    #[serde(default)]
+    pub wal: Vec<WalSource>,
+}
+
+/// A topic partition or a group-coordinator shard.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Unit {
+    Partition(String, i32),
+    GroupShard(u32),
+}
+
+impl Unit {
+    /// The key suffix naming this unit.
+    pub fn key(&self) -> String {
+        match self {
+            Unit::Partition(t, p) => format!("p/{t}/{p}"),
+            Unit::GroupShard(s) => format!("g/{s}"),
+        }
+    }
+
+    /// The unit a key suffix names.
+    pub fn parse(s: &str) -> Option<Unit> {
+        let mut it = s.splitn(3, '/');
+        match (it.next()?, it.next()?, it.next()) {
+            ("p", t, Some(p)) => Some(Unit::Partition(t.into(), p.parse().ok()?)),
+            ("g", n, None) => Some(Unit::GroupShard(n.parse().ok()?)),
+            _ => None,
+        }
+    }
+}
+
+/// The key layout of one cluster.
+#[derive(Debug, Clone)]
+pub struct Keys {
+    root: String,
+}
+
+impl Keys {
+    pub fn new(cluster_id: &str) -> Self {
+        Keys {
+            root: format!("/kaas/{cluster_id}/"),
+        }
+    }
+    pub fn root(&self) -> &str {
+        &self.root
+    }
+    pub fn broker(&self, id: i32) -> String {
+        format!("{}brokers/{id}", self.root)
+    }
+    pub fn topic(&self, name: &str) -> String {
+        format!("{}topics/{name}", self.root)
+    }
+    pub fn leader(&self, u: &Unit) -> String {
+        format!("{}leaders/{}", self.root, u.key())
+    }
+    pub fn epoch(&self, u: &Unit) -> String {
+        format!("{}epochs/{}", self.root, u.key())
+    }
+    pub fn epochs_prefix(&self) -> String {
+        format!("{}epochs/", self.root)
+    }
+    pub fn producer_ids(&self) -> String {
+        format!("{}producer_ids", self.root)
+    }
+}
+
+/// What a key under the root names.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Parsed {
+    Broker(i32),
+    Topic(String),
+    Leader(Unit),
+    Epoch(Unit),
+    ProducerIds,
+}
+
+impl Keys {
+    pub fn parse(&self, key: &[u8]) -> Option<Parsed> {
+        let s = std::str::from_utf8(key).ok()?.strip_prefix(&self.root)?;
+        let (kind, rest) = s.split_once('/').unwrap_or((s, ""));
+        match kind {
+            "brokers" => rest.parse().ok().map(Parsed::Broker),
+            "topics" if !rest.is_empty() => Some(Parsed::Topic(rest.into())),
+            "leaders" => Unit::parse(rest).map(Parsed::Leader),
+            "epochs" => Unit::parse(rest).map(Parsed::Epoch),
+            "producer_ids" => Some(Parsed::ProducerIds),
+            _ => None,
+        }
+    }
+}
+
+/// The directory, under `<data dir>/__cluster/wal/`, of the write-ahead log
+/// a broker writes under one lease.
+pub fn wal_dir_name(node: i32, incarnation: i64) -> String {
+    format!("{node}-{incarnation:016x}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_round_trip() {
+        let k = Keys::new("c1");
+        let u = Unit::Partition("a.b_c-d".into(), 7);
+        assert_eq!(
+            k.parse(k.leader(&u).as_bytes()),
+            Some(Parsed::Leader(u.clone()))
+        );
+        assert_eq!(k.parse(k.epoch(&u).as_bytes()), Some(Parsed::Epoch(u)));
+        let g = Unit::GroupShard(49);
+        assert_eq!(k.parse(k.leader(&g).as_bytes()), Some(Parsed::Leader(g)));
+        assert_eq!(k.parse(k.broker(3).as_bytes()), Some(Parsed::Broker(3)));
+        assert_eq!(
+            k.parse(k.topic("x").as_bytes()),
+            Some(Parsed::Topic("x".into()))
+        );
+        assert_eq!(
+            k.parse(k.producer_ids().as_bytes()),
+            Some(Parsed::ProducerIds)
+        );
+        assert_eq!(k.parse(b"/kaas/other/brokers/1"), None);
+    }
+}

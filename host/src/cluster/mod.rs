@@ -1,0 +1,128 @@
+//! Who leads what: the one seam between the request handlers and the
+//! cluster. Handlers ask it for the live brokers, the controller, each
+//! partition's leader and epoch and each group shard's coordinator; the log
+//! and the coordinators never learn whether they run alone.
+//!
+//! - [`Cluster::Local`]: single-node mode (the embedded default, no etcd):
+//!   this broker is the only one and leads everything it has open.
+//! - [`Cluster::Etcd`]: cluster mode: membership, topics, leadership and
+//!   epochs agreed in etcd ([`etcd`]), placement computed by every broker
+//!   alike ([`placement`]), and a control loop ([`reconcile`]) that opens
+//!   and closes what this broker leads through the [`reconcile::Host`] port.
+//!   The lease and the write gate are in [`lease`]; the etcd key layout in
+//!   [`keys`].
+
+pub mod admin;
+pub mod etcd;
+pub mod keys;
+pub mod lease;
+pub mod placement;
+mod port;
+pub mod reconcile;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+pub use keys::{LeaderRec, NodeInfo, Unit};
+pub use lease::Gate;
+
+use crate::log::TopicMeta;
+
+/// Group-coordinator shards in cluster mode (Kafka's `__consumer_offsets`
+/// has 50 partitions).
+pub const GROUP_SHARDS: u32 = 50;
+
+/// The cluster this broker belongs to.
+#[derive(Debug)]
+pub enum Cluster {
+    Local(NodeInfo),
+    Etcd { etcd: Arc<etcd::Etcd>, me: NodeInfo },
+}
+
+/// A gate that never closes (single-node mode).
+pub fn open_gate() -> Gate {
+    Arc::new(|| true)
+}
+
+impl Cluster {
+    /// This broker.
+    pub fn me(&self) -> &NodeInfo {
+        match self {
+            Cluster::Local(me) | Cluster::Etcd { me, .. } => me,
+        }
+    }
+
+    pub fn is_local(&self) -> bool {
+        matches!(self, Cluster::Local(_))
+    }
+
+    /// The etcd connection (cluster mode).
+    pub fn etcd(&self) -> Option<&Arc<etcd::Etcd>> {
+        match self {
+            Cluster::Local(_) => None,
+            Cluster::Etcd { etcd, .. } => Some(etcd),
+        }
+    }
+
+    /// Live brokers, by id.
+    pub fn brokers(&self) -> Vec<NodeInfo> {
+        match self {
+            Cluster::Local(me) => vec![me.clone()],
+            Cluster::Etcd { etcd, me } => {
+                let v = etcd.view();
+                if v.brokers.is_empty() {
+                    vec![me.clone()]
+                } else {
+                    v.brokers.values().cloned().collect()
+                }
+            }
+        }
+    }
+
+    /// The controller Metadata names: the live broker with the lowest id.
+    pub fn controller_id(&self) -> i32 {
+        self.brokers().first().map_or(self.me().id, |b| b.id)
+    }
+
+    /// A live broker by id.
+    pub fn node(&self, id: i32) -> Option<NodeInfo> {
+        self.brokers().into_iter().find(|b| b.id == id)
+    }
+
+    /// The live leader of a partition and its epoch (cluster mode); None
+    /// in single-node mode, where the open partition is the answer.
+    pub fn partition_leader(&self, topic: &str, p: i32) -> Option<LeaderRec> {
+        let etcd = self.etcd()?;
+        let v = etcd.view();
+        v.leaders
+            .get(&Unit::Partition(topic.into(), p))
+            .filter(|l| v.brokers.contains_key(&l.node))
+            .cloned()
+    }
+
+    /// The broker coordinating group shard `shard`: this one in
+    /// single-node mode, the shard's live leader in cluster mode.
+    pub fn group_coordinator(&self, shard: u32) -> Option<NodeInfo> {
+        match self {
+            Cluster::Local(me) => Some(me.clone()),
+            Cluster::Etcd { etcd, .. } => {
+                let v = etcd.view();
+                let l = v.leaders.get(&Unit::GroupShard(shard))?;
+                v.brokers.get(&l.node).cloned()
+            }
+        }
+    }
+
+    /// Topics as etcd has them (cluster mode).
+    pub fn topics(&self) -> Option<BTreeMap<String, TopicMeta>> {
+        Some(self.etcd()?.view().topics.clone())
+    }
+
+    /// Whether this broker may write now (its lease is alive).
+    pub fn may_write(&self) -> bool {
+        match self {
+            Cluster::Local(_) => true,
+            Cluster::Etcd { etcd, .. } => etcd.lease.valid(),
+        }
+    }
+}

@@ -1,0 +1,250 @@
+//! The control loop of a clustered broker: keeps its lease, and makes what
+//! it leads match what placement says it should lead.
+//!
+//! Each turn reads the cached view ([`super::etcd::View`]) and, for every
+//! unit (topic partition or group shard):
+//! - placement picks this broker and nobody holds the unit: take it (the
+//!   etcd transaction decides; the loser of a race just sees it held);
+//! - this broker holds it and placement picks another live broker: close it
+//!   cleanly and give it up, so the other can take it;
+//! - this broker holds it but the view, once it has caught up with the
+//!   takeover, shows another holder or none (the topic was deleted): drop it.
+//!
+//! When the lease is lost, every unit is abandoned at once (without writing:
+//! another broker may be writing the files already), and the broker joins
+//! again under a new lease, with a new write-ahead log directory.
+//! It opens and closes units only through the [`Host`] port.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::etcd::{Etcd, View};
+use super::keys::{EpochRec, LeaderRec, NodeInfo, Unit};
+use super::lease::Gate;
+use super::placement;
+use crate::log::TopicMeta;
+
+/// What the control loop asks of the broker. Blocking methods run on the
+/// blocking pool.
+pub trait Host: Send + Sync + 'static {
+    /// Group-coordinator shards (0 when groups are not sharded).
+    fn group_shards(&self) -> u32;
+    /// The topics are now `topics` (created, grown, deleted).
+    fn topics_changed(&self, topics: &BTreeMap<String, TopicMeta>);
+    /// Opens partition `p` of `meta` as its leader at `rec.epoch`, taking
+    /// back what the write-ahead logs of `rec.wal` hold (blocking).
+    fn take_over_partition(
+        &self,
+        meta: &TopicMeta,
+        p: i32,
+        rec: &EpochRec,
+        gate: Gate,
+    ) -> io::Result<()>;
+    /// Closes a partition this broker gives up (blocking).
+    fn release_partition(&self, topic: &str, p: i32);
+    /// Drops a partition without writing anything more.
+    fn abandon_partition(&self, topic: &str, p: i32);
+    /// Opens a group shard as its coordinator (blocking).
+    fn open_group_shard(&self, shard: u32, gate: Gate) -> io::Result<()>;
+    /// Closes a group shard this broker gives up.
+    fn close_group_shard(&self, shard: u32);
+    /// Drops a group shard without writing anything more.
+    fn abandon_group_shard(&self, shard: u32);
+    /// A new lease: appends go to the write-ahead log of this incarnation.
+    fn new_incarnation(&self, incarnation: i64) -> io::Result<()>;
+}
+
+/// A unit this broker leads, and the revision its takeover was written at.
+struct Held {
+    rec: LeaderRec,
+    revision: i64,
+}
+
+/// Runs the control loop for ever.
+pub async fn run(etcd: Arc<Etcd>, me: NodeInfo, host: Arc<dyn Host>) {
+    let view_task = tokio::spawn(etcd.clone().run_view());
+    let mut held: BTreeMap<Unit, Held> = BTreeMap::new();
+    loop {
+        let lease = loop {
+            match etcd.register(&me).await {
+                Ok(id) => break id,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot register with etcd; retrying");
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+            }
+        };
+        if let Err(e) = host.new_incarnation(lease) {
+            tracing::error!(error = %e, "cannot open a write-ahead log for the new lease; retrying");
+            etcd.lease.lost();
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            continue;
+        }
+        tracing::info!(node = me.id, lease, "joined the cluster");
+        let generation = etcd.lease.generation();
+        let keeper = {
+            let etcd = etcd.clone();
+            tokio::spawn(async move { etcd.keep_alive(lease).await })
+        };
+        while etcd.lease.generation() == generation {
+            let view = etcd.view();
+            if view.loaded {
+                turn(&etcd, &me, lease, &host, &view, &mut held).await;
+            }
+            etcd.changed_or(Duration::from_millis(250)).await;
+        }
+        keeper.abort();
+        for (u, _) in std::mem::take(&mut held) {
+            match u {
+                Unit::Partition(t, p) => host.abandon_partition(&t, p),
+                Unit::GroupShard(s) => host.abandon_group_shard(s),
+            }
+        }
+        tracing::warn!(
+            node = me.id,
+            "lease lost: every partition and group shard was dropped; joining again"
+        );
+        if view_task.is_finished() {
+            tracing::error!("the cluster view task ended");
+        }
+    }
+}
+
+/// Every unit of the view.
+fn units(view: &View, shards: u32) -> Vec<Unit> {
+    let mut out: Vec<Unit> = view
+        .topics
+        .values()
+        .flat_map(|m| (0..m.partitions).map(|p| Unit::Partition(m.name.clone(), p)))
+        .collect();
+    out.extend((0..shards).map(Unit::GroupShard));
+    out
+}
+
+async fn turn(
+    etcd: &Arc<Etcd>,
+    me: &NodeInfo,
+    lease: i64,
+    host: &Arc<dyn Host>,
+    view: &View,
+    held: &mut BTreeMap<Unit, Held>,
+) {
+    {
+        let host = host.clone();
+        let topics = view.topics.clone();
+        let _ = tokio::task::spawn_blocking(move || host.topics_changed(&topics)).await;
+    }
+    let all = units(view, host.group_shards());
+    let wanted: BTreeSet<&Unit> = all.iter().collect();
+    // Units gone from the view (a deleted topic) or held by another.
+    let stale: Vec<Unit> = held
+        .iter()
+        .filter(|(u, h)| {
+            !wanted.contains(u)
+                || (view.revision >= h.revision && view.leaders.get(*u) != Some(&h.rec))
+        })
+        .map(|(u, _)| u.clone())
+        .collect();
+    for u in stale {
+        held.remove(&u);
+        tracing::warn!(unit = u.key(), "no longer the leader in etcd; dropping it");
+        match &u {
+            Unit::Partition(t, p) => host.abandon_partition(t, *p),
+            Unit::GroupShard(s) => host.abandon_group_shard(*s),
+        }
+    }
+    let live = view.live();
+    if !live.contains(&me.id) {
+        return; // our registration is not in the view yet
+    }
+    for u in &all {
+        if !etcd.lease.valid() {
+            return;
+        }
+        let desired = placement::leader_for(&live, u);
+        let holder = view.leaders.get(u);
+        if let Some(h) = held.get(u) {
+            if desired.is_some_and(|d| d != me.id) {
+                release(etcd, host, u, &h.rec).await;
+                held.remove(u);
+            }
+            continue;
+        }
+        if desired == Some(me.id) && holder.is_none() {
+            if let Some(h) = take(etcd, me, lease, host, view, u).await {
+                held.insert(u.clone(), h);
+            }
+        }
+    }
+}
+
+async fn take(
+    etcd: &Arc<Etcd>,
+    me: &NodeInfo,
+    lease: i64,
+    host: &Arc<dyn Host>,
+    view: &View,
+    u: &Unit,
+) -> Option<Held> {
+    let (rec, revision) = match etcd.acquire(u, me.id, lease).await {
+        Ok(Some(r)) => r,
+        Ok(None) => return None,
+        Err(e) => {
+            tracing::warn!(unit = u.key(), error = %e, "taking the lead failed");
+            return None;
+        }
+    };
+    let gate = etcd.lease.gate();
+    let opened = {
+        let host = host.clone();
+        let rec = rec.clone();
+        let u = u.clone();
+        let meta = match &u {
+            Unit::Partition(t, _) => view.topics.get(t).cloned(),
+            Unit::GroupShard(_) => None,
+        };
+        tokio::task::spawn_blocking(move || match (&u, meta) {
+            (Unit::Partition(_, p), Some(meta)) => host.take_over_partition(&meta, *p, &rec, gate),
+            (Unit::Partition(t, _), None) => Err(io::Error::other(format!("topic {t} is gone"))),
+            (Unit::GroupShard(s), _) => host.open_group_shard(*s, gate),
+        })
+        .await
+        .unwrap_or_else(|e| Err(io::Error::other(e)))
+    };
+    let mine = LeaderRec {
+        node: me.id,
+        epoch: rec.epoch,
+        incarnation: lease,
+    };
+    if let Err(e) = opened {
+        tracing::error!(unit = u.key(), error = %e, "opening a unit taken over failed; giving it up");
+        let _ = etcd.release(u, &mine).await;
+        return None;
+    }
+    if let Err(e) = etcd.absorbed(u, &rec, revision).await {
+        tracing::warn!(unit = u.key(), error = %e, "recording the replayed write-ahead logs failed (a later takeover replays them again)");
+    }
+    tracing::info!(unit = u.key(), epoch = rec.epoch, "leading");
+    Some(Held {
+        rec: mine,
+        revision,
+    })
+}
+
+async fn release(etcd: &Arc<Etcd>, host: &Arc<dyn Host>, u: &Unit, mine: &LeaderRec) {
+    {
+        let host = host.clone();
+        let u = u.clone();
+        let _ = tokio::task::spawn_blocking(move || match &u {
+            Unit::Partition(t, p) => host.release_partition(t, *p),
+            Unit::GroupShard(s) => host.close_group_shard(*s),
+        })
+        .await;
+    }
+    if let Err(e) = etcd.release(u, mine).await {
+        tracing::warn!(unit = u.key(), error = %e, "giving up the lead failed (it ends with the lease)");
+    }
+    tracing::info!(unit = u.key(), "handed over");
+}

@@ -1,0 +1,48 @@
+//! CreatePartitions (key 37): grows topics, from any broker (cluster mode
+//! agrees the new count in etcd; see `cluster::admin`). Explicit
+//! assignments are refused: kaas places partitions itself.
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
+use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse, ResponseKind};
+
+use super::sb;
+use crate::broker::Broker;
+use crate::wire::codes;
+
+pub fn handle(broker: &Arc<Broker>, req: CreatePartitionsRequest, version: i16) -> ResponseKind {
+    let mut seen = std::collections::BTreeSet::new();
+    let results = req
+        .topics
+        .into_iter()
+        .map(|t| {
+            let name = t.name.0.to_string();
+            let r = CreatePartitionsTopicResult::default().with_name(t.name.clone());
+            let fail = |code: i16, msg: String| {
+                r.clone()
+                    .with_error_code(code)
+                    .with_error_message(Some(sb(&msg)))
+            };
+            if !seen.insert(name.clone()) {
+                return fail(
+                    codes::INVALID_REQUEST,
+                    format!("topic {name} is named more than once"),
+                );
+            }
+            if t.assignments.is_some() {
+                return fail(
+                    codes::INVALID_REQUEST,
+                    "kaas places partitions itself: explicit assignments are not supported".into(),
+                );
+            }
+            match crate::cluster::admin::create_partitions(broker, &name, t.count, req.validate_only)
+            {
+                Ok(()) => r,
+                Err((code, msg)) => fail(code, msg),
+            }
+        })
+        .collect();
+    let _ = version;
+    ResponseKind::CreatePartitions(CreatePartitionsResponse::default().with_results(results))
+}
