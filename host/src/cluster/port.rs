@@ -65,6 +65,32 @@ impl Host for Broker {
         self.groups.abandon_shard(shard);
     }
 
+    fn collect_wal_dirs(&self, keep: &std::collections::BTreeSet<String>) -> usize {
+        let root = self.logs.root().join(crate::log::CLUSTER_WAL_DIR);
+        let Ok(entries) = std::fs::read_dir(&root) else {
+            return 0;
+        };
+        let idle = std::time::Duration::from_secs(120);
+        let mut removed = 0;
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let old = e
+                .metadata()
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .is_some_and(|age| age > idle);
+            if keep.contains(&name) || !old {
+                continue;
+            }
+            match std::fs::remove_dir_all(e.path()) {
+                Ok(()) => removed += 1,
+                Err(err) => tracing::warn!(dir = %e.path().display(), error = %err, "removing an old write-ahead log failed"),
+            }
+        }
+        removed
+    }
+
     fn new_incarnation(&self, incarnation: i64) -> io::Result<()> {
         self.logs
             .use_wal_dir(&wal_dir_name(self.config.node_id, incarnation))

@@ -54,6 +54,41 @@ pub trait Host: Send + Sync + 'static {
     fn abandon_group_shard(&self, shard: u32);
     /// A new lease: appends go to the write-ahead log of this incarnation.
     fn new_incarnation(&self, incarnation: i64) -> io::Result<()>;
+    /// Removes the write-ahead log directories not in `keep` that nothing
+    /// has written for a while; returns how many it removed (blocking).
+    fn collect_wal_dirs(&self, keep: &BTreeSet<String>) -> usize;
+}
+
+/// How often the controller looks for write-ahead logs nobody needs.
+const WAL_GC_EVERY: Duration = Duration::from_secs(30);
+
+/// The controller's sweep: a write-ahead log directory is kept while a
+/// live broker writes it or a unit's epoch record still lists it (or names
+/// its writer as the current leader).
+async fn collect_wal_dirs(etcd: &Etcd, host: &Arc<dyn Host>) {
+    let epochs = match etcd.epochs().await {
+        Ok(e) => e,
+        Err(e) => {
+            tracing::debug!(error = %e, "write-ahead log sweep skipped");
+            return;
+        }
+    };
+    let mut keep = BTreeSet::new();
+    for b in etcd.view().brokers.values() {
+        keep.insert(super::keys::wal_dir_name(b.id, b.incarnation));
+    }
+    for e in &epochs {
+        keep.insert(super::keys::wal_dir_name(e.node, e.incarnation));
+        for w in &e.wal {
+            keep.insert(super::keys::wal_dir_name(w.node, w.incarnation));
+        }
+    }
+    let host = host.clone();
+    if let Ok(n) = tokio::task::spawn_blocking(move || host.collect_wal_dirs(&keep)).await
+        && n > 0
+    {
+        tracing::info!(removed = n, "write-ahead logs nobody needs were removed");
+    }
 }
 
 /// A unit this broker leads, and the revision its takeover was written at.
@@ -88,10 +123,17 @@ pub async fn run(etcd: Arc<Etcd>, me: NodeInfo, host: Arc<dyn Host>) {
             let etcd = etcd.clone();
             tokio::spawn(async move { etcd.keep_alive(lease).await })
         };
+        let mut next_gc = tokio::time::Instant::now() + WAL_GC_EVERY;
         while etcd.lease.generation() == generation {
             let view = etcd.view();
             if view.loaded {
                 turn(&etcd, &me, lease, &host, &view, &mut held).await;
+                if tokio::time::Instant::now() >= next_gc {
+                    next_gc = tokio::time::Instant::now() + WAL_GC_EVERY;
+                    if view.live().first() == Some(&me.id) {
+                        collect_wal_dirs(&etcd, &host).await;
+                    }
+                }
             }
             etcd.changed_or(Duration::from_millis(250)).await;
         }
