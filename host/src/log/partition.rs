@@ -11,6 +11,11 @@
 //! syncs the shared log's file; the segment is synced by the next
 //! checkpoint ([`Partition::checkpoint`]). After a crash the partition
 //! takes back whatever its segments lost ([`Partition::recover_from_wal`]).
+//!
+//! Cluster mode (issue 14): another broker takes a partition over on the
+//! shared volume with [`Partition::take_over`], which seals what the old
+//! leader left ([`seal`]); a write gate ([`Partition::with_gate`]) stops
+//! every write once this broker may no longer lead.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -23,6 +28,12 @@ use super::batch::{self, BatchHeader};
 use super::producer::{ProducerError, ProducerTable, Verdict};
 use super::segment::Segment;
 use super::wal::{self, PartitionKey, Wal};
+
+pub mod seal;
+#[cfg(test)]
+mod takeover_tests;
+
+use seal::History;
 
 /// Per-topic log settings (Kafka topic configs of the same names).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,8 +69,64 @@ pub enum AppendError {
     Batch(#[from] batch::BatchError),
     #[error("producer state: {0:?}")]
     Producer(ProducerError),
+    /// The write gate is closed: this broker may no longer write the
+    /// partition (NOT_LEADER_OR_FOLLOWER on the wire).
+    #[error("this broker no longer leads the partition")]
+    NotLeader,
     #[error("storage: {0}")]
-    Io(#[from] io::Error),
+    Io(io::Error),
+}
+
+impl From<io::Error> for AppendError {
+    fn from(e: io::Error) -> Self {
+        if is_not_leader(&e) {
+            AppendError::NotLeader
+        } else {
+            AppendError::Io(e)
+        }
+    }
+}
+
+/// The payload of the io::Error a closed write gate fails a file write
+/// with (see [`is_not_leader`]).
+#[derive(Debug, thiserror::Error)]
+#[error("this broker no longer leads the partition")]
+pub struct NotLeader;
+
+/// The error of a write the gate refused.
+pub fn not_leader() -> io::Error {
+    io::Error::other(NotLeader)
+}
+
+/// Whether `e` is a write the gate refused (this broker lost the lead).
+pub fn is_not_leader(e: &io::Error) -> bool {
+    e.get_ref().is_some_and(|inner| inner.is::<NotLeader>())
+}
+
+/// Whether this broker may still write and acknowledge: true while its
+/// lease is valid (cluster mode); always true alone.
+pub type WriteGate = Arc<dyn Fn() -> bool + Send + Sync>;
+
+/// The write gate and the abandoned flag of a partition.
+#[derive(Default)]
+struct Gate {
+    check: Option<WriteGate>,
+    abandoned: std::sync::atomic::AtomicBool,
+}
+
+impl Gate {
+    fn open(&self) -> bool {
+        !self.abandoned.load(Ordering::Acquire) && self.check.as_ref().is_none_or(|g| g())
+    }
+}
+
+impl std::fmt::Debug for Gate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gate")
+            .field("gated", &self.check.is_some())
+            .field("abandoned", &self.abandoned.load(Ordering::Relaxed))
+            .finish()
+    }
 }
 
 /// A successful append.
@@ -190,11 +257,11 @@ pub struct Partition {
     immediate_hw: bool,
     /// The shared write-ahead log and this partition's name in it.
     wal: Option<(Arc<Wal>, PartitionKey)>,
+    /// The directory's generation this partition writes ([`seal`]).
+    generation: u64,
+    /// Checked under the lock before every file write.
+    gate: Gate,
 }
-
-const CLEAN_MARKER: &str = ".kaas-clean";
-const SNAPSHOT: &str = "producer.snapshot";
-const LOG_START: &str = "log-start-offset";
 
 /// Zeros kept ahead of the active segment's end: a chunk, but never more
 /// than a segment holds.
@@ -218,7 +285,7 @@ impl Partition {
     ) -> io::Result<Self> {
         let dir = root.join(Self::dir_name(topic, id));
         fs::create_dir_all(&dir)?;
-        let seg = Segment::create(&dir, 0, chunk(&config))?;
+        let seg = Segment::create(&dir, 0, 0, chunk(&config))?;
         let mut segments = BTreeMap::new();
         segments.insert(0, seg);
         Ok(Partition {
@@ -239,10 +306,14 @@ impl Partition {
             high_watermark: AtomicI64::new(0),
             immediate_hw,
             wal: None,
+            generation: 0,
+            gate: Gate::default(),
         })
     }
 
-    /// Opens a partition, recovering after a crash if it was not shut down cleanly.
+    /// Opens a partition, recovering after a crash if it was not shut down
+    /// cleanly (by this directory's current generation: a clean marker of
+    /// an older one, a zombie's, is not trusted).
     pub fn open(
         root: &Path,
         topic: &str,
@@ -251,79 +322,27 @@ impl Partition {
         immediate_hw: bool,
     ) -> io::Result<Self> {
         let dir = root.join(Self::dir_name(topic, id));
-        let clean = dir.join(CLEAN_MARKER).exists();
-        let _ = fs::remove_file(dir.join(CLEAN_MARKER));
-        let log_start = fs::read_to_string(dir.join(LOG_START))
-            .ok()
-            .and_then(|s| s.trim().parse().ok())
-            .unwrap_or(0);
-        let mut bases: Vec<i64> = fs::read_dir(&dir)?
-            .filter_map(|e| e.ok())
-            .filter_map(|e| {
-                e.file_name()
-                    .to_str()
-                    .and_then(|n| n.strip_suffix(".log"))
-                    .and_then(|n| n.parse().ok())
-            })
-            .collect();
-        bases.sort_unstable();
-
-        let snapshot = read_snapshot(&dir);
-        let snap_offset = snapshot.as_ref().map(|(o, _, _)| *o);
-        let (mut producers, snapshot_aborted) =
-            snapshot.map(|(_, t, a)| (t, a)).unwrap_or_default();
-        let replay_from = snap_offset.unwrap_or(i64::MIN);
-        let mut segments = BTreeMap::new();
-        let last = bases.last().copied();
-        for base in &bases {
-            let seg = if clean {
-                match Segment::open_clean(&dir, *base, chunk(&config)) {
-                    Ok(s) => s,
-                    Err(e) => {
-                        tracing::warn!(dir = %dir.display(), base, error = %e, "index unusable; rescanning the segment");
-                        Segment::open(&dir, *base, true, chunk(&config))?
-                    }
-                }
-            } else {
-                Segment::open(&dir, *base, Some(*base) == last, chunk(&config))?
-            };
-            segments.insert(*base, seg);
+        let history = History::read(&dir)?;
+        let generation = history.generation();
+        let marker = dir.join(seal::clean_name(generation));
+        let clean = marker.exists();
+        let _ = fs::remove_file(&marker);
+        let mut state = recover_dir(&dir, &config, &history, clean)?;
+        // The active segment is this generation's own: a generation whose
+        // taker died before creating its first file starts it now.
+        let foreign = state
+            .segments
+            .values()
+            .next_back()
+            .is_none_or(|s| s.generation != generation);
+        if foreign {
+            let end = state.log_end();
+            state
+                .segments
+                .insert(end, Segment::create(&dir, end, generation, chunk(&config))?);
+            super::sync::sync_dir(&dir)?;
         }
-        if segments.is_empty() {
-            segments.insert(log_start, Segment::create(&dir, log_start, chunk(&config))?);
-        }
-        let mut state = State {
-            segments,
-            log_start,
-            producers: ProducerTable::default(),
-            aborted: Vec::new(),
-            wal_dirty: false,
-            direct: false,
-            appends: 0,
-            written_out: (0, 0),
-        };
         let end = state.log_end();
-        // Producer state: the snapshot if it is not ahead of the log, then
-        // the batch headers after it (data only; markers come with the
-        // transaction support that writes them).
-        let from = if snap_offset.is_some_and(|o| o <= end) {
-            replay_from
-        } else {
-            producers = ProducerTable::default();
-            i64::MIN
-        };
-        let mut aborted = if from == i64::MIN {
-            Vec::new()
-        } else {
-            snapshot_aborted
-        };
-        for seg in state.segments.values() {
-            if seg.next_offset > from {
-                replay_segment(seg, from, &mut producers, &mut aborted)?;
-            }
-        }
-        state.aborted = aborted;
-        state.producers = producers;
         Ok(Partition {
             topic: topic.into(),
             id,
@@ -333,7 +352,132 @@ impl Partition {
             state: Mutex::new(state),
             immediate_hw,
             wal: None,
+            generation,
+            gate: Gate::default(),
         })
+    }
+
+    /// Takes over a partition another broker led (cluster mode): opens its
+    /// directory as after a crash (never trusting a clean marker), replays
+    /// the dead leader's write-ahead log frames that continue the log
+    /// (`replay`, from [`wal::frames_for`]; only those its generation may
+    /// still contribute, [`History::frame_bound`]), and seals: publishes
+    /// the next generation's seal, which bounds the old leader's active
+    /// segment at its recovered length, then starts a new segment file of
+    /// its own at the log end, holding the replayed batches, synced.
+    /// Whatever the old leader writes afterwards is never read.
+    ///
+    /// Fails with `AlreadyExists` if another taker sealed this generation
+    /// first (this broker must not lead the partition).
+    pub fn take_over(
+        root: &Path,
+        topic: &str,
+        id: i32,
+        config: LogConfig,
+        immediate_hw: bool,
+        replay: &[wal::Frame],
+    ) -> io::Result<Self> {
+        let dir = root.join(Self::dir_name(topic, id));
+        fs::create_dir_all(&dir)?;
+        let mut history = History::read(&dir)?;
+        let generation = history.generation() + 1;
+        let mut state = recover_dir(&dir, &config, &history, false)?;
+        let next_offset = state.log_end();
+        let batches = replayable(&history, replay, next_offset, topic, id);
+        let replay_end = batches
+            .last()
+            .map_or(next_offset, |(h, _)| h.last_offset() + 1);
+        let sealed = state.segments.values().next_back().map(|s| seal::Sealed {
+            base: s.base_offset,
+            generation: s.generation,
+            length: s.size,
+        });
+        let new_seal = seal::Seal {
+            generation,
+            sealed,
+            next_offset,
+            replay_end,
+            log_start: state.log_start,
+        };
+        seal::publish(&dir, &new_seal)?;
+        history.push(new_seal);
+        remove_strays(&dir, &history);
+        let first = Segment::create(&dir, next_offset, generation, chunk(&config))?;
+        super::sync::sync_dir(&dir)?;
+        // An empty sealed segment at the same base gives way.
+        state.segments.insert(next_offset, first);
+        let part = Partition {
+            topic: topic.into(),
+            id,
+            dir,
+            config,
+            high_watermark: AtomicI64::new(next_offset),
+            state: Mutex::new(state),
+            immediate_hw,
+            wal: None,
+            generation,
+            gate: Gate::default(),
+        };
+        {
+            let mut st = part.lock();
+            for (h, bytes) in &batches {
+                part.maybe_roll(&mut st, bytes.len() as u64)?;
+                st.active()?.append(bytes, h)?;
+                let State {
+                    producers, aborted, ..
+                } = &mut *st;
+                replay_batch(h, || Ok(bytes.clone()), producers, aborted)?;
+            }
+            st.active()?.file.sync_data()?;
+            let end = st.log_end();
+            write_snapshot(&part.dir, generation, end, &st.producers, &st.aborted)?;
+            part.advance_high_watermark(end);
+            tracing::info!(
+                topic,
+                partition = id,
+                generation,
+                sealed_at = next_offset,
+                replayed = batches.len(),
+                log_end = end,
+                "partition taken over"
+            );
+        }
+        Ok(part)
+    }
+
+    /// Lets this partition write only while `gate` says so (cluster mode:
+    /// while this broker's lease is valid). Every file write checks it
+    /// under the partition lock just before writing.
+    pub fn with_gate(mut self, gate: WriteGate) -> Self {
+        self.gate.check = Some(gate);
+        self
+    }
+
+    /// Whether an append made durable may be acknowledged: the write gate,
+    /// asked again after the data is durable and before the answer.
+    pub fn may_acknowledge(&self) -> bool {
+        self.gate.open()
+    }
+
+    /// Gives the partition up without writing anything more (no trim, no
+    /// indexes, no snapshot, no clean marker): for a broker that lost its
+    /// lease. Every later write fails as [`AppendError::NotLeader`].
+    pub fn abandon(&self) {
+        self.gate.abandoned.store(true, Ordering::Release);
+    }
+
+    /// The generation of the directory this partition writes.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// Fails with [`not_leader`] once the gate is closed.
+    fn check_gate(&self) -> io::Result<()> {
+        if self.gate.open() {
+            Ok(())
+        } else {
+            Err(not_leader())
+        }
     }
 
     /// Makes small appends durable through `wal`, where this partition's
@@ -349,6 +493,7 @@ impl Partition {
     /// original appends did, and syncs them. Returns how many it appended.
     pub fn recover_from_wal(&self, batches: &[Vec<u8>]) -> io::Result<usize> {
         let mut st = self.lock();
+        self.check_gate()?;
         let mut n = 0;
         for bytes in batches {
             let Some(h) = batch::parse_header(bytes).filter(|h| h.size == bytes.len()) else {
@@ -386,7 +531,7 @@ impl Partition {
         st.appends += 1;
         if let Some((log, key)) = &self.wal {
             if !st.direct && bytes.len() <= wal::MAX_FRAMED_BATCH {
-                match log.append(*key, bytes) {
+                match log.append_as(*key, self.generation, bytes) {
                     Ok(f) => {
                         st.wal_dirty = true;
                         return Ok(f);
@@ -484,6 +629,7 @@ impl Partition {
         let base = st.log_end();
         batch::assign_offset(&mut bytes, base);
         h.base_offset = base;
+        self.check_gate()?;
         self.maybe_roll(&mut st, bytes.len() as u64)?;
         st.active()?.append(&bytes, &h)?;
         let file = self.durable_file(&mut st, &bytes)?;
@@ -542,6 +688,7 @@ impl Partition {
         let base = st.log_end();
         batch::assign_offset(&mut bytes, base);
         h.base_offset = base;
+        self.check_gate()?;
         self.maybe_roll(&mut st, bytes.len() as u64)?;
         st.active()?.append(&bytes, &h)?;
         let file = self.durable_file(&mut st, &bytes)?;
@@ -575,13 +722,17 @@ impl Partition {
         if active.size == 0 || active.size + incoming <= self.config.segment_bytes {
             return Ok(());
         }
+        self.check_gate()?;
+        let active = st.active()?;
         active.trim()?;
         active.file.sync_data()?;
         active.write_indexes()?;
         let base = st.log_end();
-        write_snapshot(&self.dir, base, &st.producers, &st.aborted)?;
-        st.segments
-            .insert(base, Segment::create(&self.dir, base, chunk(&self.config))?);
+        write_snapshot(&self.dir, self.generation, base, &st.producers, &st.aborted)?;
+        st.segments.insert(
+            base,
+            Segment::create(&self.dir, base, self.generation, chunk(&self.config))?,
+        );
         Ok(())
     }
 
@@ -762,8 +913,12 @@ impl Partition {
             });
         }
         if target > st.log_start {
+            self.check_gate()?;
+            write_atomically(
+                &self.dir.join(seal::log_start_name(self.generation)),
+                target.to_string().as_bytes(),
+            )?;
             st.log_start = target;
-            write_atomically(&self.dir.join(LOG_START), target.to_string().as_bytes())?;
             self.drop_segments_below(&mut st, target)?;
         }
         Ok(st.log_start)
@@ -778,6 +933,7 @@ impl Partition {
             .filter(|b| Some(b) != st.segments.keys().next_back())
             .collect();
         for b in doomed {
+            self.check_gate()?;
             if let Some(s) = st.segments.remove(&b) {
                 s.delete()?;
             }
@@ -806,12 +962,17 @@ impl Partition {
                 break;
             }
             let next = oldest.next_offset;
+            self.check_gate()?;
             if let Some(s) = st.segments.remove(&base) {
                 s.delete()?;
             }
             if next > st.log_start {
+                self.check_gate()?;
                 st.log_start = next;
-                write_atomically(&self.dir.join(LOG_START), next.to_string().as_bytes())?;
+                write_atomically(
+                    &self.dir.join(seal::log_start_name(self.generation)),
+                    next.to_string().as_bytes(),
+                )?;
             }
             removed += 1;
         }
@@ -823,24 +984,206 @@ impl Partition {
         self.lock().segments.values().map(|s| s.size).sum()
     }
 
-    /// Clean shutdown: sync, write indexes and the producer snapshot, leave the marker.
+    /// Clean shutdown: sync, write indexes and the producer snapshot, leave
+    /// the marker (this generation's). Refused once the gate is closed.
     pub fn close(&self) -> io::Result<()> {
         let mut st = self.lock();
+        self.check_gate()?;
         for s in st.segments.values_mut() {
             s.trim()?;
             s.file.sync_data()?;
             s.write_indexes()?;
         }
-        write_snapshot(&self.dir, st.log_end(), &st.producers, &st.aborted)?;
+        let end = st.log_end();
+        write_snapshot(&self.dir, self.generation, end, &st.producers, &st.aborted)?;
+        self.check_gate()?;
         write_atomically(
-            &self.dir.join(CLEAN_MARKER),
-            st.log_end().to_string().as_bytes(),
+            &self.dir.join(seal::clean_name(self.generation)),
+            end.to_string().as_bytes(),
         )
     }
 
     /// Removes the partition's directory (DeleteTopics).
     pub fn destroy(&self) -> io::Result<()> {
         fs::remove_dir_all(&self.dir)
+    }
+}
+
+/// Recovers a partition directory's valid segments (per `history`: a
+/// zombie's files are skipped, sealed segments read to their seal), its
+/// log start and its producer state. `clean`: the current generation shut
+/// down cleanly, so indexes are trusted; otherwise the last segment is
+/// verified batch by batch. Creates no file.
+fn recover_dir(
+    dir: &Path,
+    config: &LogConfig,
+    history: &History,
+    clean: bool,
+) -> io::Result<State> {
+    let generation = history.generation();
+    let log_start = fs::read_to_string(dir.join(seal::log_start_name(generation)))
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .or_else(|| history.latest().map(|s| s.log_start))
+        .unwrap_or(0);
+    let mut files: Vec<(i64, u64)> = fs::read_dir(dir)?
+        .filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().to_str().and_then(super::segment::parse_name))
+        .filter(|&(base, g)| history.segment_valid(base, g))
+        .collect();
+    files.sort_unstable();
+
+    let snapshot = read_snapshot(dir, generation);
+    let snap_offset = snapshot.as_ref().map(|(o, _, _)| *o);
+    let (mut producers, snapshot_aborted) = snapshot.map(|(_, t, a)| (t, a)).unwrap_or_default();
+    let replay_from = snap_offset.unwrap_or(i64::MIN);
+    let mut segments: BTreeMap<i64, Segment> = BTreeMap::new();
+    let last = files.last().copied();
+    for &(base, g) in &files {
+        let limit = history.segment_limit(base, g);
+        let seg = if clean && limit.is_none() {
+            match Segment::open_clean(dir, base, g, chunk(config)) {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::warn!(dir = %dir.display(), base, error = %e, "index unusable; rescanning the segment");
+                    Segment::open(dir, base, g, true, chunk(config), None)?
+                }
+            }
+        } else {
+            let verify = Some((base, g)) == last && limit.is_none();
+            Segment::open(dir, base, g, verify, chunk(config), limit)?
+        };
+        // An empty segment sealed at the base its successor starts at
+        // gives way to it.
+        if segments.get(&base).is_some_and(|s| s.size > 0) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{}: two segments start at offset {base}", dir.display()),
+            ));
+        }
+        segments.insert(base, seg);
+    }
+    let mut state = State {
+        segments,
+        log_start,
+        producers: ProducerTable::default(),
+        aborted: Vec::new(),
+        wal_dirty: false,
+        direct: false,
+        appends: 0,
+        written_out: (0, 0),
+    };
+    let end = state.log_end();
+    // Producer state: the snapshot if it is not ahead of the log, then
+    // the batch headers after it.
+    let from = if snap_offset.is_some_and(|o| o <= end) {
+        replay_from
+    } else {
+        producers = ProducerTable::default();
+        i64::MIN
+    };
+    let mut aborted = if from == i64::MIN {
+        Vec::new()
+    } else {
+        snapshot_aborted
+    };
+    for seg in state.segments.values() {
+        if seg.next_offset > from {
+            replay_segment(seg, from, &mut producers, &mut aborted)?;
+        }
+    }
+    state.aborted = aborted;
+    state.producers = producers;
+    Ok(state)
+}
+
+/// The batches of a dead leader's write-ahead log a takeover appends: each
+/// frame whole, below its generation's bound (a frame written after the
+/// takeover that ended its generation never comes back), in offset order,
+/// continuing the log end `end` exactly; replay stops at a gap.
+fn replayable(
+    history: &History,
+    frames: &[wal::Frame],
+    mut end: i64,
+    topic: &str,
+    id: i32,
+) -> Vec<(BatchHeader, Vec<u8>)> {
+    let mut candidates: Vec<(BatchHeader, &[u8])> = frames
+        .iter()
+        .filter_map(|f| {
+            let h = batch::parse_header(&f.batch).filter(|h| h.size == f.batch.len());
+            if h.is_none() {
+                tracing::error!(
+                    topic,
+                    partition = id,
+                    "a write-ahead log frame holds no whole batch; skipped"
+                );
+            }
+            let h = h?;
+            (h.last_offset() < history.frame_bound(f.generation)).then_some((h, &f.batch[..]))
+        })
+        .collect();
+    candidates.sort_by_key(|(h, _)| h.base_offset);
+    let mut out = Vec::new();
+    for (h, bytes) in candidates {
+        if h.last_offset() < end {
+            continue;
+        }
+        if h.base_offset != end {
+            tracing::error!(
+                topic,
+                partition = id,
+                log_end = end,
+                batch_offset = h.base_offset,
+                "the write-ahead log does not continue the log; its later batches are not replayed"
+            );
+            break;
+        }
+        end = h.last_offset() + 1;
+        out.push((h, bytes.to_vec()));
+    }
+    out
+}
+
+/// After a seal: removes the segment files `history` no longer counts
+/// (a zombie's rolls) and the older generations' snapshots, log-start
+/// files and clean markers. Best effort: a file left behind is ignored by
+/// every later open anyway; one a zombie creates later is removed by the
+/// next takeover.
+fn remove_strays(dir: &Path, history: &History) {
+    let generation = history.generation();
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.filter_map(|e| e.ok()) {
+        let name = e.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let stray = match super::segment::parse_name(name) {
+            Some((base, g)) => !history.segment_valid(base, g),
+            None => seal::aux_generation(name).is_some_and(|g| g < generation),
+        };
+        if !stray {
+            continue;
+        }
+        let stem = name.strip_suffix(".log");
+        let paths: Vec<PathBuf> = match stem {
+            Some(stem) => ["log", "index", "timeindex"]
+                .iter()
+                .map(|ext| dir.join(format!("{stem}.{ext}")))
+                .collect(),
+            None => vec![e.path()],
+        };
+        for p in paths {
+            match fs::remove_file(&p) {
+                Ok(()) => {
+                    tracing::info!(file = %p.display(), "removed a file of an older generation")
+                }
+                Err(err) if err.kind() == io::ErrorKind::NotFound => {}
+                Err(err) => {
+                    tracing::warn!(file = %p.display(), error = %err, "removing a file of an older generation failed")
+                }
+            }
+        }
     }
 }
 
@@ -900,8 +1243,8 @@ fn replay_batch(
 
 type Snapshot = (i64, ProducerTable, Vec<AbortedTxn>);
 
-fn read_snapshot(dir: &Path) -> Option<Snapshot> {
-    let b = fs::read(dir.join(SNAPSHOT)).ok()?;
+fn read_snapshot(dir: &Path, generation: u64) -> Option<Snapshot> {
+    let b = fs::read(dir.join(seal::snapshot_name(generation))).ok()?;
     if b.len() < 16 {
         return None;
     }
@@ -937,6 +1280,7 @@ fn read_snapshot(dir: &Path) -> Option<Snapshot> {
 
 fn write_snapshot(
     dir: &Path,
+    generation: u64,
     offset: i64,
     table: &ProducerTable,
     aborted: &[AbortedTxn],
@@ -954,7 +1298,7 @@ fn write_snapshot(
     b.extend_from_slice(&offset.to_be_bytes());
     b.extend_from_slice(&crc32c::crc32c(&body).to_be_bytes());
     b.extend_from_slice(&body);
-    write_atomically(&dir.join(SNAPSHOT), &b)
+    write_atomically(&dir.join(seal::snapshot_name(generation)), &b)
 }
 
 /// Writes a small file via temp file, fsync and rename.

@@ -7,6 +7,12 @@
 //! first batch whose header, length or CRC does not hold marks the torn tail,
 //! and the file is truncated there. Touches only its own three files.
 //!
+//! Files are named by base offset and, for a generation of a partition
+//! taken over in cluster mode, that generation (`<base>.g<g>.log`; see
+//! `partition::seal`). A segment file is only ever created new (O_EXCL),
+//! so no two writers share one; a sealed segment is opened with a limit and
+//! bytes past it are never read.
+//!
 //! The data file carries a zero-filled tail ahead of its end while it is
 //! active ([`super::zero_tail`]), so most appends do not change its size;
 //! recovery reads the zeros as the end of the log, and a roll or a clean
@@ -46,6 +52,8 @@ pub struct Segment {
     /// Zeros kept ahead of `size` in the data file.
     tail: ZeroTail,
     dir: PathBuf,
+    /// The generation whose leader created the file (0 outside cluster mode).
+    pub generation: u64,
 }
 
 /// The file name stem for a base offset.
@@ -53,20 +61,44 @@ pub fn stem(base_offset: i64) -> String {
     format!("{base_offset:020}")
 }
 
+/// The file name stem of segment `base_offset` created by `generation`.
+pub fn stem_of(base_offset: i64, generation: u64) -> String {
+    match generation {
+        0 => stem(base_offset),
+        g => format!("{}.g{g}", stem(base_offset)),
+    }
+}
+
+/// The (base offset, generation) of a segment data file's name.
+pub fn parse_name(name: &str) -> Option<(i64, u64)> {
+    let stem = name.strip_suffix(".log")?;
+    match stem.split_once(".g") {
+        None => Some((stem.parse().ok()?, 0)),
+        Some((base, g)) => {
+            let g: u64 = g.parse().ok()?;
+            (g > 0).then_some(())?;
+            Some((base.parse().ok()?, g))
+        }
+    }
+}
+
 impl Segment {
     fn path(&self, ext: &str) -> PathBuf {
-        self.dir.join(format!("{}.{ext}", stem(self.base_offset)))
+        self.dir.join(format!(
+            "{}.{ext}",
+            stem_of(self.base_offset, self.generation)
+        ))
     }
 
-    /// Creates an empty segment whose file grows `chunk` bytes of zeros at a
-    /// time.
-    pub fn create(dir: &Path, base_offset: i64, chunk: u64) -> io::Result<Self> {
-        let path = dir.join(format!("{}.log", stem(base_offset)));
+    /// Creates an empty segment of `generation` whose file grows `chunk`
+    /// bytes of zeros at a time. The file must not exist yet (O_EXCL):
+    /// a writer never adopts a file another may hold open.
+    pub fn create(dir: &Path, base_offset: i64, generation: u64, chunk: u64) -> io::Result<Self> {
+        let path = dir.join(format!("{}.log", stem_of(base_offset, generation)));
         let file = OpenOptions::new()
             .read(true)
             .write(true)
-            .create(true)
-            .truncate(true)
+            .create_new(true)
             .open(path)?;
         Ok(Segment {
             base_offset,
@@ -79,6 +111,7 @@ impl Segment {
             last_indexed: None,
             tail: ZeroTail::new(0, chunk),
             dir: dir.to_path_buf(),
+            generation,
         })
     }
 
@@ -86,10 +119,22 @@ impl Segment {
     /// checked and a torn or corrupt tail is truncated; otherwise headers
     /// are trusted. A zero-filled tail is cut off quietly; anything else
     /// after the last whole batch is reported.
-    pub fn open(dir: &Path, base_offset: i64, verify: bool, chunk: u64) -> io::Result<Self> {
-        let path = dir.join(format!("{}.log", stem(base_offset)));
+    ///
+    /// With a `limit` (a sealed segment) only the first `limit` bytes are
+    /// read and the file is left as it is: what lies past it was written
+    /// after a takeover and never belongs to the log.
+    pub fn open(
+        dir: &Path,
+        base_offset: i64,
+        generation: u64,
+        verify: bool,
+        chunk: u64,
+        limit: Option<u64>,
+    ) -> io::Result<Self> {
+        let path = dir.join(format!("{}.log", stem_of(base_offset, generation)));
         let file = OpenOptions::new().read(true).write(true).open(&path)?;
-        let len = file.metadata()?.len();
+        let file_len = file.metadata()?.len();
+        let len = limit.map_or(file_len, |l| l.min(file_len));
         let mut seg = Segment {
             base_offset,
             file: Arc::new(file),
@@ -99,8 +144,9 @@ impl Segment {
             index: Vec::new(),
             time_index: Vec::new(),
             last_indexed: None,
-            tail: ZeroTail::new(len, chunk),
+            tail: ZeroTail::new(file_len, chunk),
             dir: dir.to_path_buf(),
+            generation,
         };
         let mut pos = 0u64;
         let mut head = [0u8; HEADER_LEN];
@@ -124,7 +170,7 @@ impl Segment {
             seg.note_batch(&h, pos);
             pos += h.size as u64;
         }
-        if pos < len {
+        if pos < len && limit.is_none() {
             if zero_tail::is_zero(&seg.file, pos, len)? {
                 tracing::debug!(file = %path.display(), kept = pos, "cutting the zero-filled tail");
             } else {
@@ -290,12 +336,18 @@ impl Segment {
 
     /// Opens a segment after a clean shutdown: indexes from their files,
     /// the tail after the last index entry walked to find the next offset.
-    pub fn open_clean(dir: &Path, base_offset: i64, chunk: u64) -> io::Result<Self> {
-        let path = dir.join(format!("{}.log", stem(base_offset)));
+    pub fn open_clean(
+        dir: &Path,
+        base_offset: i64,
+        generation: u64,
+        chunk: u64,
+    ) -> io::Result<Self> {
+        let name = stem_of(base_offset, generation);
+        let path = dir.join(format!("{name}.log"));
         let file = OpenOptions::new().read(true).write(true).open(&path)?;
         let size = file.metadata()?.len();
         let read_pairs = |ext: &str| -> io::Result<Vec<(i64, i64)>> {
-            let b = fs::read(dir.join(format!("{}.{ext}", stem(base_offset))))?;
+            let b = fs::read(dir.join(format!("{name}.{ext}")))?;
             if b.len() % 16 != 0 {
                 return Err(io::Error::new(io::ErrorKind::InvalidData, "index length"));
             }
@@ -331,6 +383,7 @@ impl Segment {
             time_index,
             tail: ZeroTail::new(size, chunk),
             dir: dir.to_path_buf(),
+            generation,
         };
         let mut pos = seg.last_indexed.unwrap_or(0);
         let mut head = [0u8; HEADER_LEN];

@@ -12,9 +12,12 @@
 //! fdatasyncs every segment written since, then frees the old files
 //! (recycled, see below).
 //!
-//! File: `__wal/<seq>.wal`, a header `KAASWAL\x02 | seq u64` and then
-//! frames `len u32 | crc32c u32 | topic id [16] | partition i32 | batch`,
-//! big-endian, `len` counting the bytes after the CRC. The CRC covers the
+//! File: `__wal/<seq>.wal`, a header `KAASWAL\x03 | seq u64` and then
+//! frames `len u32 | crc32c u32 | topic id [16] | partition i32 |
+//! generation u64 | batch`, big-endian, `len` counting the bytes after the
+//! CRC; `generation` is the partition directory's generation the writer
+//! led (`partition::seal`, cluster mode; 0 otherwise). Files of the
+//! previous format (`KAASWAL\x02`, no generation) are read as generation 0. The CRC covers the
 //! file's seq and those bytes. Reading a file stops at a zero length (the
 //! zero-filled tail, [`super::zero_tail`]), and at a short frame or a bad
 //! CRC (a torn write, never acknowledged: its fdatasync had not returned).
@@ -40,6 +43,11 @@
 //!    its segment) stays off it until the next checkpoint has synced its
 //!    segment (`Partition`'s `direct` flag).
 //!
+//! In cluster mode each broker process writes its own directory
+//! (`__wal/<node>-<incarnation>/`; [`Wal::create`] and [`recover`] take any
+//! directory), and a broker taking over a partition reads the dead one's
+//! with [`frames_for`], which changes nothing there.
+//!
 //! Touches only the files in its directory.
 
 use std::collections::HashMap;
@@ -63,10 +71,15 @@ pub const MAX_FRAMED_BATCH: usize = zero_tail::SMALL_APPEND as usize;
 pub const DIR: &str = "__wal";
 
 const HEAD: usize = 8;
-const ADDRESS: usize = 20;
+/// Topic id and partition (format 2).
+const ADDRESS_V2: usize = 20;
+/// Topic id, partition and generation (format 3, written now).
+const ADDRESS: usize = 28;
 
-/// The first bytes of every file since recycling, then its seq.
-const MAGIC: &[u8; 8] = b"KAASWAL\x02";
+/// The first bytes of every file written now, then its seq.
+const MAGIC: &[u8; 8] = b"KAASWAL\x03";
+/// The first bytes of a file of format 2 (frames without a generation).
+const MAGIC_V2: &[u8; 8] = b"KAASWAL\x02";
 const HEADER: u64 = 16;
 
 /// Files kept for recycling after a checkpoint (each about the size of what
@@ -77,6 +90,18 @@ const FREE_PREFIX: &str = "free-";
 /// A partition as frames name it: the topic's id (a topic deleted and
 /// created again under its name is another topic) and the partition index.
 pub type PartitionKey = ([u8; 16], i32);
+
+/// One frame of a partition, as [`frames_for`] returns it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Frame {
+    /// The partition directory's generation its writer led.
+    pub generation: u64,
+    /// The batch, offsets assigned.
+    pub batch: Vec<u8>,
+}
+
+/// A frame read from a file: its partition, generation and batch.
+type Read<'a> = (PartitionKey, u64, &'a [u8]);
 
 /// What the files found at open hold.
 #[derive(Debug, Default)]
@@ -138,10 +163,14 @@ pub fn recover(dir: &Path) -> io::Result<Recovered> {
         let (frames, end) = read_file(&bytes, seq);
         // A recycled file always has its earlier life's bytes after its
         // frames; only an old-format file's leftovers mean a torn write.
-        if !bytes.starts_with(MAGIC) && end < bytes.len() && !bytes[end..].iter().all(|&b| b == 0) {
+        if !bytes.starts_with(MAGIC)
+            && !bytes.starts_with(MAGIC_V2)
+            && end < bytes.len()
+            && !bytes[end..].iter().all(|&b| b == 0)
+        {
             tracing::warn!(file = %path.display(), kept = end, dropped = bytes.len() - end, "a torn frame ends the write-ahead log file");
         }
-        for (key, batch) in frames {
+        for (key, _, batch) in frames {
             out.batches.entry(key).or_default().push(batch.to_vec());
         }
         out.files.push(path);
@@ -153,17 +182,48 @@ pub fn recover(dir: &Path) -> io::Result<Recovered> {
 /// salted with `seq`; in a file without the header (written before files
 /// were recycled), from the start with plain CRCs. A header naming another
 /// seq holds no frames of this file.
-fn read_file(bytes: &[u8], seq: u64) -> (Vec<(PartitionKey, &[u8])>, usize) {
-    if !bytes.starts_with(MAGIC) {
-        return read_frames(bytes, 0, None);
-    }
+fn read_file(bytes: &[u8], seq: u64) -> (Vec<Read<'_>>, usize) {
+    let address = if bytes.starts_with(MAGIC) {
+        ADDRESS
+    } else if bytes.starts_with(MAGIC_V2) {
+        ADDRESS_V2
+    } else {
+        return read_frames(bytes, 0, None, ADDRESS_V2);
+    };
     let named = bytes
         .get(MAGIC.len()..HEADER as usize)
         .map(|b| u64::from_be_bytes(b.try_into().unwrap_or([0; 8])));
     if named != Some(seq) {
         return (Vec::new(), 0);
     }
-    read_frames(bytes, HEADER as usize, Some(seq))
+    read_frames(bytes, HEADER as usize, Some(seq), address)
+}
+
+/// `key`'s batches in every file of `dir` (a dead broker's write-ahead
+/// log, in cluster mode), in file and frame order, with the generation
+/// each was written by. Read-only: nothing in `dir` is changed, recycled
+/// or deleted (another taker may read it for its own partitions, and a
+/// paused owner may still be writing it: a frame it has not finished ends
+/// its file's frames, as after a crash).
+pub fn frames_for(dir: &Path, key: PartitionKey) -> io::Result<Vec<Frame>> {
+    let mut out = Vec::new();
+    for (seq, path) in numbered(dir, "")? {
+        let bytes = match fs::read(&path) {
+            Ok(b) => b,
+            // Retired and deleted by its owner meanwhile: its frames were
+            // in synced segments.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(e),
+        };
+        let (frames, _) = read_file(&bytes, seq);
+        out.extend(frames.into_iter().filter(|(k, _, _)| *k == key).map(
+            |(_, generation, batch)| Frame {
+                generation,
+                batch: batch.to_vec(),
+            },
+        ));
+    }
+    Ok(out)
 }
 
 /// The CRC a frame of file `seq` (None: an old-format file) carries.
@@ -179,12 +239,13 @@ fn read_frames(
     bytes: &[u8],
     mut pos: usize,
     seq: Option<u64>,
-) -> (Vec<(PartitionKey, &[u8])>, usize) {
+    address: usize,
+) -> (Vec<Read<'_>>, usize) {
     let mut frames = Vec::new();
     while let Some(head) = bytes.get(pos..pos + HEAD) {
         let len = u32::from_be_bytes([head[0], head[1], head[2], head[3]]) as usize;
         let crc = u32::from_be_bytes([head[4], head[5], head[6], head[7]]);
-        if len <= ADDRESS {
+        if len <= address {
             break;
         }
         let Some(body) = bytes.get(pos + HEAD..pos + HEAD + len) else {
@@ -196,18 +257,23 @@ fn read_frames(
         let mut topic = [0u8; 16];
         topic.copy_from_slice(&body[..16]);
         let partition = i32::from_be_bytes([body[16], body[17], body[18], body[19]]);
-        frames.push(((topic, partition), &body[ADDRESS..]));
+        let generation = match body.get(20..28) {
+            Some(g) if address == ADDRESS => u64::from_be_bytes(g.try_into().unwrap_or([0; 8])),
+            _ => 0,
+        };
+        frames.push(((topic, partition), generation, &body[address..]));
         pos += HEAD + len;
     }
     (frames, pos)
 }
 
-fn frame(seq: u64, key: PartitionKey, batch: &[u8]) -> Vec<u8> {
+fn frame(seq: u64, key: PartitionKey, generation: u64, batch: &[u8]) -> Vec<u8> {
     let mut f = Vec::with_capacity(HEAD + ADDRESS + batch.len());
     f.extend_from_slice(&((ADDRESS + batch.len()) as u32).to_be_bytes());
     f.extend_from_slice(&[0; 4]);
     f.extend_from_slice(&key.0);
     f.extend_from_slice(&key.1.to_be_bytes());
+    f.extend_from_slice(&generation.to_be_bytes());
     f.extend_from_slice(batch);
     let crc = frame_crc(Some(seq), &f[HEAD..]);
     f[4..HEAD].copy_from_slice(&crc.to_be_bytes());
@@ -338,17 +404,29 @@ impl Wal {
         self.active.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Writes one batch of `key`'s partition; returns the file whose
-    /// fdatasync makes it durable.
+    /// Writes one batch of `key`'s partition (generation 0); returns the
+    /// file whose fdatasync makes it durable.
     pub fn append(&self, key: PartitionKey, batch: &[u8]) -> io::Result<Arc<File>> {
+        self.append_as(key, 0, batch)
+    }
+
+    /// Writes one batch of `key`'s partition, written by a leader of the
+    /// directory's `generation`; returns the file whose fdatasync makes it
+    /// durable.
+    pub fn append_as(
+        &self,
+        key: PartitionKey,
+        generation: u64,
+        batch: &[u8],
+    ) -> io::Result<Arc<File>> {
         // Framed (copied and checksummed) outside the lock every partition
         // shares; again only if a rotation came in between.
         let seq = self.seq();
-        let mut f = frame(seq, key, batch);
+        let mut f = frame(seq, key, generation, batch);
         let mut a = self.active();
         let now = self.seq();
         if now != seq {
-            f = frame(now, key, batch);
+            f = frame(now, key, generation, batch);
         }
         a.file.write_all_at(&f, a.size)?;
         a.size += f.len() as u64;
@@ -464,6 +542,87 @@ mod tests {
     const T1: [u8; 16] = [1; 16];
     const T2: [u8; 16] = [2; 16];
 
+    /// A frame of format 2 (no generation), as files written before it had one hold.
+    fn frame_v2(seq: u64, key: PartitionKey, batch: &[u8]) -> Vec<u8> {
+        let mut f = Vec::new();
+        f.extend_from_slice(&((ADDRESS_V2 + batch.len()) as u32).to_be_bytes());
+        f.extend_from_slice(&[0; 4]);
+        f.extend_from_slice(&key.0);
+        f.extend_from_slice(&key.1.to_be_bytes());
+        f.extend_from_slice(batch);
+        let crc = frame_crc(Some(seq), &f[HEAD..]);
+        f[4..HEAD].copy_from_slice(&crc.to_be_bytes());
+        f
+    }
+
+    #[test]
+    fn files_of_format_2_are_read_as_generation_0() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let mut bytes = MAGIC_V2.to_vec();
+        bytes.extend_from_slice(&3u64.to_be_bytes());
+        bytes.extend(frame_v2(3, (T1, 0), b"old"));
+        bytes.extend([0u8; 32]);
+        fs::write(dir.path().join(file_name(3)), &bytes).expect("write");
+        let r = recover(dir.path()).expect("recover");
+        assert_eq!(r.batches.get(&(T1, 0)), Some(&vec![b"old".to_vec()]));
+        let f = frames_for(dir.path(), (T1, 0)).expect("frames");
+        assert_eq!(
+            f,
+            vec![Frame {
+                generation: 0,
+                batch: b"old".to_vec()
+            }]
+        );
+    }
+
+    #[test]
+    fn frames_for_reads_a_nested_directory_without_changing_it() {
+        let root = tempfile::tempdir().expect("tmp");
+        let dir = root.path().join(DIR).join("2-7f3a");
+        let wal = Wal::create(&dir, 1, Vec::new()).expect("create");
+        wal.append_as((T1, 0), 3, b"a").expect("append");
+        wal.append_as((T2, 0), 3, b"other").expect("append");
+        wal.rotate().expect("rotate");
+        wal.append_as((T1, 0), 4, b"b").expect("append");
+        let listing = |d: &Path| {
+            let mut v: Vec<(PathBuf, Vec<u8>)> = fs::read_dir(d)
+                .expect("list")
+                .map(|e| {
+                    let p = e.expect("entry").path();
+                    let b = fs::read(&p).expect("read");
+                    (p, b)
+                })
+                .collect();
+            v.sort();
+            v
+        };
+        let before = listing(&dir);
+        let got = frames_for(&dir, (T1, 0)).expect("frames");
+        assert_eq!(
+            got,
+            vec![
+                Frame {
+                    generation: 3,
+                    batch: b"a".to_vec()
+                },
+                Frame {
+                    generation: 4,
+                    batch: b"b".to_vec()
+                }
+            ]
+        );
+        assert_eq!(listing(&dir), before, "nothing in the directory changed");
+        let r = recover(&dir).expect("recover");
+        assert_eq!(r.batches.get(&(T2, 0)), Some(&vec![b"other".to_vec()]));
+        assert!(
+            recover(&root.path().join(DIR))
+                .expect("parent")
+                .batches
+                .is_empty(),
+            "the parent's own log ignores the per-broker directories"
+        );
+    }
+
     #[test]
     fn frames_come_back_per_partition_in_append_order() {
         let dir = tempfile::tempdir().expect("tmp");
@@ -557,7 +716,7 @@ mod tests {
         // carries seq 4's frames, renamed to 5 by a rotation: a crash
         // between header and frames leaves exactly this.
         let mut bytes = header(4).to_vec();
-        bytes.extend(frame(4, (T1, 0), b"of-file-4"));
+        bytes.extend(frame(4, (T1, 0), 0, b"of-file-4"));
         fs::write(dir.path().join(file_name(5)), &bytes).expect("write");
         let r = recover(dir.path()).expect("recover");
         assert!(r.batches.is_empty());
@@ -574,7 +733,7 @@ mod tests {
         // The old format: no header, frames from the start, plain CRCs.
         let mut bytes = Vec::new();
         for batch in [&b"one"[..], b"two"] {
-            let mut f = frame(0, (T1, 2), batch);
+            let mut f = frame_v2(0, (T1, 2), batch);
             let crc = frame_crc(None, &f[HEAD..]);
             f[4..HEAD].copy_from_slice(&crc.to_be_bytes());
             bytes.extend(f);
