@@ -661,14 +661,19 @@ impl Partition {
         st.epochs.end_offset_for(epoch, st.log_end())
     }
 
-    /// The leader epoch of the batch holding `offset` (ListOffsets); -1
-    /// for an offset not below the log end or before the history.
+    /// The leader epoch of the batch holding `offset` (ListOffsets): from
+    /// the history below the log end, the current epoch at or past it (the
+    /// epoch the next batch gets); -1 for a negative offset or one before
+    /// the history.
     pub fn epoch_at(&self, offset: i64) -> i32 {
         let st = self.lock();
-        if offset < 0 || offset >= st.log_end() {
-            return -1;
+        if offset < 0 {
+            -1
+        } else if offset >= st.log_end() {
+            st.epochs.current()
+        } else {
+            st.epochs.epoch_at(offset)
         }
-        st.epochs.epoch_at(offset)
     }
 
     /// Reads batches from `offset`, at most about `max_bytes` (at least one
@@ -1263,7 +1268,8 @@ mod tests {
         assert_eq!(p.end_offset_for_epoch(1), (0, 5));
         assert_eq!(p.end_offset_for_epoch(2), (2, 8));
         assert_eq!(p.end_offset_for_epoch(3), (-1, -1));
-        assert_eq!((p.epoch_at(4), p.epoch_at(5), p.epoch_at(8)), (0, 2, -1));
+        assert_eq!((p.epoch_at(4), p.epoch_at(5), p.epoch_at(8)), (0, 2, 2));
+        assert_eq!(p.epoch_at(-1), -1);
         fill(&p, 1, 3000);
         assert_eq!(epochs_of(&p, 7), vec![(7, 2), (8, 2)]);
     }

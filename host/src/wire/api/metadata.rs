@@ -1,5 +1,5 @@
 //! Metadata (key 3): this broker as the only broker and controller, every
-//! partition led by it. Unknown topics are created with the default
+//! partition led by it at the partition's current leader epoch (v7+). Unknown topics are created with the default
 //! partition count when the broker allows it and the client asks for it
 //! (v4+ `allow_auto_topic_creation`; always for older versions).
 //!
@@ -170,7 +170,7 @@ fn describe(t: &Topic, node: BrokerId) -> MetadataResponseTopic {
             MetadataResponsePartition::default()
                 .with_partition_index(p.id)
                 .with_leader_id(node)
-                .with_leader_epoch(0)
+                .with_leader_epoch(p.leader_epoch())
                 .with_replica_nodes(vec![node])
                 .with_isr_nodes(vec![node])
         })
