@@ -802,11 +802,18 @@ impl io::BufRead for SnappyReader<'_> {
     }
 }
 
-/// Writes the assigned base offset (and leader epoch 0) into a batch; neither
-/// field is covered by the CRC.
-pub fn assign_offset(batch: &mut [u8], base_offset: i64) {
+/// Writes the assigned base offset and the partition leader epoch of the
+/// leader writing it into a batch; neither field is covered by the CRC.
+/// `batch` holds at least a header ([`parse_header`] accepted it).
+pub fn assign_offset(batch: &mut [u8], base_offset: i64, leader_epoch: i32) {
     batch[0..8].copy_from_slice(&base_offset.to_be_bytes());
-    batch[12..16].copy_from_slice(&0i32.to_be_bytes());
+    batch[12..16].copy_from_slice(&leader_epoch.to_be_bytes());
+}
+
+/// The partition leader epoch a stored batch was written under; None when
+/// fewer than a header's bytes are present.
+pub fn partition_leader_epoch(batch: &[u8]) -> Option<i32> {
+    (batch.len() >= HEADER_LEN).then(|| be_i32(batch, 12))
 }
 
 /// Builds a COMMIT or ABORT control batch (spec §2.9): transactional and
@@ -1121,7 +1128,7 @@ mod tests {
         for codec in [None, Gzip, Snappy, Lz4, Zstd] {
             let mut b = encoded(codec, 5);
             validate_client_batch(&b, 1 << 20).expect("a client would send this");
-            assign_offset(&mut b, 100);
+            assign_offset(&mut b, 100, 0);
             let h = parse_header(&b).expect("header");
             let find = |ts| first_record_at_or_after(&b, &h, ts);
             assert_eq!(find(i64::MIN), Some((100, 1000)), "{codec:?}");

@@ -14,6 +14,7 @@
 //! of coordinators or framing.
 
 pub mod batch;
+pub mod epochs;
 pub mod partition;
 pub mod producer;
 pub mod segment;

@@ -4,7 +4,9 @@
 //!
 //! Files in the partition directory: `<base>.log/.index/.timeindex` per
 //! segment, `log-start-offset`, `producer.snapshot` (clean shutdown and
-//! roll), and `.kaas-clean` (present only after a clean shutdown).
+//! roll), `.kaas-clean` (present only after a clean shutdown) and
+//! `leader-epoch-checkpoint` (the leader-epoch history, [`super::epochs`]:
+//! every batch written here carries the current epoch).
 //!
 //! With a write-ahead log attached ([`super::wal`]), a small append is
 //! written to the segment and framed into the shared log, and the caller
@@ -25,6 +27,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::batch::{self, BatchHeader};
+use super::epochs::LeaderEpochs;
 use super::producer::{ProducerError, ProducerTable, Verdict};
 use super::segment::Segment;
 use super::wal::{self, PartitionKey, Wal};
@@ -223,6 +226,9 @@ struct State {
     /// (segment base, position): the active segment's write-out was
     /// started up to here ([`Partition::start_writeback`]).
     written_out: (i64, u64),
+    /// The leader-epoch history; its last epoch is stamped into every
+    /// batch written.
+    epochs: LeaderEpochs,
 }
 
 impl State {
@@ -286,6 +292,7 @@ impl Partition {
         let dir = root.join(Self::dir_name(topic, id));
         fs::create_dir_all(&dir)?;
         let seg = Segment::create(&dir, 0, 0, chunk(&config))?;
+        let epochs = LeaderEpochs::load(&dir)?;
         let mut segments = BTreeMap::new();
         segments.insert(0, seg);
         Ok(Partition {
@@ -302,6 +309,7 @@ impl Partition {
                 direct: false,
                 appends: 0,
                 written_out: (0, 0),
+                epochs,
             }),
             high_watermark: AtomicI64::new(0),
             immediate_hw,
@@ -627,7 +635,8 @@ impl Partition {
             Verdict::Append => {}
         }
         let base = st.log_end();
-        batch::assign_offset(&mut bytes, base);
+        let leader_epoch = stamp_epoch(&mut st, base)?;
+        batch::assign_offset(&mut bytes, base, leader_epoch);
         h.base_offset = base;
         self.check_gate()?;
         self.maybe_roll(&mut st, bytes.len() as u64)?;
@@ -686,7 +695,8 @@ impl Partition {
         let mut h = batch::parse_header(&bytes)
             .ok_or_else(|| AppendError::Io(io::Error::other("control batch header")))?;
         let base = st.log_end();
-        batch::assign_offset(&mut bytes, base);
+        let leader_epoch = stamp_epoch(&mut st, base)?;
+        batch::assign_offset(&mut bytes, base, leader_epoch);
         h.base_offset = base;
         self.check_gate()?;
         self.maybe_roll(&mut st, bytes.len() as u64)?;
@@ -772,6 +782,48 @@ impl Partition {
     /// Fences a producer id at `epoch` (the in-process fence ring).
     pub fn fence_producer(&self, producer_id: i64, epoch: i16) -> bool {
         self.lock().producers.fence(producer_id, epoch)
+    }
+
+    /// The current leader epoch (the last of the history; 0 for a
+    /// partition that never had another).
+    pub fn leader_epoch(&self) -> i32 {
+        self.lock().epochs.current()
+    }
+
+    /// This broker leads the partition at `epoch` from now on: a newer
+    /// epoch than the current one begins at the log end, durably, before
+    /// any batch of it is written; a lower or equal one changes nothing.
+    pub fn become_leader(&self, epoch: i32) -> io::Result<()> {
+        let mut st = self.lock();
+        let end = st.log_end();
+        if st.epochs.begin(epoch, end)? {
+            tracing::info!(topic = %self.topic, partition = self.id, epoch, start_offset = end, "leader epoch begins");
+        }
+        Ok(())
+    }
+
+    /// OffsetForLeaderEpoch (KIP-101): the largest epoch at or below
+    /// `epoch` and where it ended (the next epoch's start offset, or the
+    /// log end for the current epoch); (-1, -1) when there is no answer
+    /// (see [`LeaderEpochs::end_offset_for`]).
+    pub fn end_offset_for_epoch(&self, epoch: i32) -> (i32, i64) {
+        let st = self.lock();
+        st.epochs.end_offset_for(epoch, st.log_end())
+    }
+
+    /// The leader epoch of the batch holding `offset` (ListOffsets): from
+    /// the history below the log end, the current epoch at or past it (the
+    /// epoch the next batch gets); -1 for a negative offset or one before
+    /// the history.
+    pub fn epoch_at(&self, offset: i64) -> i32 {
+        let st = self.lock();
+        if offset < 0 {
+            -1
+        } else if offset >= st.log_end() {
+            st.epochs.current()
+        } else {
+            st.epochs.epoch_at(offset)
+        }
     }
 
     /// Reads batches from `offset`, at most about `max_bytes` (at least one
@@ -1021,6 +1073,7 @@ fn recover_dir(
     clean: bool,
 ) -> io::Result<State> {
     let generation = history.generation();
+    let epochs = LeaderEpochs::load(dir)?;
     let log_start = fs::read_to_string(dir.join(seal::log_start_name(generation)))
         .ok()
         .and_then(|s| s.trim().parse().ok())
@@ -1072,6 +1125,7 @@ fn recover_dir(
         direct: false,
         appends: 0,
         written_out: (0, 0),
+        epochs,
     };
     let end = state.log_end();
     // Producer state: the snapshot if it is not ahead of the log, then
@@ -1185,6 +1239,14 @@ fn remove_strays(dir: &Path, history: &History) {
             }
         }
     }
+}
+
+/// The epoch to stamp into a batch about to be written at `base`, after
+/// making sure the history has the current epoch start no later than
+/// `base` (it may start past a tail a crash lost).
+fn stamp_epoch(st: &mut State, base: i64) -> io::Result<i32> {
+    st.epochs.settle(base)?;
+    Ok(st.epochs.current())
 }
 
 /// The first record of an (optionally compressed) batch with timestamp ≥ ts;
@@ -1497,6 +1559,133 @@ mod tests {
         let p = Partition::open(dir.path(), "t", 0, small_segments(), true).expect("open");
         assert_eq!(p.log_start_offset(), 25);
         assert_eq!(values(&p, 25).first(), Some(&25));
+    }
+
+    /// (base offset, partition leader epoch) of every batch from `from`.
+    fn epochs_of(p: &Partition, from: i64) -> Vec<(i64, i32)> {
+        let mut out = Vec::new();
+        let mut offset = from;
+        loop {
+            let r = p.read(offset, 1 << 20, false).expect("read");
+            if r.records.is_empty() {
+                return out;
+            }
+            let mut rest = &r.records[..];
+            while let Some(h) = batch::parse_header(rest) {
+                out.push((
+                    h.base_offset,
+                    batch::partition_leader_epoch(rest).expect("epoch"),
+                ));
+                offset = h.last_offset() + 1;
+                rest = &rest[h.size..];
+            }
+        }
+    }
+
+    #[test]
+    fn data_and_marker_batches_carry_the_current_leader_epoch() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let p = Partition::create(dir.path(), "t", 0, LogConfig::default(), true).expect("create");
+        fill(&p, 1, 1000);
+        p.become_leader(3).expect("become leader");
+        p.append(data_batch(&[(None, b"tx")], 1001, Some((7, 0, 0)), true))
+            .expect("transactional append");
+        p.append_marker(7, 0, true, 0, 1002).expect("marker");
+        p.become_leader(2).expect("an older epoch is a no-op");
+        fill(&p, 1, 1003);
+        assert_eq!(p.leader_epoch(), 3);
+        assert_eq!(epochs_of(&p, 0), vec![(0, 0), (1, 3), (2, 3), (3, 3)]);
+    }
+
+    #[test]
+    fn the_epoch_history_survives_reopen_and_answers_end_offsets() {
+        let dir = tempfile::tempdir().expect("tmp");
+        {
+            let p = Partition::create(dir.path(), "t", 0, small_segments(), true).expect("create");
+            fill(&p, 5, 1000);
+            p.become_leader(2).expect("become leader");
+            fill(&p, 3, 2000);
+            p.close().expect("close");
+        }
+        let p = Partition::open(dir.path(), "t", 0, small_segments(), true).expect("open");
+        assert_eq!(p.leader_epoch(), 2);
+        assert_eq!(p.end_offset_for_epoch(0), (0, 5));
+        assert_eq!(p.end_offset_for_epoch(1), (0, 5));
+        assert_eq!(p.end_offset_for_epoch(2), (2, 8));
+        assert_eq!(p.end_offset_for_epoch(3), (-1, -1));
+        assert_eq!((p.epoch_at(4), p.epoch_at(5), p.epoch_at(8)), (0, 2, 2));
+        assert_eq!(p.epoch_at(-1), -1);
+        fill(&p, 1, 3000);
+        assert_eq!(epochs_of(&p, 7), vec![(7, 2), (8, 2)]);
+    }
+
+    #[test]
+    fn batches_taken_back_from_the_wal_keep_the_epoch_they_were_written_with() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let a = Partition::create(dir.path(), "a", 0, LogConfig::default(), true).expect("create");
+        a.become_leader(1).expect("become leader");
+        fill(&a, 2, 1000);
+        let r = a.read(0, 1 << 20, false).expect("read");
+        let mut frames = Vec::new();
+        let mut rest = &r.records[..];
+        while let Some(h) = batch::parse_header(rest) {
+            frames.push(rest[..h.size].to_vec());
+            rest = &rest[h.size..];
+        }
+        let b = Partition::create(dir.path(), "b", 0, LogConfig::default(), true).expect("create");
+        b.become_leader(4).expect("become leader");
+        assert_eq!(b.recover_from_wal(&frames).expect("recover"), 2);
+        assert_eq!(epochs_of(&b, 0), vec![(0, 1), (1, 1)]);
+    }
+
+    #[test]
+    fn moving_the_log_start_leaves_the_epochs_alone() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let p = Partition::create(dir.path(), "t", 0, small_segments(), true).expect("create");
+        fill(&p, 20, 1000);
+        p.become_leader(1).expect("become leader");
+        fill(&p, 20, 2000);
+        p.delete_records_before(30).expect("delete");
+        assert_eq!(p.end_offset_for_epoch(0), (0, 20));
+        assert_eq!(p.end_offset_for_epoch(1), (1, 40));
+        assert_eq!(p.leader_epoch(), 1);
+    }
+
+    #[test]
+    fn an_epoch_whose_start_a_crash_lost_restarts_at_the_first_new_batch() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let seg = dir
+            .path()
+            .join("t-0")
+            .join(format!("{}.log", super::super::segment::stem(0)));
+        let kept = {
+            let p =
+                Partition::create(dir.path(), "t", 0, LogConfig::default(), true).expect("create");
+            fill(&p, 3, 1000);
+            let kept = p.size_bytes();
+            fill(&p, 2, 1100);
+            p.become_leader(2).expect("become leader");
+            fill(&p, 3, 2000);
+            kept
+            // no close(): a crash that loses everything after offset 3
+        };
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&seg)
+            .expect("segment")
+            .set_len(kept)
+            .expect("truncate");
+        let p = Partition::open(dir.path(), "t", 0, LogConfig::default(), true).expect("recover");
+        assert_eq!(p.log_end_offset(), 3);
+        assert_eq!(p.leader_epoch(), 2, "the epoch never goes down");
+        assert_eq!(p.end_offset_for_epoch(0), (0, 3));
+        fill(&p, 4, 3000);
+        assert_eq!(p.end_offset_for_epoch(0), (0, 3), "epoch 2 begins at 3 now");
+        assert_eq!(p.end_offset_for_epoch(2), (2, 7));
+        assert_eq!(
+            epochs_of(&p, 2),
+            vec![(2, 0), (3, 2), (4, 2), (5, 2), (6, 2)]
+        );
     }
 
     #[test]

@@ -21,6 +21,8 @@ pub const INVALID_PRODUCER_EPOCH: i16 = 47;
 pub const INVALID_TXN_STATE: i16 = 48;
 pub const UNSUPPORTED_VERSION: i16 = 35;
 pub const KAFKA_STORAGE_ERROR: i16 = 56;
+pub const FENCED_LEADER_EPOCH: i16 = 74;
+pub const UNKNOWN_LEADER_EPOCH: i16 = 76;
 pub const INVALID_RECORD: i16 = 87;
 pub const UNKNOWN_TOPIC_ID: i16 = 100;
 
@@ -30,5 +32,4 @@ pub const NOT_LEADER_OR_FOLLOWER: i16 = 6;
 pub const POLICY_VIOLATION: i16 = 44;
 
 // Cluster mode (issue 14):
-pub const NOT_LEADER_OR_FOLLOWER: i16 = 6;
 pub const REASSIGNMENT_IN_PROGRESS: i16 = 60;

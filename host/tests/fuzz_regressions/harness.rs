@@ -70,7 +70,7 @@ fn client_batch(data: &[u8]) {
     let table = ProducerTable::default();
     assert_eq!(table.check(&h), Ok(Verdict::Append));
     let mut stored = data.to_vec();
-    batch::assign_offset(&mut stored, 0);
+    batch::assign_offset(&mut stored, 0, 0);
     let stored_h = BatchHeader {
         base_offset: 0,
         ..h

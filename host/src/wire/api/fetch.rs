@@ -6,7 +6,10 @@
 //! the last stable offset for read_committed. Long-polls up to max_wait_ms
 //! until min_bytes are available. Fetch sessions are not kept: a request
 //! asking for one gets session id 0, which tells the client to send full
-//! fetches (KIP-227).
+//! fetches (KIP-227). From v9 a partition whose current_leader_epoch fails
+//! the KIP-320 check ([`super::leader_epoch::check`]) is answered
+//! FENCED_LEADER_EPOCH or UNKNOWN_LEADER_EPOCH without records, and from
+//! v12 with the partition's current leader and epoch.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -15,11 +18,11 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use kafka_protocol::messages::fetch_request::FetchTopic;
 use kafka_protocol::messages::fetch_response::{
-    AbortedTransaction, FetchableTopicResponse, PartitionData,
+    AbortedTransaction, FetchableTopicResponse, LeaderIdAndEpoch, PartitionData,
 };
 use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, ProducerId, ResponseKind};
 
-use super::topic_name;
+use super::{leader_epoch, topic_name};
 use crate::broker::Broker;
 use crate::log::Topic;
 use crate::log::partition::ReadError;
@@ -137,6 +140,29 @@ fn gather(broker: &Broker, req: &FetchRequest, version: i16) -> (FetchResponse, 
                 );
                 continue;
             };
+            let current = part.leader_epoch();
+            let code = if version >= 9 {
+                leader_epoch::check(p.current_leader_epoch, current)
+            } else {
+                codes::NONE
+            };
+            if code != codes::NONE {
+                errors = true;
+                let mut r = base
+                    .with_error_code(code)
+                    .with_high_watermark(-1)
+                    .with_last_stable_offset(-1)
+                    .with_log_start_offset(-1);
+                if version >= 12 {
+                    r = r.with_current_leader(
+                        LeaderIdAndEpoch::default()
+                            .with_leader_id(BrokerId(broker.config.node_id))
+                            .with_leader_epoch(current),
+                    );
+                }
+                parts.push(r);
+                continue;
+            }
             let max = usize::try_from(p.partition_max_bytes)
                 .unwrap_or(0)
                 .min(budget);

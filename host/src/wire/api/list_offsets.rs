@@ -1,6 +1,10 @@
 //! ListOffsets (key 2): earliest (-2), latest (-1: the high watermark, or
 //! the last stable offset for read_committed), max timestamp (-3), or the
-//! first offset whose timestamp is at or after a given one.
+//! first offset whose timestamp is at or after a given one. From v4 the
+//! request's current_leader_epoch goes through the KIP-320 check and each
+//! answer carries a leader epoch: the current one for latest, else the
+//! epoch of the batch holding the offset found (for earliest, the epoch at
+//! the log start; -1 when nothing was found).
 
 use std::sync::Arc;
 
@@ -9,6 +13,7 @@ use kafka_protocol::messages::list_offsets_response::{
 };
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse, ResponseKind};
 
+use super::leader_epoch;
 use crate::broker::Broker;
 use crate::wire::{Handled, codes};
 
@@ -42,13 +47,17 @@ fn answer(broker: &Broker, req: ListOffsetsRequest, version: i16) -> ResponseKin
                 .map(|p| {
                     let r = ListOffsetsPartitionResponse::default()
                         .with_partition_index(p.partition_index)
-                        .with_leader_epoch(if version >= 4 { 0 } else { -1 });
+                        .with_leader_epoch(-1)
+                        .with_offset(-1)
+                        .with_timestamp(-1);
                     let Some(part) = broker.logs.partition(&name, p.partition_index) else {
-                        return r
-                            .with_error_code(broker.not_here(&name, p.partition_index))
-                            .with_offset(-1)
-                            .with_timestamp(-1);
+                        return r.with_error_code(broker.not_here(&name, p.partition_index));
                     };
+                    let current = part.leader_epoch();
+                    let code = leader_epoch::check(p.current_leader_epoch, current);
+                    if code != codes::NONE {
+                        return r.with_error_code(code);
+                    }
                     let (offset, ts) = match p.timestamp {
                         -2 => (part.log_start_offset(), -1),
                         -1 => (
@@ -69,7 +78,14 @@ fn answer(broker: &Broker, req: ListOffsetsRequest, version: i16) -> ResponseKin
                             Err(_) => return r.with_error_code(codes::KAFKA_STORAGE_ERROR),
                         },
                     };
-                    r.with_offset(offset).with_timestamp(ts)
+                    let epoch = match p.timestamp {
+                        _ if version < 4 => -1,
+                        -1 => current,
+                        _ => part.epoch_at(offset),
+                    };
+                    r.with_offset(offset)
+                        .with_timestamp(ts)
+                        .with_leader_epoch(epoch)
                 })
                 .collect();
             ListOffsetsTopicResponse::default()

@@ -18,6 +18,7 @@ pub mod find_coordinator;
 pub mod heartbeat;
 pub mod init_producer_id;
 pub mod join_group;
+pub mod leader_epoch;
 pub mod leave_group;
 pub mod list_groups;
 pub mod list_offsets;

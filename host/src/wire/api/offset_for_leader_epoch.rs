@@ -1,7 +1,10 @@
-//! OffsetForLeaderEpoch (key 23): every partition has one leader epoch, 0,
-//! so epoch 0 ends at the high watermark and any other requested epoch is
-//! unknown (-1/-1, as Kafka answers an epoch it has no entry for). A client
-//! that believes in a newer current epoch gets UNKNOWN_LEADER_EPOCH.
+//! OffsetForLeaderEpoch (key 23): for each partition, where the requested
+//! leader epoch ended, from the partition's durable epoch history
+//! ([`crate::log::epochs`], KIP-101): the largest epoch at or below it and
+//! the next epoch's start offset, or the log end for the current epoch;
+//! -1/-1 for an epoch the history cannot place. The request's
+//! current_leader_epoch (v2+) goes through the KIP-320 check
+//! ([`super::leader_epoch::check`]) first.
 
 use std::sync::Arc;
 
@@ -12,11 +15,9 @@ use kafka_protocol::messages::{
     OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, ResponseKind,
 };
 
+use super::leader_epoch;
 use crate::broker::Broker;
-use crate::group::codes;
-
-/// The only leader epoch of every partition.
-const EPOCH: i32 = 0;
+use crate::wire::codes;
 
 pub fn handle(
     broker: &Arc<Broker>,
@@ -39,15 +40,12 @@ pub fn handle(
                     let Some(part) = broker.logs.partition(&name, p.partition) else {
                         return r.with_error_code(broker.not_here(&name, p.partition));
                     };
-                    if p.current_leader_epoch > EPOCH {
-                        return r.with_error_code(codes::UNKNOWN_LEADER_EPOCH);
+                    let code = leader_epoch::check(p.current_leader_epoch, part.leader_epoch());
+                    if code != codes::NONE {
+                        return r.with_error_code(code);
                     }
-                    if p.leader_epoch == EPOCH {
-                        r.with_leader_epoch(EPOCH)
-                            .with_end_offset(part.high_watermark())
-                    } else {
-                        r
-                    }
+                    let (epoch, end) = part.end_offset_for_epoch(p.leader_epoch);
+                    r.with_leader_epoch(epoch).with_end_offset(end)
                 })
                 .collect();
             OffsetForLeaderTopicResult::default()

@@ -30,7 +30,6 @@ pub fn append_error_code(e: &AppendError) -> i16 {
         AppendError::Producer(ProducerError::TxnState) => codes::INVALID_TXN_STATE,
         AppendError::NotLeader => codes::NOT_LEADER_OR_FOLLOWER,
         AppendError::Io(_) => codes::KAFKA_STORAGE_ERROR,
-        AppendError::NotLeader => codes::NOT_LEADER_OR_FOLLOWER,
     }
 }
 
