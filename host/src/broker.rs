@@ -39,6 +39,11 @@ pub struct BrokerConfig {
     pub log: LogConfig,
     /// Group coordinator settings (consumer groups).
     pub groups: crate::group::GroupConfig,
+    /// Cluster mode's group sharding: groups map onto 50 shards, none open
+    /// at start; the cluster module opens those this broker coordinates
+    /// (`group::shards`). False: one shard holding every group, as a
+    /// single node has always had.
+    pub sharded_groups: bool,
     /// transactional.id.expiration.ms: idle transactional ids are removed
     /// after this long (spec §2.7).
     pub transactional_id_expiration_ms: i64,
@@ -86,6 +91,7 @@ impl BrokerConfig {
             data_dir: data_dir.to_path_buf(),
             log: LogConfig::default(),
             groups: crate::group::GroupConfig::default(),
+            sharded_groups: false,
             transactional_id_expiration_ms: crate::txn::coordinator::DEFAULT_EXPIRATION_MS,
             wal_checkpoint_interval: WAL_CHECKPOINT_AGE,
             max_partitions: DEFAULT_MAX_PARTITIONS,
@@ -121,8 +127,9 @@ pub struct Broker {
     pub metrics: Metrics,
     /// Woken whenever a high watermark advances (Fetch long-polls wait on it).
     pub data_ready: Notify,
-    /// The group coordinator: consumer groups and committed offsets.
-    pub groups: crate::group::GroupCoordinator,
+    /// The group coordinator shards open here: consumer groups and
+    /// committed offsets.
+    pub groups: crate::group::GroupShards,
 }
 
 impl Broker {
@@ -157,12 +164,20 @@ impl Broker {
             records,
             config.transactional_id_expiration_ms,
         );
-        let groups = crate::group::GroupCoordinator::open(
-            &config.data_dir,
-            config.groups.clone(),
-            logs.group_commit().clone(),
-            |topic| logs.topic(topic).is_some(),
-        )?;
+        let groups = if config.sharded_groups {
+            crate::group::GroupShards::cluster(
+                &config.data_dir,
+                config.groups.clone(),
+                logs.group_commit().clone(),
+            )
+        } else {
+            crate::group::GroupShards::single(
+                &config.data_dir,
+                config.groups.clone(),
+                logs.group_commit().clone(),
+                |topic| logs.topic(topic).is_some(),
+            )?
+        };
         Ok(Broker {
             groups,
             txn,
@@ -193,7 +208,13 @@ pub fn open(
             fd_reserve: crate::fd_budget::reserve_for(config.max_connections),
         },
     );
-    Ok(Arc::new(Broker::new(config, logs, policy)?))
+    let broker = Arc::new(Broker::new(config, logs, policy)?);
+    // Shards opened later drop offsets of topics deleted meanwhile.
+    let weak = Arc::downgrade(&broker);
+    broker.groups.set_topic_exists(Arc::new(move |topic| {
+        weak.upgrade().is_none_or(|b| b.logs.topic(topic).is_some())
+    }));
+    Ok(broker)
 }
 
 /// Starts the broker's background work: finishing markers of transactions
