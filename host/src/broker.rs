@@ -39,6 +39,11 @@ pub struct BrokerConfig {
     pub log: LogConfig,
     /// Group coordinator settings (consumer groups).
     pub groups: crate::group::GroupConfig,
+    /// Cluster mode's group sharding: groups map onto 50 shards, none open
+    /// at start; the cluster module opens those this broker coordinates
+    /// (`group::shards`). False: one shard holding every group, as a
+    /// single node has always had.
+    pub sharded_groups: bool,
     /// transactional.id.expiration.ms: idle transactional ids are removed
     /// after this long (spec §2.7).
     pub transactional_id_expiration_ms: i64,
@@ -91,6 +96,7 @@ impl BrokerConfig {
             data_dir: data_dir.to_path_buf(),
             log: LogConfig::default(),
             groups: crate::group::GroupConfig::default(),
+            sharded_groups: false,
             transactional_id_expiration_ms: crate::txn::coordinator::DEFAULT_EXPIRATION_MS,
             wal_checkpoint_interval: WAL_CHECKPOINT_AGE,
             max_partitions: DEFAULT_MAX_PARTITIONS,
@@ -130,8 +136,9 @@ pub struct Broker {
     pub metrics: Metrics,
     /// Woken whenever a high watermark advances (Fetch long-polls wait on it).
     pub data_ready: Notify,
-    /// The group coordinator: consumer groups and committed offsets.
-    pub groups: crate::group::GroupCoordinator,
+    /// The group coordinator shards open here: consumer groups and
+    /// committed offsets.
+    pub groups: crate::group::GroupShards,
     /// Who leads what (see [`crate::cluster`]).
     pub cluster: crate::cluster::Cluster,
 }
@@ -197,12 +204,20 @@ impl Broker {
             records,
             config.transactional_id_expiration_ms,
         );
-        let groups = crate::group::GroupCoordinator::open(
-            &own_dir,
-            config.groups.clone(),
-            logs.group_commit().clone(),
-            |topic| logs.topic(topic).is_some(),
-        )?;
+        let groups = if config.sharded_groups || !cluster.is_local() {
+            crate::group::GroupShards::cluster(
+                &config.data_dir,
+                config.groups.clone(),
+                logs.group_commit().clone(),
+            )
+        } else {
+            crate::group::GroupShards::single(
+                &own_dir,
+                config.groups.clone(),
+                logs.group_commit().clone(),
+                |topic| logs.topic(topic).is_some(),
+            )?
+        };
         Ok(Broker {
             groups,
             txn,
@@ -250,7 +265,13 @@ pub fn open(
             fd_reserve: crate::fd_budget::reserve_for(config.max_connections),
         },
     );
-    Ok(Arc::new(Broker::new(config, logs, policy)?))
+    let broker = Arc::new(Broker::new(config, logs, policy)?);
+    // Shards opened later drop offsets of topics deleted meanwhile.
+    let weak = Arc::downgrade(&broker);
+    broker.groups.set_topic_exists(Arc::new(move |topic| {
+        weak.upgrade().is_none_or(|b| b.logs.topic(topic).is_some())
+    }));
+    Ok(broker)
 }
 
 /// Cluster mode: connects to etcd and assembles a broker on the shared
@@ -277,7 +298,12 @@ pub async fn open_clustered(
             fd_reserve: crate::fd_budget::reserve_for(config.max_connections),
         });
     let cluster = crate::cluster::Cluster::Etcd { etcd, me };
-    Ok(Arc::new(Broker::with_cluster(config, logs, policy, cluster)?))
+    let broker = Arc::new(Broker::with_cluster(config, logs, policy, cluster)?);
+    let weak = Arc::downgrade(&broker);
+    broker.groups.set_topic_exists(Arc::new(move |topic| {
+        weak.upgrade().is_none_or(|b| b.cluster.topics().is_none_or(|all| all.contains_key(topic)))
+    }));
+    Ok(broker)
 }
 
 /// Starts the broker's background work: finishing markers of transactions

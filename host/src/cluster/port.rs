@@ -13,7 +13,7 @@ use crate::log::TopicMeta;
 
 impl Host for Broker {
     fn group_shards(&self) -> u32 {
-        self.groups.shard_count()
+        self.groups.count()
     }
 
     fn topics_changed(&self, topics: &BTreeMap<String, TopicMeta>) {

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
-use super::journal::{self, Journal, OffsetKey};
+use super::journal::{self, Gate, Journal, OffsetKey, Opened};
 use super::offsets::Offsets;
 use super::outcome::{GroupOverview, GroupSummary, JoinOutcome, Reply, SyncOutcome};
 use super::record::{Committed, Record};
@@ -62,7 +62,6 @@ impl std::fmt::Debug for State {
 }
 
 /// What the ticker and the coordinator share.
-#[derive(Debug)]
 pub(super) struct Inner {
     config: GroupConfig,
     state: Mutex<State>,
@@ -70,9 +69,24 @@ pub(super) struct Inner {
     pub(super) wake: Arc<Notify>,
     ids: AtomicU64,
     compacting: AtomicBool,
+    /// This broker may still write (cluster mode: its lease is valid).
+    gate: Gate,
+    /// Set (under the state lock) when the shard is closed or abandoned:
+    /// nothing is written from then on.
+    closed: Arc<AtomicBool>,
 }
 
-/// The group coordinator of this broker.
+impl std::fmt::Debug for Inner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Inner")
+            .field("config", &self.config)
+            .field("state", &self.state)
+            .field("closed", &self.closed)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The group coordinator of one shard.
 #[derive(Debug)]
 pub struct GroupCoordinator {
     inner: Arc<Inner>,
@@ -93,12 +107,18 @@ impl Durable {
     /// Waits until the write is durable, then publishes the offsets it
     /// wrote. Err(NOT_COORDINATOR) if the fsync failed (Kafka's answer to a
     /// storage error on the offsets log: the client looks up the
-    /// coordinator again and retries).
+    /// coordinator again and retries). Err(NOT_COORDINATOR) too when the
+    /// write gate closed meanwhile: this broker may no longer answer for
+    /// the shard, though the write may be durable.
     pub async fn wait(self) -> Result<(), i16> {
         if let Some(file) = self.file
             && let Err(e) = self.inner.group_commit.sync(file).await
         {
             tracing::error!(error = %e, "offsets journal fsync failed");
+            return Err(codes::NOT_COORDINATOR);
+        }
+        if !(self.inner.gate)() {
+            tracing::warn!("the write gate closed before the answer: NOT_COORDINATOR");
             return Err(codes::NOT_COORDINATOR);
         }
         if !self.visible.is_empty() {
@@ -136,6 +156,11 @@ fn valid_group_id(id: &str, may_be_empty: bool) -> bool {
 impl Inner {
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether the shard was closed or abandoned (the ticker stops).
+    pub(super) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
     }
 
     fn new_member_id(&self, prefix: &str, group: &str) -> String {
@@ -236,6 +261,9 @@ impl Inner {
         let now = Now::current();
         let mut st = self.lock();
         let st = &mut *st;
+        if self.is_closed() {
+            return now.at + MAX_IDLE;
+        }
         let due: Vec<String> = st
             .groups
             .iter()
@@ -320,6 +348,63 @@ impl GroupCoordinator {
         topic_exists: impl Fn(&str) -> bool,
     ) -> io::Result<GroupCoordinator> {
         let opened = Journal::open(&data_dir.join(DIR), config.compact_bytes)?;
+        Self::from_journal(
+            opened,
+            config,
+            group_commit,
+            topic_exists,
+            journal::always_open(),
+        )
+    }
+
+    /// Opens a shard's sealed journal in `dir` (cluster mode; see
+    /// [`Journal::open_sealed`]): the state its last writer left, then
+    /// writes only while `gate` holds.
+    pub fn open_sealed(
+        dir: &Path,
+        config: GroupConfig,
+        group_commit: Arc<GroupCommit>,
+        topic_exists: impl Fn(&str) -> bool,
+        gate: Gate,
+    ) -> io::Result<GroupCoordinator> {
+        let closed = Arc::new(AtomicBool::new(false));
+        let journal_gate = Self::journal_gate(&closed, &gate);
+        let opened = Journal::open_sealed(dir, config.compact_bytes, journal_gate)?;
+        Self::assemble(opened, config, group_commit, topic_exists, gate, closed)
+    }
+
+    /// The journal's gate: the shard is open and the lease gate holds.
+    fn journal_gate(closed: &Arc<AtomicBool>, gate: &Gate) -> Gate {
+        let closed = closed.clone();
+        let gate = gate.clone();
+        Arc::new(move || !closed.load(Ordering::Acquire) && gate())
+    }
+
+    fn from_journal(
+        opened: Opened,
+        config: GroupConfig,
+        group_commit: Arc<GroupCommit>,
+        topic_exists: impl Fn(&str) -> bool,
+        gate: Gate,
+    ) -> io::Result<GroupCoordinator> {
+        Self::assemble(
+            opened,
+            config,
+            group_commit,
+            topic_exists,
+            gate,
+            Arc::new(AtomicBool::new(false)),
+        )
+    }
+
+    fn assemble(
+        opened: Opened,
+        config: GroupConfig,
+        group_commit: Arc<GroupCommit>,
+        topic_exists: impl Fn(&str) -> bool,
+        gate: Gate,
+        closed: Arc<AtomicBool>,
+    ) -> io::Result<GroupCoordinator> {
         let mut journal = opened.journal;
         let now = Now::current();
         // Topics deleted while their DeleteTopic record was not yet durable.
@@ -375,6 +460,8 @@ impl GroupCoordinator {
                 wake: Arc::new(Notify::new()),
                 ids: AtomicU64::new(0),
                 compacting: AtomicBool::new(false),
+                gate,
+                closed,
             }),
             ticker: AtomicBool::new(false),
         };
@@ -384,6 +471,27 @@ impl GroupCoordinator {
 
     pub fn config(&self) -> &GroupConfig {
         &self.inner.config
+    }
+
+    /// Closes the shard cleanly: no write starts from now on, and what was
+    /// written is made durable before this returns (the next coordinator
+    /// of the shard reads it).
+    pub fn close(&self) -> io::Result<()> {
+        let file = {
+            let st = self.inner.lock();
+            self.inner.closed.store(true, Ordering::Release);
+            st.journal.file()
+        };
+        self.inner.wake.notify_one();
+        file.sync_data()
+    }
+
+    /// Gives the shard up after the lease was lost: nothing more is
+    /// written, not even a sync.
+    pub fn abandon(&self) {
+        let _st = self.inner.lock();
+        self.inner.closed.store(true, Ordering::Release);
+        self.inner.wake.notify_one();
     }
 
     /// Starts the background ticker once, if a tokio runtime is running

@@ -37,9 +37,22 @@ use super::record::{Committed, FrameError, GroupMeta, MAGIC, Record};
 use crate::log::sync::sync_dir;
 use crate::log::zero_tail::{CHUNK, ZeroTail};
 
-/// Journal file name inside the coordinator's directory.
+/// Journal file name inside the coordinator's directory (single-node
+/// mode).
 pub const FILE: &str = "offsets.log";
+/// Suffix of a compaction's temporary file (after the journal's name).
+const COMPACT_SUFFIX: &str = ".compact";
+#[cfg(test)]
 const TMP: &str = "offsets.log.compact";
+/// A sharded journal's generation files: `offsets-<generation>.log`.
+const GENERATION_PREFIX: &str = "offsets-";
+const GENERATION_SUFFIX: &str = ".log";
+/// Suffix of a generation being written by a seal.
+const SEAL_SUFFIX: &str = ".seal";
+
+/// True while this broker may still write (its lease is valid); see
+/// `group::shards`.
+pub type Gate = Arc<dyn Fn() -> bool + Send + Sync>;
 
 /// A key of a committed offset within a group.
 pub type OffsetKey = (String, i32);
@@ -299,9 +312,14 @@ pub struct Compaction {
 }
 
 /// The open journal.
-#[derive(Debug)]
 pub struct Journal {
     dir: PathBuf,
+    /// The journal's file name in `dir`.
+    name: String,
+    /// A compaction's temporary file name in `dir`.
+    compact_tmp: String,
+    /// Checked before every write.
+    gate: Gate,
     file: Arc<File>,
     len: u64,
     /// Zeros kept ahead of `len`.
@@ -314,6 +332,18 @@ pub struct Journal {
     /// unknown, so nothing more is appended.
     broken: Option<String>,
     compact_bytes: u64,
+}
+
+impl std::fmt::Debug for Journal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Journal")
+            .field("dir", &self.dir)
+            .field("name", &self.name)
+            .field("len", &self.len)
+            .field("next_seq", &self.next_seq)
+            .field("broken", &self.broken)
+            .finish_non_exhaustive()
+    }
 }
 
 /// What opening found.
@@ -336,102 +366,251 @@ fn open_rw(path: &Path) -> io::Result<File> {
         .open(path)
 }
 
+/// What replaying a journal's bytes yields (no file is changed).
+struct Replayed {
+    live: Live,
+    next_seq: u64,
+    records: u64,
+    /// End of the last whole frame; 0 when the file has no magic yet (new,
+    /// or torn while its magic was written).
+    valid_end: usize,
+    /// Bytes of a torn tail past `valid_end` (0 for zeros or a clean end).
+    truncated: u64,
+}
+
+/// Replays `bytes` (the contents of `path`). Refuses a file that is not a
+/// kaas offsets journal, a newer format version and unknown frame kinds.
+fn replay(path: &Path, bytes: &[u8]) -> io::Result<Replayed> {
+    let mut out = Replayed {
+        live: Live::default(),
+        next_seq: 1,
+        records: 0,
+        valid_end: 0,
+        truncated: 0,
+    };
+    let Some(head) = bytes.get(..MAGIC.len()) else {
+        if !bytes.is_empty() && !MAGIC.starts_with(bytes) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{} is not a kaas offsets journal", path.display()),
+            ));
+        }
+        return Ok(out);
+    };
+    if head != MAGIC {
+        let what = if head[..MAGIC.len() - 1] == MAGIC[..MAGIC.len() - 1] {
+            format!(
+                "format version {} (this kaas reads 1)",
+                head[MAGIC.len() - 1]
+            )
+        } else {
+            "no kaas offsets journal magic".to_string()
+        };
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{}: {what}", path.display()),
+        ));
+    }
+    let mut at = MAGIC.len();
+    while let Some(rest) = bytes.get(at..).filter(|r| !r.is_empty()) {
+        match Record::decode(rest) {
+            Ok((rec, n)) => {
+                out.live.apply(&rec, out.next_seq);
+                out.next_seq += 1;
+                out.records += 1;
+                at += n;
+            }
+            Err(FrameError::Torn(why)) => {
+                if rest.iter().all(|&b| b == 0) {
+                    tracing::debug!(file = %path.display(), at, "offsets journal: cutting the zero-filled tail");
+                } else {
+                    out.truncated = rest.len() as u64;
+                    tracing::warn!(
+                        file = %path.display(),
+                        at,
+                        dropped = out.truncated,
+                        reason = %why,
+                        "offsets journal: truncating a torn tail"
+                    );
+                }
+                break;
+            }
+            Err(e @ FrameError::Unknown(_)) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("{} at byte {at}: {e}", path.display()),
+                ));
+            }
+        }
+    }
+    out.valid_end = at;
+    Ok(out)
+}
+
+/// The name of a sharded journal's generation `generation`.
+pub fn generation_file(generation: u64) -> String {
+    format!("{GENERATION_PREFIX}{generation}{GENERATION_SUFFIX}")
+}
+
+/// The generation a directory entry names, if it is a generation file.
+fn generation_of(name: &str) -> Option<u64> {
+    name.strip_prefix(GENERATION_PREFIX)?
+        .strip_suffix(GENERATION_SUFFIX)?
+        .parse()
+        .ok()
+}
+
+/// The generation a leftover temporary file (a seal or a compaction that
+/// never finished) belongs to.
+fn leftover_generation(name: &str) -> Option<u64> {
+    let base = name
+        .strip_suffix(SEAL_SUFFIX)
+        .or_else(|| name.strip_suffix(COMPACT_SUFFIX))?;
+    generation_of(base)
+}
+
+/// The newest generation in `dir`, if any.
+pub fn newest_generation(dir: &Path) -> io::Result<Option<u64>> {
+    let mut newest = None;
+    for entry in fs::read_dir(dir)? {
+        let entry = entry?;
+        if let Some(g) = entry.file_name().to_str().and_then(generation_of) {
+            newest = newest.max(Some(g));
+        }
+    }
+    Ok(newest)
+}
+
+/// A gate that is always open (single-node mode).
+pub fn always_open() -> Gate {
+    Arc::new(|| true)
+}
+
+fn gate_closed(what: &str) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::PermissionDenied,
+        format!("the write gate is closed (this broker no longer coordinates the shard): {what}"),
+    )
+}
+
 impl Journal {
     /// Opens (or creates) the journal in `dir`, replaying it.
     pub fn open(dir: &Path, compact_bytes: u64) -> io::Result<Opened> {
+        Self::open_file(dir, FILE, compact_bytes, always_open())
+    }
+
+    /// Opens a sharded journal (cluster mode) and seals it against the
+    /// broker that wrote it last: replays the newest generation as it is
+    /// now, without changing it, writes that state as generation + 1
+    /// (a temporary file, synced, renamed, directory synced), removes the
+    /// older generations, and appends to the new one from then on. Every
+    /// opener reads the newest generation only, so whatever a previous
+    /// writer still appends to its (older) file is never seen. Every write
+    /// checks `gate` first.
+    pub fn open_sealed(dir: &Path, compact_bytes: u64, gate: Gate) -> io::Result<Opened> {
         fs::create_dir_all(dir)?;
-        let _ = fs::remove_file(dir.join(TMP));
-        let path = dir.join(FILE);
+        let newest = newest_generation(dir)?;
+        let (records, truncated, live) = match newest {
+            Some(g) => {
+                let path = dir.join(generation_file(g));
+                let bytes = fs::read(&path)?;
+                let r = replay(&path, &bytes)?;
+                (r.records, r.truncated, r.live)
+            }
+            None => (0, 0, Live::default()),
+        };
+        let next = match newest {
+            Some(g) => g.checked_add(1).ok_or_else(|| {
+                io::Error::other(format!("{}: journal generations exhausted", dir.display()))
+            })?,
+            None => 1,
+        };
+        let name = generation_file(next);
+        let tmp = dir.join(format!("{name}{SEAL_SUFFIX}"));
+        if !gate() {
+            return Err(gate_closed("sealing the offsets journal"));
+        }
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&tmp)?;
+        f.write_all(&live.snapshot())?;
+        f.sync_data()?;
+        drop(f);
+        if !gate() {
+            let _ = fs::remove_file(&tmp);
+            return Err(gate_closed("sealing the offsets journal"));
+        }
+        fs::rename(&tmp, dir.join(&name))?;
+        sync_dir(dir)?;
+        for entry in fs::read_dir(dir)?.flatten() {
+            let Some(file) = entry.file_name().to_str().map(str::to_string) else {
+                continue;
+            };
+            let old = generation_of(&file).or_else(|| leftover_generation(&file));
+            if old.is_some_and(|g| g < next)
+                && let Err(e) = fs::remove_file(entry.path())
+            {
+                tracing::warn!(file = %entry.path().display(), error = %e, "removing an old offsets journal generation failed");
+            }
+        }
+        tracing::info!(dir = %dir.display(), generation = next, sealed = ?newest, records, "offsets journal sealed");
+        let mut opened = Self::open_file(dir, &name, compact_bytes, gate)?;
+        opened.records = records;
+        opened.truncated = truncated;
+        Ok(opened)
+    }
+
+    fn open_file(dir: &Path, name: &str, compact_bytes: u64, gate: Gate) -> io::Result<Opened> {
+        fs::create_dir_all(dir)?;
+        let compact_tmp = format!("{name}{COMPACT_SUFFIX}");
+        let _ = fs::remove_file(dir.join(&compact_tmp));
+        let path = dir.join(name);
         let mut file = open_rw(&path)?;
         let mut bytes = Vec::new();
         file.read_to_end(&mut bytes)?;
-        let mut live = Live::default();
-        let mut next_seq = 1u64;
-        let mut records = 0u64;
-        let mut truncated = 0u64;
-        let valid_end;
-        if bytes.len() < MAGIC.len() {
+        let r = replay(&path, &bytes)?;
+        let valid_end = if r.valid_end == 0 {
             // New, or torn while writing the magic: start over.
-            if !bytes.is_empty() && !MAGIC.starts_with(&bytes) {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    format!("{} is not a kaas offsets journal", path.display()),
-                ));
+            if !gate() {
+                return Err(gate_closed("creating the offsets journal"));
             }
             file.set_len(0)?;
             file.write_all_at(MAGIC, 0)?;
             file.sync_data()?;
             sync_dir(dir)?;
-            valid_end = MAGIC.len();
+            MAGIC.len()
         } else {
-            if &bytes[..MAGIC.len()] != MAGIC {
-                let what = if bytes[..MAGIC.len() - 1] == MAGIC[..MAGIC.len() - 1] {
-                    format!(
-                        "format version {} (this kaas reads 1)",
-                        bytes[MAGIC.len() - 1]
-                    )
-                } else {
-                    "no kaas offsets journal magic".to_string()
-                };
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    format!("{}: {what}", path.display()),
-                ));
+            if r.valid_end < bytes.len() {
+                file.set_len(r.valid_end as u64)?;
+                file.sync_data()?;
             }
-            let mut at = MAGIC.len();
-            loop {
-                if at == bytes.len() {
-                    break;
-                }
-                match Record::decode(&bytes[at..]) {
-                    Ok((rec, n)) => {
-                        live.apply(&rec, next_seq);
-                        next_seq += 1;
-                        records += 1;
-                        at += n;
-                    }
-                    Err(FrameError::Torn(why)) => {
-                        if bytes[at..].iter().all(|&b| b == 0) {
-                            tracing::debug!(file = %path.display(), at, "offsets journal: cutting the zero-filled tail");
-                        } else {
-                            truncated = (bytes.len() - at) as u64;
-                            tracing::warn!(
-                                file = %path.display(),
-                                at,
-                                dropped = truncated,
-                                reason = %why,
-                                "offsets journal: truncating a torn tail"
-                            );
-                        }
-                        file.set_len(at as u64)?;
-                        file.sync_data()?;
-                        break;
-                    }
-                    Err(e @ FrameError::Unknown(_)) => {
-                        return Err(io::Error::new(
-                            io::ErrorKind::InvalidData,
-                            format!("{} at byte {at}: {e}", path.display()),
-                        ));
-                    }
-                }
-            }
-            valid_end = at;
-        }
+            r.valid_end
+        };
         Ok(Opened {
             journal: Journal {
                 dir: dir.to_path_buf(),
+                name: name.to_string(),
+                compact_tmp,
+                gate,
                 file: Arc::new(file),
                 len: valid_end as u64,
                 tail: ZeroTail::new(valid_end as u64, CHUNK),
-                next_seq,
-                live,
+                next_seq: r.next_seq,
+                live: r.live,
                 aside: None,
                 broken: None,
                 compact_bytes,
             },
-            truncated,
-            records,
+            truncated: r.truncated,
+            records: r.records,
         })
+    }
+
+    /// The file appends go to (to sync it when the shard closes).
+    pub fn file(&self) -> Arc<File> {
+        self.file.clone()
     }
 
     pub fn live(&self) -> &Live {
@@ -454,6 +633,9 @@ impl Journal {
             return Err(io::Error::other(format!(
                 "the offsets journal stopped after a failed write: {why}"
             )));
+        }
+        if !(self.gate)() {
+            return Err(gate_closed("appending to the offsets journal"));
         }
         let mut buf = Vec::with_capacity(records.len() * 64);
         for r in records {
@@ -497,7 +679,7 @@ impl Journal {
     pub fn begin_compaction(&mut self) -> Compaction {
         self.aside = Some(Vec::new());
         Compaction {
-            tmp: self.dir.join(TMP),
+            tmp: self.dir.join(&self.compact_tmp),
             snapshot: self.live.snapshot(),
         }
     }
@@ -505,13 +687,18 @@ impl Journal {
     /// Step 3: add what was appended meanwhile, sync, and swap the files.
     pub fn finish_compaction(&mut self, c: &Compaction, mut tmp: File) -> io::Result<()> {
         let aside = self.aside.take().unwrap_or_default();
+        let path = self.dir.join(&self.name);
+        let gate = self.gate.clone();
         let result = (|| {
             tmp.write_all(&aside)?;
             tmp.sync_data()?;
             drop(tmp);
-            fs::rename(&c.tmp, self.dir.join(FILE))?;
+            if !gate() {
+                return Err(gate_closed("finishing a compaction"));
+            }
+            fs::rename(&c.tmp, &path)?;
             sync_dir(&self.dir)?;
-            open_rw(&self.dir.join(FILE))
+            open_rw(&path)
         })();
         match result {
             Ok(file) => {

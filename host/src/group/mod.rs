@@ -4,18 +4,23 @@
 //!   Heartbeat, LeaveGroup, timeouts, static membership).
 //! - [`member`]: one member of a group.
 //! - [`outcome`]: what the coordinator answers, before wire encoding.
-//! - [`coordinator`]: every group and their offsets behind one lock; the
-//!   API the wire handlers call.
+//! - [`coordinator`]: the groups of one shard and their offsets behind one
+//!   lock; the API the wire handlers call.
+//! - [`shards`]: which shards (and so which groups) this broker
+//!   coordinates: one in single-node mode, those the cluster gave it in
+//!   cluster mode.
 //! - [`ticker`]: the background task that fires deadlines.
 //! - [`journal`] and [`record`]: the durable, group-committed offsets
-//!   journal (`<data dir>/__groups/offsets.log`) and its record format.
+//!   journal (`<data dir>/__groups/offsets.log`; a shard's sealed
+//!   generations under `__groups/shard-<n>/` in cluster mode) and its
+//!   record format.
 //! - [`offsets`]: the durable offsets OffsetFetch serves.
 //! - [`retention`]: which offsets have expired.
 //! - [`subscription`]: the topics a consumer member subscribes to.
 //! - [`codes`]: the Kafka error codes of this module.
 //!
-//! This broker is the coordinator of every group (and, for
-//! FindCoordinator, of every transactional id).
+//! In single-node mode this broker is the coordinator of every group (and,
+//! for FindCoordinator, of every transactional id).
 
 pub mod codes;
 pub mod coordinator;
@@ -25,6 +30,7 @@ pub mod offsets;
 pub mod outcome;
 pub mod record;
 pub mod retention;
+pub mod shards;
 pub mod state;
 pub mod subscription;
 mod ticker;
@@ -34,6 +40,7 @@ use std::time::Duration;
 pub use coordinator::{Durable, GroupCoordinator};
 pub use outcome::{GroupOverview, GroupSummary, JoinOutcome, Reply, SyncOutcome};
 pub use record::Committed;
+pub use shards::GroupShards;
 pub use state::{GroupState, JoinRequest, SyncRequest};
 
 /// Group coordinator settings (Kafka broker configs of the same meaning).

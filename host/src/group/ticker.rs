@@ -4,7 +4,8 @@
 //!
 //! It sleeps (tokio time) until the earliest deadline of any group, at most
 //! a second, and an operation that creates an earlier deadline wakes it.
-//! It holds the coordinator weakly, so it ends when the broker is dropped.
+//! It holds the coordinator weakly, so it ends when the broker is dropped,
+//! and it ends when its shard is closed or abandoned.
 
 use std::sync::{Arc, Weak};
 
@@ -18,8 +19,8 @@ pub(super) async fn run(inner: Weak<Inner>, wake: Arc<Notify>) {
         tokio::pin!(notified);
         notified.as_mut().enable();
         let next = match inner.upgrade() {
-            Some(i) => i.tick(),
-            None => return,
+            Some(i) if !i.is_closed() => i.tick(),
+            _ => return,
         };
         tokio::select! {
             _ = tokio::time::sleep_until(tokio::time::Instant::from_std(next)) => {}

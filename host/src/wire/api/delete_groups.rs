@@ -12,7 +12,7 @@ use crate::wire::Handled;
 
 pub fn handle(broker: &Arc<Broker>, req: DeleteGroupsRequest, _version: i16) -> Handled {
     let ids: Vec<String> = req.groups_names.iter().map(|g| g.0.to_string()).collect();
-    let (codes, durable) = broker.groups.delete_groups(&ids);
+    let (codes, durables) = broker.groups.delete_groups(&ids);
     let results: Vec<DeletableGroupResult> = req
         .groups_names
         .into_iter()
@@ -26,7 +26,9 @@ pub fn handle(broker: &Arc<Broker>, req: DeleteGroupsRequest, _version: i16) -> 
     Handled::Later(Box::pin(async move {
         // The groups are gone from memory either way; Kafka answers NONE
         // after logging a failed tombstone write, and so does this.
-        let _ = durable.wait().await;
+        for durable in durables {
+            let _ = durable.wait().await;
+        }
         ResponseKind::DeleteGroups(DeleteGroupsResponse::default().with_results(results))
     }))
 }

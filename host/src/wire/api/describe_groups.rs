@@ -28,7 +28,11 @@ pub fn handle(broker: &Arc<Broker>, req: DescribeGroupsRequest, version: i16) ->
             let base = DescribedGroup::default()
                 .with_authorized_operations(operations)
                 .with_group_id(id.clone());
-            match broker.groups.describe(&id.0) {
+            let described = match broker.groups.for_group(&id.0) {
+                Some(groups) => groups.describe(&id.0),
+                None => Err(crate::group::codes::NOT_COORDINATOR),
+            };
+            match described {
                 Err(code) => base.with_error_code(code),
                 Ok(s) => base
                     .with_group_state(sb(s.state))

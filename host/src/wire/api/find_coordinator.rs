@@ -1,6 +1,7 @@
 //! FindCoordinator (key 10): this broker is the coordinator of every group
-//! (key type 0) and every transactional id (key type 1). v0–v3 ask for one
-//! key; v4+ for a batch (`coordinator_keys`). Any other key type is
+//! (key type 0) whose shard is open here (`group::shards`; in single-node
+//! mode, every group) and of every transactional id (key type 1). v0–v3 ask
+//! for one key; v4+ for a batch (`coordinator_keys`). Any other key type is
 //! INVALID_REQUEST.
 
 use std::sync::Arc;
@@ -18,34 +19,61 @@ use crate::wire::codes;
 const GROUP: i8 = 0;
 const TRANSACTION: i8 = 1;
 
-fn key_error(key_type: i8) -> i16 {
+/// The coordinator of `group_id`: (node id, host, port) of this broker
+/// when the group's shard is open here, else COORDINATOR_NOT_AVAILABLE
+/// (the client asks again).
+pub fn group_coordinator(broker: &Broker, group_id: &str) -> Result<(i32, String, i32), i16> {
+    if broker.groups.for_group(group_id).is_some() {
+        return Ok(this_broker(broker));
+    }
+    // cluster: ask the shard leader (the cluster view names the broker
+    // that leads shard `broker.groups.shard_of(group_id)`).
+    Err(codes::COORDINATOR_NOT_AVAILABLE)
+}
+
+fn this_broker(broker: &Broker) -> (i32, String, i32) {
+    (
+        broker.config.node_id,
+        broker.config.advertised_host.clone(),
+        broker.config.advertised_port,
+    )
+}
+
+/// The coordinator of one key, or its error code and message.
+fn coordinator_of(
+    broker: &Broker,
+    key_type: i8,
+    key: &str,
+) -> Result<(i32, String, i32), (i16, &'static str)> {
     match key_type {
-        GROUP | TRANSACTION => codes::NONE,
-        _ => codes::INVALID_REQUEST,
+        GROUP => group_coordinator(broker, key)
+            .map_err(|e| (e, "the group's coordinator is not available")),
+        TRANSACTION => Ok(this_broker(broker)),
+        _ => Err((codes::INVALID_REQUEST, "unknown coordinator key type")),
     }
 }
 
 pub fn handle(broker: &Arc<Broker>, req: FindCoordinatorRequest, version: i16) -> ResponseKind {
-    let node = BrokerId(broker.config.node_id);
-    let host = sb(&broker.config.advertised_host);
-    let port = broker.config.advertised_port;
     // v0 has no key type: always a group.
     let key_type = if version == 0 { GROUP } else { req.key_type };
-    let error = key_error(key_type);
-    let message = |e: i16| (e != codes::NONE).then(|| sb("unknown coordinator key type"));
     if version >= 4 {
         let coordinators = req
             .coordinator_keys
             .into_iter()
             .map(|key: StrBytes| {
-                let c = Coordinator::default()
-                    .with_key(key)
-                    .with_error_code(error)
-                    .with_error_message(message(error));
-                if error == codes::NONE {
-                    c.with_node_id(node).with_host(host.clone()).with_port(port)
-                } else {
-                    c.with_node_id(BrokerId(-1)).with_port(-1)
+                let found = coordinator_of(broker, key_type, &key);
+                let c = Coordinator::default().with_key(key);
+                match found {
+                    Ok((node, host, port)) => c
+                        .with_error_code(codes::NONE)
+                        .with_node_id(BrokerId(node))
+                        .with_host(sb(&host))
+                        .with_port(port),
+                    Err((error, message)) => c
+                        .with_error_code(error)
+                        .with_error_message(Some(sb(message)))
+                        .with_node_id(BrokerId(-1))
+                        .with_port(-1),
                 }
             })
             .collect();
@@ -53,12 +81,17 @@ pub fn handle(broker: &Arc<Broker>, req: FindCoordinatorRequest, version: i16) -
             FindCoordinatorResponse::default().with_coordinators(coordinators),
         );
     }
-    let r = FindCoordinatorResponse::default()
-        .with_error_code(error)
-        .with_error_message(message(error));
-    ResponseKind::FindCoordinator(if error == codes::NONE {
-        r.with_node_id(node).with_host(host).with_port(port)
-    } else {
-        r.with_node_id(BrokerId(-1)).with_port(-1)
+    let r = FindCoordinatorResponse::default();
+    ResponseKind::FindCoordinator(match coordinator_of(broker, key_type, &req.key) {
+        Ok((node, host, port)) => r
+            .with_error_code(codes::NONE)
+            .with_node_id(BrokerId(node))
+            .with_host(sb(&host))
+            .with_port(port),
+        Err((error, message)) => r
+            .with_error_code(error)
+            .with_error_message(Some(sb(message)))
+            .with_node_id(BrokerId(-1))
+            .with_port(-1),
     })
 }

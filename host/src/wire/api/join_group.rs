@@ -56,7 +56,11 @@ pub fn handle(
         protocols,
     };
     let member_id = join.member_id.clone();
-    match broker.groups.join(&req.group_id.0, join) {
+    let Some(groups) = broker.groups.for_group(&req.group_id.0) else {
+        let o = JoinOutcome::error(&member_id, crate::group::codes::NOT_COORDINATOR);
+        return Handled::Now(response(o, version));
+    };
+    match groups.join(&req.group_id.0, join) {
         Reply::Now(o) => Handled::Now(response(o, version)),
         Reply::Later(rx) => Handled::Later(Box::pin(async move {
             response(join_answer(rx, member_id).await, version)

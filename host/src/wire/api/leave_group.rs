@@ -25,7 +25,11 @@ pub fn handle(broker: &Arc<Broker>, req: LeaveGroupRequest, version: i16) -> Res
     } else {
         vec![(req.member_id.to_string(), None)]
     };
-    let resp = match broker.groups.leave(&req.group_id.0, &members) {
+    let left = match broker.groups.for_group(&req.group_id.0) {
+        Some(groups) => groups.leave(&req.group_id.0, &members),
+        None => Err(crate::group::codes::NOT_COORDINATOR),
+    };
+    let resp = match left {
         Err(code) => LeaveGroupResponse::default().with_error_code(code),
         Ok(results) if version >= 3 => LeaveGroupResponse::default().with_members(
             members

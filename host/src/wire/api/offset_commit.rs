@@ -96,7 +96,10 @@ pub fn handle(broker: &Arc<Broker>, req: OffsetCommitRequest, version: i16) -> H
         // Nothing to commit: Kafka answers without consulting the group.
         return Handled::Now(response(&names, &slots, codes::NONE));
     }
-    match broker.groups.commit(
+    let Some(groups) = broker.groups.for_group(&req.group_id.0) else {
+        return Handled::Now(response(&names, &slots, codes::NOT_COORDINATOR));
+    };
+    match groups.commit(
         &req.group_id.0,
         req.generation_id_or_member_epoch,
         &req.member_id,

@@ -59,7 +59,10 @@ pub fn handle(broker: &Arc<Broker>, req: OffsetDeleteRequest, _version: i16) -> 
                 .with_topics(topics),
         )
     };
-    match broker.groups.delete_offsets(&req.group_id.0, &eligible) {
+    let Some(groups) = broker.groups.for_group(&req.group_id.0) else {
+        return Handled::Now(build(codes::NOT_COORDINATOR, Vec::new()));
+    };
+    match groups.delete_offsets(&req.group_id.0, &eligible) {
         Err(code) => Handled::Now(build(code, Vec::new())),
         Ok((results, durable)) => Handled::Later(Box::pin(async move {
             match durable.wait().await {

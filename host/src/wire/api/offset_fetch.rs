@@ -88,10 +88,11 @@ pub fn handle(broker: &Arc<Broker>, req: OffsetFetchRequest, version: i16) -> Re
             .map(|g| {
                 let wanted = wanted(g.topics, |t| (t.name.0.to_string(), t.partition_indexes));
                 let base = OffsetFetchResponseGroup::default().with_group_id(g.group_id.clone());
-                match broker
-                    .groups
-                    .fetch(&g.group_id.0, wanted, req.require_stable)
-                {
+                let fetched = match broker.groups.for_group(&g.group_id.0) {
+                    Some(groups) => groups.fetch(&g.group_id.0, wanted, req.require_stable),
+                    None => Err(crate::group::codes::NOT_COORDINATOR),
+                };
+                match fetched {
                     Err(code) => base.with_error_code(code),
                     Ok(topics) => base.with_topics(group_topics(topics)),
                 }
@@ -100,11 +101,15 @@ pub fn handle(broker: &Arc<Broker>, req: OffsetFetchRequest, version: i16) -> Re
         return ResponseKind::OffsetFetch(OffsetFetchResponse::default().with_groups(groups));
     }
     let requested = wanted(req.topics, |t| (t.name.0.to_string(), t.partition_indexes));
-    let (topics, error): (Vec<FetchedTopic>, i16) = match broker.groups.fetch(
-        &req.group_id.0,
-        requested.clone(),
-        version >= 7 && req.require_stable,
-    ) {
+    let fetched = match broker.groups.for_group(&req.group_id.0) {
+        Some(groups) => groups.fetch(
+            &req.group_id.0,
+            requested.clone(),
+            version >= 7 && req.require_stable,
+        ),
+        None => Err(crate::group::codes::NOT_COORDINATOR),
+    };
+    let (topics, error): (Vec<FetchedTopic>, i16) = match fetched {
         Ok(t) => (t, 0),
         // Before v2 there is no top-level error: it goes on every
         // requested partition.

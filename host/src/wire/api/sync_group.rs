@@ -25,7 +25,11 @@ pub fn handle(broker: &Arc<Broker>, req: SyncGroupRequest, version: i16) -> Hand
             .map(|a| (a.member_id.to_string(), a.assignment))
             .collect(),
     };
-    match broker.groups.sync(&req.group_id.0, sync) {
+    let Some(groups) = broker.groups.for_group(&req.group_id.0) else {
+        let o = SyncOutcome::error(crate::group::codes::NOT_COORDINATOR);
+        return Handled::Now(response(o, version));
+    };
+    match groups.sync(&req.group_id.0, sync) {
         Reply::Now(o) => Handled::Now(response(o, version)),
         Reply::Later(rx) => {
             Handled::Later(Box::pin(

@@ -59,8 +59,11 @@ pub fn handle(broker: &Arc<Broker>, req: TxnOffsetCommitRequest, version: i16) -
     if verified != codes::NONE {
         return Handled::Now(response(&names, &slots, for_version(verified)));
     }
+    let Some(groups) = broker.groups.for_group(&group) else {
+        return Handled::Now(response(&names, &slots, codes::NOT_COORDINATOR));
+    };
     let instance = req.group_instance_id.as_ref().map(|s| s.to_string());
-    match broker.groups.txn_commit(
+    match groups.txn_commit(
         &group,
         req.generation_id,
         &req.member_id,
