@@ -1,6 +1,7 @@
-//! FindCoordinator (key 10): this broker is the coordinator of every group
-//! (key type 0) whose shard is open here (`group::shards`; in single-node
-//! mode, every group) and of every transactional id (key type 1). v0–v3 ask
+//! FindCoordinator (key 10): a group's coordinator (key type 0) is the
+//! broker leading its shard (`group::shards`; in single-node mode this
+//! broker, for every group); a transactional id's (key type 1) is this
+//! broker in single-node mode (cluster mode: not yet, issue 15). v0–v3 ask
 //! for one key; v4+ for a batch (`coordinator_keys`). Any other key type is
 //! INVALID_REQUEST.
 
@@ -26,9 +27,14 @@ pub fn group_coordinator(broker: &Broker, group_id: &str) -> Result<(i32, String
     if broker.groups.for_group(group_id).is_some() {
         return Ok(this_broker(broker));
     }
-    // cluster: ask the shard leader (the cluster view names the broker
-    // that leads shard `broker.groups.shard_of(group_id)`).
-    Err(codes::COORDINATOR_NOT_AVAILABLE)
+    // Cluster mode: the live leader of the group's shard.
+    match broker
+        .cluster
+        .group_coordinator(broker.groups.shard_of(group_id))
+    {
+        Some(n) if !broker.cluster.is_local() => Ok((n.id, n.host, n.port)),
+        _ => Err(codes::COORDINATOR_NOT_AVAILABLE),
+    }
 }
 
 fn this_broker(broker: &Broker) -> (i32, String, i32) {
@@ -48,7 +54,11 @@ fn coordinator_of(
     match key_type {
         GROUP => group_coordinator(broker, key)
             .map_err(|e| (e, "the group's coordinator is not available")),
-        TRANSACTION => Ok(this_broker(broker)),
+        TRANSACTION if broker.cluster.is_local() => Ok(this_broker(broker)),
+        TRANSACTION => Err((
+            codes::COORDINATOR_NOT_AVAILABLE,
+            "transactions are not available in cluster mode yet",
+        )),
         _ => Err((codes::INVALID_REQUEST, "unknown coordinator key type")),
     }
 }
