@@ -85,6 +85,9 @@ class ConfluentWriter(Writer):
                       "acks": "all", "linger.ms": 5,
                       "message.timeout.ms": DELIVERY_TIMEOUT_MS,
                       "topic.metadata.refresh.interval.ms": 1000,
+                      # A request stuck on a frozen leader is given up (and
+                      # retried on the new one) after 5 s, not the default 30.
+                      "request.timeout.ms": 5000,
                       "error_cb": lambda err: self.fatal.append(err.name()) if err.fatal() else None})
 
         def report(err, msg):
