@@ -84,4 +84,6 @@ def test_clients_carry_on_and_lose_nothing_when_a_broker_is_killed(cluster, topi
         assert_ok(check(history, reads))
         assert len(history.acked) >= 400
     finally:
+        for t in writers + [m for ms in groups.values() for m in ms]:
+            t._halt.set()  # a failed test leaves no client running into teardown
         js.kill()
