@@ -61,6 +61,7 @@ def wait_for(condition, timeout: float, what: str, interval: float = 0.05):
         if value:
             return value
         if time.monotonic() >= deadline:
+            what = what() if callable(what) else what
             raise AssertionError(f"timed out after {timeout:.1f} s waiting for {what}")
         time.sleep(interval)
 

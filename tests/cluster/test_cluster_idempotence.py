@@ -28,7 +28,10 @@ def test_idempotent_producers_keep_exactly_once_across_a_leader_kill(cluster, to
     try:
         for round_ in range(scale):
             wait_for(lambda: all(w.acked_count() >= 200 * (round_ + 1) for w in writers), 60,
-                     "acknowledged records before the kill")
+                     lambda: "acknowledged records before the kill: "
+                     + ", ".join(f"{w.name} sent {w.sent} acked {w.acked_count()} "
+                                 f"errors {sorted(set(w.errors))[:3]} fatal {w.fatal[:3]}"
+                                 for w in writers))
             victim = cluster.leader_of(topic, 0)
             before = {w.name: w.acked_on(0) for w in writers}
             cluster.kill9(victim)

@@ -101,7 +101,14 @@ class ConfluentWriter(Writer):
             v = self.value(i)
             with self._lock:
                 self.history.send(v)
-            p.produce(self.topic, v, partition=self.partition_of(i), on_delivery=report)
+            while True:
+                try:
+                    p.produce(self.topic, v, partition=self.partition_of(i), on_delivery=report)
+                    break
+                except BufferError:
+                    # The local queue is full (a leader is moving): wait for
+                    # delivery reports, then try the same record again.
+                    p.poll(0.1)
             self.sent = i = i + 1
             p.poll(self.interval_s)
         left = p.flush(DELIVERY_TIMEOUT_MS / 1000 + 10)
