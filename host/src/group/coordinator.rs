@@ -1,5 +1,6 @@
-//! The group coordinator: every group of this broker, their durable
-//! committed offsets and the journal behind them, under one lock.
+//! The group coordinator of one shard (`super::shards`): its groups, their
+//! durable committed offsets and the journal behind them, under one lock.
+//! In single-node mode the one shard holds every group.
 //!
 //! Each operation validates its input (group id, session timeout), runs the
 //! group's state machine ([`super::state`]) with the current time, journals
@@ -347,14 +348,11 @@ impl GroupCoordinator {
         group_commit: Arc<GroupCommit>,
         topic_exists: impl Fn(&str) -> bool,
     ) -> io::Result<GroupCoordinator> {
-        let opened = Journal::open(&data_dir.join(DIR), config.compact_bytes)?;
-        Self::from_journal(
-            opened,
-            config,
-            group_commit,
-            topic_exists,
-            journal::always_open(),
-        )
+        let closed = Arc::new(AtomicBool::new(false));
+        let gate = journal::always_open();
+        let journal_gate = Self::journal_gate(&closed, &gate);
+        let opened = Journal::open_gated(&data_dir.join(DIR), config.compact_bytes, journal_gate)?;
+        Self::assemble(opened, config, group_commit, topic_exists, gate, closed)
     }
 
     /// Opens a shard's sealed journal in `dir` (cluster mode; see
@@ -378,23 +376,6 @@ impl GroupCoordinator {
         let closed = closed.clone();
         let gate = gate.clone();
         Arc::new(move || !closed.load(Ordering::Acquire) && gate())
-    }
-
-    fn from_journal(
-        opened: Opened,
-        config: GroupConfig,
-        group_commit: Arc<GroupCommit>,
-        topic_exists: impl Fn(&str) -> bool,
-        gate: Gate,
-    ) -> io::Result<GroupCoordinator> {
-        Self::assemble(
-            opened,
-            config,
-            group_commit,
-            topic_exists,
-            gate,
-            Arc::new(AtomicBool::new(false)),
-        )
     }
 
     fn assemble(

@@ -1,5 +1,9 @@
-//! The offsets journal: the one durable file of the group coordinator,
-//! `<data dir>/__groups/offsets.log` (format in [`super::record`]).
+//! The offsets journal: the one durable file of a group coordinator shard,
+//! `<data dir>/__groups/offsets.log` in single-node mode (format in
+//! [`super::record`]). In cluster mode a shard's journal is a sequence of
+//! generations `offsets-<g>.log` under `__groups/shard-<n>/`, sealed on each
+//! open ([`Journal::open_sealed`]), and every write first checks the
+//! shard's write gate ([`Gate`]).
 //!
 //! Appends go to the end of the file under the coordinator's lock (a page
 //! cache write); the caller makes them durable through the log's
@@ -496,7 +500,12 @@ fn gate_closed(what: &str) -> io::Error {
 impl Journal {
     /// Opens (or creates) the journal in `dir`, replaying it.
     pub fn open(dir: &Path, compact_bytes: u64) -> io::Result<Opened> {
-        Self::open_file(dir, FILE, compact_bytes, always_open())
+        Self::open_gated(dir, compact_bytes, always_open())
+    }
+
+    /// [`Self::open`], every write checking `gate` first.
+    pub fn open_gated(dir: &Path, compact_bytes: u64, gate: Gate) -> io::Result<Opened> {
+        Self::open_file(dir, FILE, compact_bytes, gate)
     }
 
     /// Opens a sharded journal (cluster mode) and seals it against the

@@ -22,7 +22,7 @@
 use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 use super::coordinator::{DIR, Durable, GroupCoordinator};
 use super::journal::Gate;
@@ -45,6 +45,9 @@ pub struct GroupShards {
     count: u32,
     topic_exists: RwLock<TopicExists>,
     open: RwLock<BTreeMap<u32, Arc<GroupCoordinator>>>,
+    /// Held while a shard opens, so two opens never race (requests keep
+    /// reading `open` meanwhile).
+    opening: Mutex<()>,
 }
 
 impl std::fmt::Debug for GroupShards {
@@ -73,6 +76,7 @@ impl GroupShards {
             count: 1,
             topic_exists: RwLock::new(Arc::new(|_| true)),
             open: RwLock::new(BTreeMap::from([(0, Arc::new(only))])),
+            opening: Mutex::new(()),
         })
     }
 
@@ -86,6 +90,7 @@ impl GroupShards {
             count: CLUSTER_SHARDS,
             topic_exists: RwLock::new(Arc::new(|_| true)),
             open: RwLock::new(BTreeMap::new()),
+            opening: Mutex::new(()),
         }
     }
 
@@ -120,7 +125,8 @@ impl GroupShards {
 
     /// Starts coordinating shard `n` (cluster mode): loads its journal as a
     /// restart does, then seals it so the previous coordinator's late
-    /// writes are never seen. Already open: nothing happens.
+    /// writes are never seen. Already open: nothing happens. It reads and
+    /// writes files: call it off the async threads (`spawn_blocking`).
     pub fn open_shard(&self, n: u32, gate: Gate) -> io::Result<()> {
         if self.count == 1 || n >= self.count {
             return Err(io::Error::new(
@@ -128,9 +134,8 @@ impl GroupShards {
                 format!("group shard {n} does not exist (shards: {})", self.count),
             ));
         }
-        // Held while opening: two opens of one shard never race.
-        let mut open = self.open.write().unwrap_or_else(|p| p.into_inner());
-        if open.contains_key(&n) {
+        let _opening = self.opening.lock().unwrap_or_else(|p| p.into_inner());
+        if self.shard(n).is_some() {
             return Ok(());
         }
         let topic_exists = self
@@ -146,7 +151,10 @@ impl GroupShards {
             gate,
         )
         .map_err(|e| io::Error::new(e.kind(), format!("opening group shard {n}: {e}")))?;
-        open.insert(n, Arc::new(c));
+        self.open
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(n, Arc::new(c));
         tracing::info!(shard = n, "group shard opened");
         Ok(())
     }
