@@ -236,7 +236,9 @@ impl Broker {
     /// metadata and moves), else UNKNOWN_TOPIC_OR_PARTITION.
     pub fn not_here(&self, topic: &str, p: i32) -> i16 {
         let exists = match self.cluster.topics() {
-            Some(all) => all.get(topic).is_some_and(|m| (0..m.partitions).contains(&p)),
+            Some(all) => all
+                .get(topic)
+                .is_some_and(|m| (0..m.partitions).contains(&p)),
             None => false,
         };
         if exists {
@@ -282,9 +284,10 @@ pub async fn open_clustered(
     fsync: crate::log::FsyncMode,
     policy: Arc<Policy>,
 ) -> std::io::Result<Arc<Broker>> {
-    let etcd = crate::cluster::etcd::Etcd::connect(&config.etcd, &config.cluster_id, config.lease_ttl)
-        .await
-        .map_err(std::io::Error::other)?;
+    let etcd =
+        crate::cluster::etcd::Etcd::connect(&config.etcd, &config.cluster_id, config.lease_ttl)
+            .await
+            .map_err(std::io::Error::other)?;
     let me = crate::cluster::NodeInfo {
         id: config.node_id,
         host: config.advertised_host.clone(),
@@ -301,7 +304,8 @@ pub async fn open_clustered(
     let broker = Arc::new(Broker::with_cluster(config, logs, policy, cluster)?);
     let weak = Arc::downgrade(&broker);
     broker.groups.set_topic_exists(Arc::new(move |topic| {
-        weak.upgrade().is_none_or(|b| b.cluster.topics().is_none_or(|all| all.contains_key(topic)))
+        weak.upgrade()
+            .is_none_or(|b| b.cluster.topics().is_none_or(|all| all.contains_key(topic)))
     }));
     Ok(broker)
 }
@@ -314,7 +318,11 @@ pub fn spawn_tasks(broker: &Arc<Broker>, reaper_every: std::time::Duration) {
     tokio::spawn(Coordinator::run_reaper(broker.clone(), reaper_every));
     if let crate::cluster::Cluster::Etcd { etcd, me } = &broker.cluster {
         let host: Arc<dyn crate::cluster::reconcile::Host> = broker.clone();
-        tokio::spawn(crate::cluster::reconcile::run(etcd.clone(), me.clone(), host));
+        tokio::spawn(crate::cluster::reconcile::run(
+            etcd.clone(),
+            me.clone(),
+            host,
+        ));
     }
     if broker.logs.wal().is_some() || broker.logs.is_clustered() {
         tokio::spawn(run_wal_checkpoints(broker.clone()));

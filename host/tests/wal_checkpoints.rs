@@ -55,7 +55,7 @@ async fn a_checkpoint_runs_once_the_logged_data_is_older_than_the_interval() {
         .logs
         .create_topic("t", 2, Default::default(), false)
         .expect("create");
-    for p in &t.partitions {
+    for p in &t.open_partitions() {
         p.append(data_batch(&[(None, b"v")], 1, None, false))
             .expect("append");
     }
@@ -120,7 +120,8 @@ async fn a_failed_checkpoint_keeps_its_file_and_is_retried_only_after_a_pause() 
         .logs
         .create_topic("t", 1, Default::default(), false)
         .expect("create");
-    t.partitions[0]
+    t.partition(0)
+        .expect("partition 0")
         .append(data_batch(&[(None, b"v")], 1, None, false))
         .expect("append");
 

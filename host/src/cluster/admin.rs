@@ -162,7 +162,10 @@ pub fn create_partitions(
             .map_err(|e| storage(e.to_string())),
         Some(etcd) => {
             let Some(meta) = etcd.view().topics.get(name).cloned() else {
-                return Err((codes::UNKNOWN_TOPIC_OR_PARTITION, format!("topic {name} is gone")));
+                return Err((
+                    codes::UNKNOWN_TOPIC_OR_PARTITION,
+                    format!("topic {name} is gone"),
+                ));
             };
             let ok = block_on(etcd.set_partitions(&meta, count))
                 .map_err(|e| storage(e.to_string()))?
@@ -174,7 +177,10 @@ pub fn create_partitions(
                 ));
             }
             settle(broker, |v| {
-                (0..count).all(|p| v.leaders.contains_key(&super::Unit::Partition(name.into(), p)))
+                (0..count).all(|p| {
+                    v.leaders
+                        .contains_key(&super::Unit::Partition(name.into(), p))
+                })
             });
             Ok(())
         }

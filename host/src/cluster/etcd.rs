@@ -466,12 +466,16 @@ impl Etcd {
                         Compare::mod_revision(key.clone(), CompareOp::Equal, kv.mod_revision()),
                     )
                 }
-                None => (0, Compare::create_revision(key.clone(), CompareOp::Equal, 0)),
+                None => (
+                    0,
+                    Compare::create_revision(key.clone(), CompareOp::Equal, 0),
+                ),
             };
             let end = start.saturating_add(size);
-            let txn = Txn::new()
-                .when([cmp])
-                .and_then([TxnOp::put(key.clone(), end.to_string(), None)]);
+            let txn =
+                Txn::new()
+                    .when([cmp])
+                    .and_then([TxnOp::put(key.clone(), end.to_string(), None)]);
             if bounded(self.client().txn(txn)).await?.succeeded() {
                 self.pid_next.fetch_max(end, Ordering::AcqRel);
                 return Ok(start);
@@ -505,10 +509,10 @@ impl Etcd {
 
     /// Every unit's epoch record (for garbage-collecting write-ahead logs).
     pub async fn epochs(&self) -> Result<Vec<EpochRec>, EtcdError> {
-        let got = bounded(
-            self.client()
-                .get(self.keys.epochs_prefix(), Some(GetOptions::new().with_prefix())),
-        )
+        let got = bounded(self.client().get(
+            self.keys.epochs_prefix(),
+            Some(GetOptions::new().with_prefix()),
+        ))
         .await?;
         got.kvs()
             .iter()

@@ -35,7 +35,9 @@ impl Host for Broker {
             .iter()
             .map(|w| wal_dir_name(w.node, w.incarnation))
             .collect();
-        let part = self.logs.take_over(&meta.name, p, rec.epoch, &replay, gate)?;
+        let part = self
+            .logs
+            .take_over(&meta.name, p, rec.epoch, &replay, gate)?;
         // State under ids no block ever held can only be forged.
         let forged = part.forget_producers_from(self.producer_ids.next());
         if forged > 0 {
@@ -85,7 +87,9 @@ impl Host for Broker {
             }
             match std::fs::remove_dir_all(e.path()) {
                 Ok(()) => removed += 1,
-                Err(err) => tracing::warn!(dir = %e.path().display(), error = %err, "removing an old write-ahead log failed"),
+                Err(err) => {
+                    tracing::warn!(dir = %e.path().display(), error = %err, "removing an old write-ahead log failed")
+                }
             }
         }
         removed

@@ -420,9 +420,21 @@ impl LogManager {
                 };
                 let open = topics
                     .get(name)
-                    .map(|t| t.slots.iter().map(|s| s.write().unwrap_or_else(|p| p.into_inner()).take()).collect())
+                    .map(|t| {
+                        t.slots
+                            .iter()
+                            .map(|s| s.write().unwrap_or_else(|p| p.into_inner()).take())
+                            .collect()
+                    })
                     .unwrap_or_default();
-                let t = Topic::new(name, parse_id(&m.id), m.partitions, config, m.configs.clone(), open);
+                let t = Topic::new(
+                    name,
+                    parse_id(&m.id),
+                    m.partitions,
+                    config,
+                    m.configs.clone(),
+                    open,
+                );
                 topics.insert(name.clone(), Arc::new(t));
             }
         }
@@ -460,7 +472,10 @@ impl LogManager {
             .topic(topic)
             .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("no topic {topic}")))?;
         if p < 0 || p >= t.partition_count {
-            return Err(io::Error::new(io::ErrorKind::NotFound, format!("no partition {topic}-{p}")));
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("no partition {topic}-{p}"),
+            ));
         }
         let mut batches = Vec::new();
         for name in replay {
@@ -813,8 +828,18 @@ impl LogManager {
             configs: t.overrides.clone(),
         };
         let bytes = serde_json::to_vec_pretty(&meta).map_err(io::Error::other)?;
-        partition::write_atomically(&self.root.join("__topics").join(format!("{name}.json")), &bytes)?;
-        let grown = Topic::new(name, t.id, count, t.config.clone(), t.overrides.clone(), open);
+        partition::write_atomically(
+            &self.root.join("__topics").join(format!("{name}.json")),
+            &bytes,
+        )?;
+        let grown = Topic::new(
+            name,
+            t.id,
+            count,
+            t.config.clone(),
+            t.overrides.clone(),
+            open,
+        );
         self.topics
             .write()
             .unwrap_or_else(|p| p.into_inner())
@@ -1004,8 +1029,12 @@ mod tests {
                     small(format!("v{seq}").as_bytes(), Some((7, 0, seq)), false),
                 );
             }
-            durable_file(&t.partition(1).unwrap(), small(b"aborted", Some((9, 0, 0)), true));
-            t.partition(1).unwrap()
+            durable_file(
+                &t.partition(1).unwrap(),
+                small(b"aborted", Some((9, 0, 0)), true),
+            );
+            t.partition(1)
+                .unwrap()
                 .append_marker(9, 0, false, 0, 2)
                 .expect("abort marker");
             // Dropped without a clean close: the process died.

@@ -36,8 +36,12 @@ pub fn handle(broker: &Arc<Broker>, req: CreatePartitionsRequest, version: i16) 
                     "kaas places partitions itself: explicit assignments are not supported".into(),
                 );
             }
-            match crate::cluster::admin::create_partitions(broker, &name, t.count, req.validate_only)
-            {
+            match crate::cluster::admin::create_partitions(
+                broker,
+                &name,
+                t.count,
+                req.validate_only,
+            ) {
                 Ok(()) => r,
                 Err((code, msg)) => fail(code, msg),
             }

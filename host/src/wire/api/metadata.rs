@@ -73,7 +73,11 @@ pub fn handle(broker: &Arc<Broker>, req: MetadataRequest, version: i16) -> Respo
                             .with_topic_id(rt.topic_id)
                             .with_error_code(codes::UNKNOWN_TOPIC_ID);
                     };
-                    if let Some(m) = broker.cluster.topics().and_then(|all| all.get(&name).cloned()) {
+                    if let Some(m) = broker
+                        .cluster
+                        .topics()
+                        .and_then(|all| all.get(&name).cloned())
+                    {
                         return describe_meta(broker, &m);
                     }
                     if broker.cluster.is_local()
@@ -155,7 +159,11 @@ impl AutoCreate {
                 };
             }
             Err(crate::log::CreateError::Exists(_)) => {
-                if let Some(m) = broker.cluster.topics().and_then(|all| all.get(name).cloned()) {
+                if let Some(m) = broker
+                    .cluster
+                    .topics()
+                    .and_then(|all| all.get(name).cloned())
+                {
                     return describe_meta(broker, &m);
                 }
                 return match broker.logs.topic(name) {
