@@ -26,7 +26,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run the broker.
-    Broker(BrokerArgs),
+    Broker(Box<BrokerArgs>),
     /// Run the conformance vectors against a policy component, or the wire
     /// probes against a live broker (--bootstrap).
     Conformance {
@@ -236,7 +236,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let rt = tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
                 .build()?;
-            rt.block_on(broker(args))?;
+            rt.block_on(broker(*args))?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Conformance {

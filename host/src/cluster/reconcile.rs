@@ -214,10 +214,11 @@ async fn turn(
             }
             continue;
         }
-        if desired == Some(me.id) && holder.is_none() {
-            if let Some(h) = take(etcd, me, lease, host, view, u).await {
-                held.insert(u.clone(), h);
-            }
+        if desired == Some(me.id)
+            && holder.is_none()
+            && let Some(h) = take(etcd, me, lease, host, view, u).await
+        {
+            held.insert(u.clone(), h);
         }
     }
 }
