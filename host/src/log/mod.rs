@@ -224,6 +224,10 @@ pub struct LogManager {
     wal: RwLock<Option<Arc<wal::Wal>>>,
     /// Cluster mode: partitions open only while this broker leads them.
     clustered: bool,
+    /// Partitions abandoned so far (cluster mode; see `checkpoint_wal`).
+    abandoned: std::sync::atomic::AtomicU64,
+    /// `abandoned` at the last write-ahead log rotation.
+    abandoned_at_rotation: std::sync::atomic::AtomicU64,
     /// Bounds on topic creation.
     limits: TopicLimits,
     /// Topics being created, with their partition counts (reserved against
@@ -336,6 +340,8 @@ impl LogManager {
             topics: RwLock::new(topics),
             wal: RwLock::new(wal),
             clustered: false,
+            abandoned: Default::default(),
+            abandoned_at_rotation: Default::default(),
             limits: TopicLimits::default(),
             creating: Mutex::new(BTreeMap::new()),
         })
@@ -358,6 +364,8 @@ impl LogManager {
             topics: RwLock::new(BTreeMap::new()),
             wal: RwLock::new(None),
             clustered: true,
+            abandoned: Default::default(),
+            abandoned_at_rotation: Default::default(),
             limits: TopicLimits::default(),
             creating: Mutex::new(BTreeMap::new()),
         })
@@ -512,6 +520,8 @@ impl LogManager {
     /// lease is lost: another broker may own its files already).
     pub fn abandon(&self, topic: &str, p: i32) {
         if let Some(part) = self.topic(topic).and_then(|t| t.take(p)) {
+            self.abandoned
+                .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
             part.abandon();
         }
     }
@@ -578,6 +588,13 @@ impl LogManager {
             return Ok(false);
         };
         let _one = wal.checkpoint_guard();
+        // Frames in the files this rotation retires were written since the
+        // last rotation: by partitions open now (synced below) or abandoned
+        // since (not synced: see below).
+        let abandoned = self.abandoned_at_rotation.swap(
+            self.abandoned.load(std::sync::atomic::Ordering::Acquire),
+            std::sync::atomic::Ordering::AcqRel,
+        );
         let retired = wal.rotate()?;
         // Listed after the rotation: a topic created later writes only to
         // the new file.
@@ -585,6 +602,12 @@ impl LogManager {
             for p in &t.open_partitions() {
                 p.checkpoint()?;
             }
+        }
+        // Cluster mode: a partition abandoned meanwhile was not synced, and
+        // its next leader replays it from these files: they stay.
+        if self.abandoned.load(std::sync::atomic::Ordering::Acquire) != abandoned {
+            tracing::info!("a partition was abandoned during a checkpoint; its write-ahead log files stay for its next leader");
+            return Ok(true);
         }
         wal.delete_retired(&retired)?;
         Ok(true)
