@@ -606,7 +606,9 @@ impl LogManager {
         // Cluster mode: a partition abandoned meanwhile was not synced, and
         // its next leader replays it from these files: they stay.
         if self.abandoned.load(std::sync::atomic::Ordering::Acquire) != abandoned {
-            tracing::info!("a partition was abandoned during a checkpoint; its write-ahead log files stay for its next leader");
+            tracing::info!(
+                "a partition was abandoned during a checkpoint; its write-ahead log files stay for its next leader"
+            );
             return Ok(true);
         }
         wal.delete_retired(&retired)?;
