@@ -3,7 +3,8 @@
 Starts one etcd and N `kaas broker` processes on loopback that share one
 --data-dir, and does to them what machines do: kill -9 (`kill9`), a long
 stall (`pause` = SIGSTOP, `resume` = SIGCONT), a restart on the same port
-(`restart`). It asks brokers directly (kwire, raw Metadata v1) who is alive
+(`restart`), and an etcd outage (`pause_etcd`/`resume_etcd`: etcd stopped
+with its sockets open, so requests hang rather than fail fast). It asks brokers directly (kwire, raw Metadata v1) who is alive
 and who leads what: `wait_ready`, `leader_of`, `wait_leader_moved`.
 
 Single-node mode is the same class with etcd=False: one broker, no cluster
@@ -77,6 +78,7 @@ class Etcd:
         self.data_dir, self.log_path = Path(data_dir), Path(log_path)
         self.client_port, self.peer_port = free_port(), free_port()
         self.proc: subprocess.Popen | None = None
+        self.paused = False
 
     @property
     def url(self) -> str:
@@ -106,7 +108,21 @@ class Etcd:
         except (OSError, ValueError):
             return False
 
+    def pause(self) -> None:
+        """SIGSTOP: etcd keeps its sockets, so clients' requests and
+        keep-alives hang until their own deadlines (an unreachable etcd)."""
+        if self.proc is None or self.proc.poll() is not None:
+            raise HarnessError("etcd is not running")
+        os.kill(self.proc.pid, signal.SIGSTOP)
+        self.paused = True
+
+    def resume(self) -> None:
+        if self.paused and self.proc is not None and self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGCONT)
+        self.paused = False
+
     def stop(self) -> None:
+        self.resume()
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()
             try:
@@ -298,6 +314,16 @@ class Cluster:
         b = self.brokers[n]
         b.stop()
         b.start()
+
+    def pause_etcd(self) -> None:
+        """Stops etcd (SIGSTOP) until resume_etcd; the brokers keep running."""
+        if self.etcd is None:
+            raise HarnessError("single-node mode has no etcd")
+        self.etcd.pause()
+
+    def resume_etcd(self) -> None:
+        if self.etcd is not None:
+            self.etcd.resume()
 
     def start_broker(self, n: int) -> None:
         """Starts broker n again after kill9 (same node id and port)."""

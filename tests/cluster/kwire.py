@@ -1,21 +1,25 @@
-"""Two Kafka requests spoken as raw bytes to ONE chosen broker.
+"""Kafka requests spoken as raw bytes to ONE chosen broker.
 
 The cluster tests need to ask a particular broker (a paused one, one that just
 took a partition over) something, with a deadline, and to see its exact
 answer: real clients pick a broker themselves, retry, and hide error codes. So
-this module encodes Metadata v1 and Produce v3 (acks=-1) by hand (both are
+this module encodes Metadata v1, Produce v3 (acks=-1), Fetch v4, FindCoordinator
+v1, CreateTopics v2, CreatePartitions v1 and DeleteTopics v1 by hand (all
 non-flexible versions: plain big-endian fields) over one socket per call. The
-RecordBatch inside a Produce comes from kafka-python's MemoryRecordsBuilder.
+RecordBatch inside a Produce comes from kafka-python's MemoryRecordsBuilder,
+and a Fetch's records are read with its MemoryRecords.
 """
 
 import socket
 import struct
 from dataclasses import dataclass, field
 
-from kafka.record.memory_records import MemoryRecordsBuilder
+from kafka.record.memory_records import MemoryRecords, MemoryRecordsBuilder
 
-METADATA, PRODUCE, FIND_COORDINATOR = 3, 0, 10
-NOT_LEADER_OR_FOLLOWER = 6
+METADATA, PRODUCE, FETCH, FIND_COORDINATOR = 3, 0, 1, 10
+CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS = 19, 20, 37
+UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER = 3, 6
+TOPIC_ALREADY_EXISTS, INVALID_PARTITIONS = 36, 37
 
 _CLIENT_ID = b"kaas-cluster-test"
 
@@ -154,3 +158,72 @@ def find_coordinator(addr: str, group: str, timeout: float = 5.0) -> tuple[int, 
     err = r.take(">h")
     r.string()    # error message
     return err, r.take(">i")
+
+
+def fetch(addr: str, topic: str, partition: int, offset: int, timeout: float = 5.0,
+          max_bytes: int = 8 << 20) -> tuple[int, int, list[tuple[int, bytes]]]:
+    """Fetch v4 (read-uncommitted, no wait) of one partition from the broker
+    at `addr`: (error code, high watermark, [(offset, value)] from `offset`)."""
+    body = (struct.pack(">iiiib", -1, 0, 0, max_bytes, 0) + struct.pack(">i", 1) + _str(topic)
+            + struct.pack(">i", 1) + struct.pack(">iqi", partition, offset, max_bytes))
+    r = _Reader(_call(addr, FETCH, 4, body, timeout))
+    r.take(">i")  # throttle
+    for _ in range(r.take(">i")):
+        r.string()
+        for _ in range(r.take(">i")):
+            pid, err, high, _lso = r.take(">ihqq")
+            aborted = r.take(">i")
+            r.pos += 16 * max(aborted, 0)
+            size = r.take(">i")
+            raw = r.data[r.pos:r.pos + max(size, 0)]
+            r.pos += max(size, 0)
+            if pid != partition:
+                continue
+            out = []
+            records = MemoryRecords(bytes(raw))
+            while (batch := records.next_batch()) is not None:
+                out += [(rec.offset, rec.value) for rec in batch if rec.offset >= offset]
+            return err, high, out
+    raise WireError(f"{addr}: Fetch response has no partition {partition}")
+
+
+def _topic_results(r: _Reader, with_message: bool) -> dict[str, tuple[int, str | None]]:
+    out = {}
+    for _ in range(r.take(">i")):
+        name = r.string()
+        err = r.take(">h")
+        out[name] = (err, r.string() if with_message else None)
+    return out
+
+
+def create_topics(addr: str, topics: dict[str, int], timeout: float = 30.0,
+                  validate_only: bool = False) -> dict[str, tuple[int, str | None]]:
+    """CreateTopics v2 (replication factor 1, no configs) to the broker at
+    `addr`: topic -> (error code, error message)."""
+    body = struct.pack(">i", len(topics)) + b"".join(
+        _str(name) + struct.pack(">ihii", n, 1, 0, 0) for name, n in topics.items())
+    body += struct.pack(">i?", int(timeout * 1000), validate_only)
+    r = _Reader(_call(addr, CREATE_TOPICS, 2, body, timeout + 5))
+    r.take(">i")  # throttle
+    return _topic_results(r, with_message=True)
+
+
+def create_partitions(addr: str, topics: dict[str, int], timeout: float = 30.0,
+                      validate_only: bool = False) -> dict[str, tuple[int, str | None]]:
+    """CreatePartitions v1 (no assignments: the broker places them) to the
+    broker at `addr`: topic -> (error code, error message)."""
+    body = struct.pack(">i", len(topics)) + b"".join(
+        _str(name) + struct.pack(">ii", n, -1) for name, n in topics.items())
+    body += struct.pack(">i?", int(timeout * 1000), validate_only)
+    r = _Reader(_call(addr, CREATE_PARTITIONS, 1, body, timeout + 5))
+    r.take(">i")  # throttle
+    return _topic_results(r, with_message=True)
+
+
+def delete_topics(addr: str, topics: list[str], timeout: float = 30.0) -> dict[str, int]:
+    """DeleteTopics v1 to the broker at `addr`: topic -> error code."""
+    body = struct.pack(">i", len(topics)) + b"".join(_str(t) for t in topics)
+    body += struct.pack(">i", int(timeout * 1000))
+    r = _Reader(_call(addr, DELETE_TOPICS, 1, body, timeout + 5))
+    r.take(">i")  # throttle
+    return {name: err for name, (err, _) in _topic_results(r, with_message=False).items()}
