@@ -17,7 +17,6 @@ and raw Produce requests go straight to each partition's leader. The claims
 import threading
 import time
 
-import pytest
 
 from checker import History, assert_ok, check
 from harness import HarnessError, wait_for
@@ -110,12 +109,6 @@ def _read_from_leader(addr: str, topic: str, p: int) -> dict[bytes, int]:
     return out
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "bug in host/src/cluster/etcd.rs keep_alive: after an outage longer than the TTL, reopening "
-    "the keep-alive stream fails with etcd-client's LeaseKeepAliveError('lease not found') (its "
-    "lease_keep_alive maps a first answer with TTL <= 0 to that error); keep_alive logs it as "
-    "'cannot reach etcd' and retries every TTL/5 forever, never calling lease.lost(), so no broker "
-    "re-registers and no partition gets a leader again"))
 def test_an_etcd_outage_stops_acknowledgements_loses_nothing_and_never_has_two_leaders(
         cluster, topic_name):
     ttl = cluster.lease_ttl_ms / 1000

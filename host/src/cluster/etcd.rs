@@ -160,6 +160,17 @@ impl Etcd {
             let stream = bounded(self.client().lease_keep_alive(id)).await;
             let (mut keeper, mut answers) = match stream {
                 Ok(s) => s,
+                // The client opens the stream with a first keep-alive and
+                // answers this when etcd says the lease has no TTL left.
+                Err(EtcdError::Client(etcd_client::Error::LeaseKeepAliveError(why))) => {
+                    tracing::error!(
+                        lease = id,
+                        %why,
+                        "etcd says the lease has expired: this broker leads nothing now"
+                    );
+                    self.lease.lost();
+                    return;
+                }
                 Err(e) => {
                     tracing::warn!(error = %e, "lease keep-alive: cannot reach etcd");
                     tokio::time::sleep(every).await;

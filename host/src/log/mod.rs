@@ -609,6 +609,7 @@ impl LogManager {
             tracing::info!(
                 "a partition was abandoned during a checkpoint; its write-ahead log files stay for its next leader"
             );
+            wal.keep_retired(&retired);
             return Ok(true);
         }
         wal.delete_retired(&retired)?;
@@ -1023,6 +1024,93 @@ mod tests {
         let wal_dir = dir.join(wal::DIR);
         let all = fs::read_dir(&wal_dir).expect("wal dir").count();
         all - wal::free_files(&wal_dir).expect("free files").len()
+    }
+
+    /// Cluster mode: a log with one topic `t` of 2 partitions, both led
+    /// here at epoch 0, appending through write-ahead log `wal`.
+    fn clustered(dir: &Path, wal: &str) -> LogManager {
+        let logs = LogManager::open_clustered(
+            dir,
+            LogConfig::default(),
+            GroupCommit::new(FsyncMode::Always),
+        )
+        .expect("open");
+        logs.use_wal_dir(wal).expect("wal");
+        let meta = TopicMeta {
+            name: "t".into(),
+            partitions: 2,
+            id: hex::encode([7u8; 16]),
+            configs: BTreeMap::new(),
+        };
+        logs.sync_topics(&BTreeMap::from([("t".to_string(), meta)]));
+        for p in 0..2 {
+            logs.take_over("t", p, 0, &[], Arc::new(|| true))
+                .expect("take over");
+        }
+        logs
+    }
+
+    #[test]
+    fn an_abandoned_partitions_frames_outlive_the_next_checkpoint() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let logs = clustered(dir.path(), "1-a");
+        let p0 = logs.partition("t", 0).expect("p0");
+        let p1 = logs.partition("t", 1).expect("p1");
+        durable_file(&p0, small(b"only-in-the-wal", None, false))
+            .sync_data()
+            .expect("sync");
+        durable_file(&p1, small(b"other", None, false));
+        drop(p0);
+        logs.abandon("t", 0);
+        assert!(logs.partition("t", 0).is_none(), "abandoned: not open here");
+        assert!(logs.checkpoint_wal().expect("checkpoint"));
+        assert!(logs.checkpoint_wal().expect("checkpoint"));
+        let frames = wal::frames_for(&logs.cluster_wal_dir("1-a"), ([7u8; 16], 0)).expect("frames");
+        assert_eq!(
+            frames.len(),
+            1,
+            "the next leader of t-0 can still replay what only the write-ahead log held"
+        );
+    }
+
+    #[test]
+    fn a_taker_replays_what_another_lease_wrote_and_continues_the_log() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let a = clustered(dir.path(), "1-a");
+        let pa = a.partition("t", 0).expect("p0");
+        durable_file(&pa, small(b"acked-by-a", None, false))
+            .sync_data()
+            .expect("sync");
+        let end = pa.log_end_offset();
+        drop(pa);
+        // A dies without a checkpoint; B takes t-0 over at epoch 1.
+        std::mem::forget(a);
+        let b = LogManager::open_clustered(
+            dir.path(),
+            LogConfig::default(),
+            GroupCommit::new(FsyncMode::Always),
+        )
+        .expect("open");
+        b.use_wal_dir("2-b").expect("wal");
+        let meta = TopicMeta {
+            name: "t".into(),
+            partitions: 2,
+            id: hex::encode([7u8; 16]),
+            configs: BTreeMap::new(),
+        };
+        b.sync_topics(&BTreeMap::from([("t".to_string(), meta)]));
+        let pb = b
+            .take_over("t", 0, 1, &["1-a".to_string()], Arc::new(|| true))
+            .expect("take over");
+        assert_eq!(
+            pb.log_end_offset(),
+            end,
+            "nothing acknowledged by A is lost"
+        );
+        assert_eq!(pb.leader_epoch(), 1);
+        let next = durable_file(&pb, small(b"by-b", None, false));
+        next.sync_data().expect("sync");
+        assert_eq!(pb.log_end_offset(), end + 1);
     }
 
     #[test]

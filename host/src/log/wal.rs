@@ -487,6 +487,17 @@ impl Wal {
         Ok(())
     }
 
+    /// Cluster mode: retired files a checkpoint must not free (a partition
+    /// whose frames they hold was abandoned unsynced): they leave the
+    /// retired list and stay on disk, as they are, for the partition's next
+    /// leader to replay ([`frames_for`]).
+    pub fn keep_retired(&self, files: &[PathBuf]) {
+        self.retired
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|f| !files.contains(f));
+    }
+
     /// Files nothing needs any more (retired ones after a checkpoint, or
     /// the ones recovery read once their batches are synced): renamed to
     /// free files while the pool has room, deleted otherwise; durable with
