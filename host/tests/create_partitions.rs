@@ -31,8 +31,7 @@ async fn grow(
             CreatePartitionsTopic::default()
                 .with_name(name(topic))
                 .with_count(count)
-                // None is "kaas places them" (the codec's default is an
-                // empty list, which asks for explicit assignments).
+                // None (or an empty list): kaas places them.
                 .with_assignments(None),
         ])
         .with_timeout_ms(5000)
@@ -220,5 +219,35 @@ async fn api_versions_advertises_create_partitions_v0_to_v3() {
         .find(|k| k.api_key == 37)
         .expect("ApiVersions lists CreatePartitions (37)");
     assert_eq!((k.min_version, k.max_version), (0, 3));
+    b.stop().await;
+}
+
+#[tokio::test]
+async fn explicit_assignments_are_refused_and_an_empty_list_means_none() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let b = InProcess::start(dir.path(), FsyncMode::Always).await;
+    let mut c = Client::connect(&b.addr.to_string()).await;
+    create(&mut c, "t", 1).await;
+    let ask = |assignments| {
+        CreatePartitionsRequest::default()
+            .with_topics(vec![
+                CreatePartitionsTopic::default()
+                    .with_name(name("t"))
+                    .with_count(2)
+                    .with_assignments(assignments),
+            ])
+            .with_timeout_ms(5000)
+    };
+    let explicit = Some(vec![
+        create_partitions_request::CreatePartitionsAssignment::default()
+            .with_broker_ids(vec![BrokerId(1)]),
+    ]);
+    let resp = c.call(&ask(explicit), 3).await;
+    assert_eq!(resp.results[0].error_code, 39, "INVALID_REPLICA_ASSIGNMENT");
+    assert_eq!(partitions_of(&mut c, "t").await.1.len(), 1, "unchanged");
+    // Some clients send an empty list when they assign nothing.
+    let resp = c.call(&ask(Some(Vec::new())), 3).await;
+    assert_eq!(resp.results[0].error_code, NONE);
+    assert_eq!(partitions_of(&mut c, "t").await.1.len(), 2);
     b.stop().await;
 }

@@ -33,3 +33,4 @@ pub const POLICY_VIOLATION: i16 = 44;
 
 // Cluster mode (issue 14):
 pub const REASSIGNMENT_IN_PROGRESS: i16 = 60;
+pub const INVALID_REPLICA_ASSIGNMENT: i16 = 39;

@@ -30,9 +30,9 @@ pub fn handle(broker: &Arc<Broker>, req: CreatePartitionsRequest, version: i16) 
                     format!("topic {name} is named more than once"),
                 );
             }
-            if t.assignments.is_some() {
+            if t.assignments.as_ref().is_some_and(|a| !a.is_empty()) {
                 return fail(
-                    codes::INVALID_REQUEST,
+                    codes::INVALID_REPLICA_ASSIGNMENT,
                     "kaas places partitions itself: explicit assignments are not supported".into(),
                 );
             }
