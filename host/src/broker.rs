@@ -248,6 +248,17 @@ impl Broker {
         }
     }
 
+    /// Whether the topic has partition `p`, wherever it is led (offset
+    /// commits name partitions the group coordinator need not lead).
+    pub fn has_partition(&self, topic: &str, p: i32) -> bool {
+        match self.cluster.topics() {
+            Some(all) => all
+                .get(topic)
+                .is_some_and(|m| (0..m.partitions).contains(&p)),
+            None => self.logs.partition(topic, p).is_some(),
+        }
+    }
+
     /// The policy deciding coordinator requests.
     pub fn policy(&self) -> Arc<Policy> {
         self.txn.machine().policy().clone()

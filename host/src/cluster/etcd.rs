@@ -48,6 +48,12 @@ pub enum EtcdError {
     Timeout(Duration),
 }
 
+/// While etcd is away these repeat every few hundred milliseconds: one line
+/// a second each, with the count held back.
+static UNREACHABLE: crate::ratelimit::RateLimit = crate::ratelimit::RateLimit::per_second();
+static UNANSWERED: crate::ratelimit::RateLimit = crate::ratelimit::RateLimit::per_second();
+static UNWATCHED: crate::ratelimit::RateLimit = crate::ratelimit::RateLimit::per_second();
+
 /// Bounds every etcd call, so a partitioned etcd cannot hold a request.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(3);
 
@@ -172,7 +178,9 @@ impl Etcd {
                     return;
                 }
                 Err(e) => {
-                    tracing::warn!(error = %e, "lease keep-alive: cannot reach etcd");
+                    if let Some(suppressed) = UNREACHABLE.allow() {
+                        tracing::warn!(error = %e, suppressed, "lease keep-alive: cannot reach etcd");
+                    }
                     tokio::time::sleep(every).await;
                     continue;
                 }
@@ -198,11 +206,14 @@ impl Etcd {
                         return;
                     }
                     Ok(Ok(None)) | Ok(Err(_)) | Err(_) => {
-                        tracing::warn!(
-                            lease = id,
-                            remaining_ms = self.lease.remaining().as_millis() as u64,
-                            "lease keep-alive unanswered; retrying"
-                        );
+                        if let Some(suppressed) = UNANSWERED.allow() {
+                            tracing::warn!(
+                                lease = id,
+                                remaining_ms = self.lease.remaining().as_millis() as u64,
+                                suppressed,
+                                "lease keep-alive unanswered; retrying"
+                            );
+                        }
                         break;
                     }
                 }
@@ -218,7 +229,9 @@ impl Etcd {
     pub async fn run_view(self: Arc<Self>) {
         loop {
             if let Err(e) = self.follow().await {
-                tracing::warn!(error = %e, "cluster view: etcd watch failed; reloading");
+                if let Some(suppressed) = UNWATCHED.allow() {
+                    tracing::warn!(error = %e, suppressed, "cluster view: etcd watch failed; reloading");
+                }
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
         }

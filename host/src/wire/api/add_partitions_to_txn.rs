@@ -41,7 +41,7 @@ async fn one(
         for &p in &t.partitions {
             let code = if name.starts_with("__") {
                 Some(TOPIC_AUTHORIZATION_FAILED)
-            } else if broker.logs.partition(&name, p).is_none() {
+            } else if !broker.has_partition(&name, p) {
                 Some(UNKNOWN_TOPIC_OR_PARTITION)
             } else {
                 None

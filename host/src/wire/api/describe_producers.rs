@@ -11,7 +11,6 @@ use kafka_protocol::messages::{
 };
 
 use crate::broker::Broker;
-use crate::wire::codes;
 
 pub fn handle(broker: &Arc<Broker>, req: DescribeProducersRequest, _version: i16) -> ResponseKind {
     let topics = req
@@ -24,7 +23,7 @@ pub fn handle(broker: &Arc<Broker>, req: DescribeProducersRequest, _version: i16
                 .map(|&p| {
                     let r = PartitionResponse::default().with_partition_index(p);
                     let Some(part) = broker.logs.partition(&t.name.0, p) else {
-                        return r.with_error_code(codes::UNKNOWN_TOPIC_OR_PARTITION);
+                        return r.with_error_code(broker.not_here(&t.name.0, p));
                     };
                     let active = part
                         .producers()

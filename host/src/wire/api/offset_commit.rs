@@ -48,7 +48,7 @@ pub(crate) fn check<'a>(
     let mut entries = Vec::new();
     for r in requested {
         let metadata = r.metadata.unwrap_or_default();
-        let code = if broker.logs.partition(r.topic, r.partition).is_none() {
+        let code = if !broker.has_partition(r.topic, r.partition) {
             Some(codes::UNKNOWN_TOPIC_OR_PARTITION)
         } else if metadata.len() > max_metadata {
             Some(codes::OFFSET_METADATA_TOO_LARGE)

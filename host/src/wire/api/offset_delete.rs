@@ -21,7 +21,7 @@ pub fn handle(broker: &Arc<Broker>, req: OffsetDeleteRequest, _version: i16) -> 
     for (ti, t) in req.topics.iter().enumerate() {
         let topic = t.name.0.to_string();
         for p in &t.partitions {
-            if broker.logs.partition(&topic, p.partition_index).is_none() {
+            if !broker.has_partition(&topic, p.partition_index) {
                 slots.push((
                     ti,
                     p.partition_index,
