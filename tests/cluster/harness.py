@@ -407,10 +407,25 @@ class Cluster:
         partition has a live leader that every live broker agrees on."""
         from confluent_kafka.admin import AdminClient, NewTopic
 
+        from confluent_kafka import KafkaError, KafkaException
+
         live = ",".join(self.addr(n) for n in sorted(self.live_ids()))
         admin = AdminClient({"bootstrap.servers": live})
-        futures = admin.create_topics([NewTopic(topic, partitions, 1)], operation_timeout=timeout)
-        futures[topic].result(timeout=timeout)
+        for attempt in range(3):
+            futures = admin.create_topics([NewTopic(topic, partitions, 1)],
+                                          operation_timeout=timeout)
+            try:
+                futures[topic].result(timeout=timeout)
+                break
+            except KafkaException as e:
+                code = e.args[0].code()
+                # librdkafka fails a request in flight on the bootstrap
+                # connection when it swaps that for the broker's own
+                # (_DESTROY_BROKER); asked again, the topic may exist.
+                if attempt > 0 and code == KafkaError.TOPIC_ALREADY_EXISTS:
+                    break
+                if code != KafkaError._DESTROY_BROKER or attempt == 2:
+                    raise
         self.wait_ready(topic, partitions, timeout)
 
     def logs(self, max_chars: int = 12000) -> str:
