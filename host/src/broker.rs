@@ -235,13 +235,7 @@ impl Broker {
     /// another broker leads it, or none does yet: the client refreshes its
     /// metadata and moves), else UNKNOWN_TOPIC_OR_PARTITION.
     pub fn not_here(&self, topic: &str, p: i32) -> i16 {
-        let exists = match self.cluster.topics() {
-            Some(all) => all
-                .get(topic)
-                .is_some_and(|m| (0..m.partitions).contains(&p)),
-            None => false,
-        };
-        if exists {
+        if !self.cluster.is_local() && self.has_partition(topic, p) {
             crate::wire::codes::NOT_LEADER_OR_FOLLOWER
         } else {
             crate::wire::codes::UNKNOWN_TOPIC_OR_PARTITION

@@ -24,6 +24,14 @@ fn etcd_err(e: impl std::fmt::Display) -> CreateError {
     CreateError::Io(std::io::Error::other(format!("etcd: {e}")))
 }
 
+/// Partitions of every topic of the cluster.
+fn partitions_in(view: &super::etcd::View) -> usize {
+    view.topics
+        .values()
+        .map(|m| usize::try_from(m.partitions).unwrap_or(0))
+        .sum()
+}
+
 /// Creates a topic (or checks that it could be, with `validate_only`).
 pub fn create_topic(
     broker: &Broker,
@@ -47,11 +55,7 @@ pub fn create_topic(
     if view.topics.contains_key(name) {
         return Err(CreateError::Exists(name.into()));
     }
-    let existing: usize = view
-        .topics
-        .values()
-        .map(|m| usize::try_from(m.partitions).unwrap_or(0))
-        .sum();
+    let existing = partitions_in(&view);
     let meta = broker
         .logs
         .plan_topic(name, partitions, &overrides, existing)?;
@@ -135,12 +139,7 @@ pub fn create_partitions(
     let added = usize::try_from(count - current).unwrap_or(0);
     let total = match broker.cluster.etcd() {
         None => broker.logs.partition_count(),
-        Some(etcd) => etcd
-            .view()
-            .topics
-            .values()
-            .map(|m| usize::try_from(m.partitions).unwrap_or(0))
-            .sum(),
+        Some(etcd) => partitions_in(&etcd.view()),
     };
     if total.saturating_add(added) > broker.config.max_partitions {
         return Err((

@@ -28,20 +28,11 @@ pub use lease::Gate;
 
 use crate::log::TopicMeta;
 
-/// Group-coordinator shards in cluster mode (Kafka's `__consumer_offsets`
-/// has 50 partitions).
-pub const GROUP_SHARDS: u32 = 50;
-
 /// The cluster this broker belongs to.
 #[derive(Debug)]
 pub enum Cluster {
     Local(NodeInfo),
     Etcd { etcd: Arc<etcd::Etcd>, me: NodeInfo },
-}
-
-/// A gate that never closes (single-node mode).
-pub fn open_gate() -> Gate {
-    Arc::new(|| true)
 }
 
 impl Cluster {
@@ -84,11 +75,6 @@ impl Cluster {
         self.brokers().first().map_or(self.me().id, |b| b.id)
     }
 
-    /// A live broker by id.
-    pub fn node(&self, id: i32) -> Option<NodeInfo> {
-        self.brokers().into_iter().find(|b| b.id == id)
-    }
-
     /// The live leader of a partition and its epoch (cluster mode); None
     /// in single-node mode, where the open partition is the answer.
     pub fn partition_leader(&self, topic: &str, p: i32) -> Option<LeaderRec> {
@@ -116,13 +102,5 @@ impl Cluster {
     /// Topics as etcd has them (cluster mode).
     pub fn topics(&self) -> Option<BTreeMap<String, TopicMeta>> {
         Some(self.etcd()?.view().topics.clone())
-    }
-
-    /// Whether this broker may write now (its lease is alive).
-    pub fn may_write(&self) -> bool {
-        match self {
-            Cluster::Local(_) => true,
-            Cluster::Etcd { etcd, .. } => etcd.lease.valid(),
-        }
     }
 }

@@ -101,6 +101,8 @@ struct Held {
 pub async fn run(etcd: Arc<Etcd>, me: NodeInfo, host: Arc<dyn Host>) {
     let view_task = tokio::spawn(etcd.clone().run_view());
     let mut held: BTreeMap<Unit, Held> = BTreeMap::new();
+    // The topic list the log was last brought up to (work only on a change).
+    let mut synced: BTreeMap<String, TopicMeta> = BTreeMap::new();
     loop {
         let lease = loop {
             match etcd.register(&me).await {
@@ -127,7 +129,7 @@ pub async fn run(etcd: Arc<Etcd>, me: NodeInfo, host: Arc<dyn Host>) {
         while etcd.lease.generation() == generation {
             let view = etcd.view();
             if view.loaded {
-                turn(&etcd, &me, lease, &host, &view, &mut held).await;
+                turn(&etcd, &me, lease, &host, &view, &mut held, &mut synced).await;
                 if tokio::time::Instant::now() >= next_gc {
                     next_gc = tokio::time::Instant::now() + WAL_GC_EVERY;
                     if view.live().first() == Some(&me.id) {
@@ -138,11 +140,8 @@ pub async fn run(etcd: Arc<Etcd>, me: NodeInfo, host: Arc<dyn Host>) {
             etcd.changed_or(Duration::from_millis(250)).await;
         }
         keeper.abort();
-        for (u, _) in std::mem::take(&mut held) {
-            match u {
-                Unit::Partition(t, p) => host.abandon_partition(&t, p),
-                Unit::GroupShard(s) => host.abandon_group_shard(s),
-            }
+        for u in std::mem::take(&mut held).into_keys() {
+            abandon(&host, &u);
         }
         tracing::warn!(
             node = me.id,
@@ -151,6 +150,14 @@ pub async fn run(etcd: Arc<Etcd>, me: NodeInfo, host: Arc<dyn Host>) {
         if view_task.is_finished() {
             tracing::error!("the cluster view task ended");
         }
+    }
+}
+
+/// Drops a unit without writing anything more.
+fn abandon(host: &Arc<dyn Host>, u: &Unit) {
+    match u {
+        Unit::Partition(t, p) => host.abandon_partition(t, *p),
+        Unit::GroupShard(s) => host.abandon_group_shard(*s),
     }
 }
 
@@ -172,11 +179,13 @@ async fn turn(
     host: &Arc<dyn Host>,
     view: &View,
     held: &mut BTreeMap<Unit, Held>,
+    synced: &mut BTreeMap<String, TopicMeta>,
 ) {
-    {
+    if *synced != view.topics {
         let host = host.clone();
         let topics = view.topics.clone();
         let _ = tokio::task::spawn_blocking(move || host.topics_changed(&topics)).await;
+        synced.clone_from(&view.topics);
     }
     let all = units(view, host.group_shards());
     let wanted: BTreeSet<&Unit> = all.iter().collect();
@@ -192,10 +201,7 @@ async fn turn(
     for u in stale {
         held.remove(&u);
         tracing::warn!(unit = u.key(), "no longer the leader in etcd; dropping it");
-        match &u {
-            Unit::Partition(t, p) => host.abandon_partition(t, *p),
-            Unit::GroupShard(s) => host.abandon_group_shard(*s),
-        }
+        abandon(host, &u);
     }
     let live = view.live();
     if !live.contains(&me.id) {
