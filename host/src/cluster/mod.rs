@@ -16,6 +16,7 @@ pub mod admin;
 pub mod etcd;
 pub mod keys;
 pub mod lease;
+pub mod peer;
 pub mod placement;
 mod port;
 pub mod reconcile;
