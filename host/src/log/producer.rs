@@ -57,6 +57,9 @@ pub enum ProducerError {
     OutOfOrder,
     /// INVALID_TXN_STATE(48): a non-transactional batch inside an open transaction.
     TxnState,
+    /// TRANSACTION_COORDINATOR_FENCED(52): a marker from a coordinator epoch
+    /// older than the last marker's (a zombie coordinator).
+    CoordinatorFenced,
 }
 
 /// What the checks decided for a client batch.

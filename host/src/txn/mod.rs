@@ -4,6 +4,7 @@
 
 pub mod coordinator;
 pub mod machine;
+pub mod markers;
 pub mod record;
 pub mod store;
 
