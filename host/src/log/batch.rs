@@ -235,8 +235,8 @@ fn read_varint(b: &[u8]) -> Option<(i64, usize)> {
     None
 }
 
-/// The control type of a control batch's first record: 0 ABORT, 1 COMMIT.
-pub fn control_type(batch: &[u8]) -> Option<i16> {
+/// The key of a control batch's first record and the bytes after it.
+fn control_key(batch: &[u8]) -> Option<(&[u8], &[u8])> {
     let mut b = batch.get(HEADER_LEN..)?;
     let (_, n) = read_varint(b)?; // record length
     b = b.get(n + 1..)?; // and the attributes byte
@@ -246,10 +246,23 @@ pub fn control_type(batch: &[u8]) -> Option<i16> {
     b = b.get(n..)?;
     let (key_len, n) = read_varint(b)?;
     b = b.get(n..)?;
-    if key_len < 4 {
-        return None;
-    }
-    Some(i16::from_be_bytes([*b.get(2)?, *b.get(3)?]))
+    let key_len = usize::try_from(key_len).ok()?;
+    Some((b.get(..key_len)?, b.get(key_len..)?))
+}
+
+/// The control type of a control batch's first record: 0 ABORT, 1 COMMIT.
+pub fn control_type(batch: &[u8]) -> Option<i16> {
+    let (key, _) = control_key(batch)?;
+    Some(i16::from_be_bytes([*key.get(2)?, *key.get(3)?]))
+}
+
+/// The coordinator epoch a COMMIT/ABORT marker carries (its record value:
+/// version, then the epoch).
+pub fn control_coordinator_epoch(batch: &[u8]) -> Option<i32> {
+    let (_, rest) = control_key(batch)?;
+    let (value_len, n) = read_varint(rest)?;
+    let value = rest.get(n..)?.get(..usize::try_from(value_len).ok()?)?;
+    Some(i32::from_be_bytes(value.get(2..6)?.try_into().ok()?))
 }
 
 /// Most decompressed bytes one batch may hold: a compressed batch is at
@@ -1024,9 +1037,15 @@ mod tests {
     }
 
     #[test]
-    fn control_batches_carry_their_type() {
+    fn control_batches_carry_their_type_and_coordinator_epoch() {
         assert_eq!(control_type(&control_batch(1, 0, true, 0, 1)), Some(1));
         assert_eq!(control_type(&control_batch(1, 0, false, 0, 1)), Some(0));
+        assert_eq!(
+            control_coordinator_epoch(&control_batch(1, 0, true, 77, 1)),
+            Some(77)
+        );
+        let cut = control_batch(1, 0, true, 77, 1);
+        assert_eq!(control_coordinator_epoch(&cut[..cut.len() - 2]), None);
     }
 
     #[test]

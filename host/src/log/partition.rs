@@ -676,8 +676,10 @@ impl Partition {
     }
 
     /// Appends a COMMIT/ABORT marker for a producer (spec §2.9, §3.4): a
-    /// lower epoch is refused; a higher one raises the partition's epoch
-    /// (fencing a zombie); an abort is added to the aborted-transaction index.
+    /// lower epoch is refused, and so is a coordinator epoch lower than the
+    /// producer's last marker's ([`ProducerError::CoordinatorFenced`]); a
+    /// higher epoch raises the partition's epoch (fencing a zombie); an
+    /// abort is added to the aborted-transaction index.
     pub fn append_marker(
         &self,
         producer_id: i64,
@@ -688,7 +690,7 @@ impl Partition {
     ) -> Result<Appended, AppendError> {
         let mut st = self.lock();
         st.producers
-            .check_marker(producer_id, epoch)
+            .check_marker(producer_id, epoch, coordinator_epoch)
             .map_err(AppendError::Producer)?;
         let mut bytes =
             batch::control_batch(producer_id, epoch, commit, coordinator_epoch, timestamp);
@@ -1290,9 +1292,16 @@ fn replay_batch(
     }
     let bytes = read()?;
     let commit = batch::control_type(&bytes) == Some(1);
-    if let Some(done) =
-        producers.record_marker(h.producer_id, h.producer_epoch, -1, h.base_offset, !commit)
-        && done.aborted
+    // The coordinator epoch fences older coordinators' markers: it comes
+    // back from the marker itself.
+    let coordinator_epoch = batch::control_coordinator_epoch(&bytes).unwrap_or(-1);
+    if let Some(done) = producers.record_marker(
+        h.producer_id,
+        h.producer_epoch,
+        coordinator_epoch,
+        h.base_offset,
+        !commit,
+    ) && done.aborted
     {
         aborted.push(AbortedTxn {
             producer_id: done.producer_id,

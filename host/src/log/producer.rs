@@ -57,6 +57,9 @@ pub enum ProducerError {
     OutOfOrder,
     /// INVALID_TXN_STATE(48): a non-transactional batch inside an open transaction.
     TxnState,
+    /// TRANSACTION_COORDINATOR_FENCED(52): a marker from a coordinator epoch
+    /// older than the last marker's (a zombie coordinator).
+    CoordinatorFenced,
 }
 
 /// What the checks decided for a client batch.
@@ -160,10 +163,21 @@ impl ProducerTable {
         e.last_timestamp = h.max_timestamp;
     }
 
-    /// Checks a marker (spec §3.4): a lower epoch is INVALID_PRODUCER_EPOCH.
-    pub fn check_marker(&self, producer_id: i64, epoch: i16) -> Result<(), ProducerError> {
+    /// Checks a marker (spec §3.4), as Kafka's partition leader does, in
+    /// this order: a lower producer epoch is INVALID_PRODUCER_EPOCH; a
+    /// coordinator epoch lower than the last marker's is a zombie
+    /// coordinator's (TRANSACTION_COORDINATOR_FENCED). Equal ones pass.
+    pub fn check_marker(
+        &self,
+        producer_id: i64,
+        epoch: i16,
+        coordinator_epoch: i32,
+    ) -> Result<(), ProducerError> {
         match self.entries.get(&producer_id) {
             Some(e) if epoch < e.epoch => Err(ProducerError::StaleEpoch),
+            Some(e) if coordinator_epoch < e.coordinator_epoch => {
+                Err(ProducerError::CoordinatorFenced)
+            }
             _ => Ok(()),
         }
     }
@@ -380,6 +394,26 @@ mod tests {
     fn sequence_wraps_after_i32_max() {
         let t = table_with(&[(0, i32::MAX, 1)]);
         assert_eq!(t.check(&header(1, 0, 0, 1, 1)), Ok(Verdict::Append)); // PS-09
+    }
+
+    #[test]
+    fn a_marker_from_an_older_coordinator_epoch_is_fenced_after_the_producer_epoch_check() {
+        let mut t = table_with(&[(3, 0, 1)]);
+        assert_eq!(t.check_marker(1, 3, -1), Ok(()), "no marker yet");
+        t.record_marker(1, 3, 5, 1, false);
+        assert_eq!(t.entries[&1].coordinator_epoch, 5);
+        assert_eq!(
+            t.check_marker(1, 3, 4),
+            Err(ProducerError::CoordinatorFenced)
+        );
+        assert_eq!(t.check_marker(1, 3, 5), Ok(()), "the same coordinator");
+        assert_eq!(t.check_marker(1, 4, 6), Ok(()), "a newer one");
+        assert_eq!(
+            t.check_marker(1, 2, 4),
+            Err(ProducerError::StaleEpoch),
+            "the producer epoch is checked first"
+        );
+        assert_eq!(t.check_marker(2, 0, 0), Ok(()), "another producer");
     }
 
     #[test]

@@ -32,6 +32,9 @@ pub const VERSIONS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::AddOffsetsToTxn, 0, 3),
     (ApiKey::EndTxn, 0, 3),
     (ApiKey::TxnOffsetCommit, 0, 3),
+    // Kafka 3.7 speaks 0-1; kafka-protocol decodes only v1 (the flexible
+    // version, which kaas's own coordinators send).
+    (ApiKey::WriteTxnMarkers, 1, 1),
     (ApiKey::DescribeConfigs, 1, 4),
     (ApiKey::DescribeProducers, 0, 0),
     (ApiKey::DescribeTransactions, 0, 0),
@@ -271,6 +274,7 @@ pub async fn dispatch(broker: &Arc<Broker>, req: Request) -> Handled {
         Some(RequestKind::AddOffsetsToTxn(r)) => api::add_offsets_to_txn::handle(broker, r, v),
         Some(RequestKind::EndTxn(r)) => api::end_txn::handle(broker, r, v),
         Some(RequestKind::TxnOffsetCommit(r)) => api::txn_offset_commit::handle(broker, r, v),
+        Some(RequestKind::WriteTxnMarkers(r)) => api::write_txn_markers::handle(broker, r, v),
         // Consumer groups (group::).
         Some(RequestKind::FindCoordinator(r)) => {
             Handled::Now(api::find_coordinator::handle(broker, r, v))

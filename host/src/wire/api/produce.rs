@@ -29,6 +29,9 @@ pub fn append_error_code(e: &AppendError) -> i16 {
         AppendError::Producer(ProducerError::StaleEpoch) => codes::INVALID_PRODUCER_EPOCH,
         AppendError::Producer(ProducerError::OutOfOrder) => codes::OUT_OF_ORDER_SEQUENCE_NUMBER,
         AppendError::Producer(ProducerError::TxnState) => codes::INVALID_TXN_STATE,
+        AppendError::Producer(ProducerError::CoordinatorFenced) => {
+            codes::TRANSACTION_COORDINATOR_FENCED
+        }
         AppendError::NotLeader => codes::NOT_LEADER_OR_FOLLOWER,
         AppendError::Io(_) => codes::KAFKA_STORAGE_ERROR,
     }
