@@ -510,19 +510,24 @@ class Cluster:
         """The node id every live broker (or `via`) names as the coordinator of
         `transactional_id` (FindCoordinator key type 1), awaited until they
         agree on a live one."""
+        last: dict = {}
+
         def agreed():
             answers = set()
             for n in ([via] if via is not None else sorted(self.live_ids())):
                 try:
                     err, node = kwire.txn_coordinator(self.addr(n), transactional_id, 2.0)
-                except kwire.WireError:
+                except kwire.WireError as e:
+                    last[n] = repr(e)
                     return None
+                last[n] = (err, node)
                 if err != 0:
                     return None
                 answers.add(node)
             node = answers.pop() if len(answers) == 1 else None
             return node if node in self.live_ids() else None
-        return wait_for(agreed, timeout, f"the coordinator of {transactional_id!r}", 0.05)
+        return wait_for(agreed, timeout, lambda: f"the coordinator of {transactional_id!r} "
+                        f"(last answers, broker: (error, node): {last})", 0.05)
 
     def create_topic(self, topic: str, partitions: int, timeout: float = 30.0) -> None:
         """CreateTopics through any live broker, then waits until every
