@@ -100,6 +100,8 @@ def _committed_then_fenced(c, topic_name, push: bool) -> None:
         lines = _fence_lines(c, n, pid, epoch)
         assert lines and all(f.get("path") == path for f in lines), \
             f"broker {n}'s fence lines for ({pid}, {epoch}): {lines}"
+        # It fenced A's state on the partition it leads (the line's count of partitions).
+        assert int(lines[0].get("fenced", "1")) >= 1, lines
         assert c.brokers[n].metric("kaas_fences_applied_total", path=path) > counts[n]
     assert _fence_lines(c, x, pid, epoch) == [], "the coordinator skips its own file"
 
