@@ -10,9 +10,7 @@ use tokio::sync::Notify;
 use crate::log::{LogConfig, LogManager};
 use crate::metrics::Metrics;
 use crate::policy::Policy;
-use crate::txn::coordinator::Coordinator;
-use crate::txn::machine::{DEFAULT_LIMITS, TxnMachine};
-use crate::txn::store::TxnStore;
+use crate::txn::shards::TxnShards;
 
 /// Settings of one broker.
 #[derive(Debug, Clone)]
@@ -122,6 +120,8 @@ pub const DEFAULT_MAX_PARTITIONS_PER_REQUEST: usize = 10_000;
 pub const DEFAULT_MAX_AUTO_CREATED_TOPICS_PER_REQUEST: usize = 100;
 /// Default of `lease_ttl`.
 pub const DEFAULT_LEASE_TTL: std::time::Duration = std::time::Duration::from_secs(5);
+/// How long a request to another broker may take (markers, verification).
+pub const PEER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 /// Kafka's default fetch.max.bytes (55 MiB).
 pub const DEFAULT_FETCH_MAX_BYTES: usize = 57_671_680;
 
@@ -130,8 +130,11 @@ pub const DEFAULT_FETCH_MAX_BYTES: usize = 57_671_680;
 pub struct Broker {
     pub config: BrokerConfig,
     pub logs: LogManager,
-    /// The transaction coordinator (the policy decides; see txn::coordinator).
-    pub txn: Coordinator,
+    /// The transaction coordinator shards open here (the policy decides;
+    /// see txn::coordinator and txn::shards).
+    pub txn: TxnShards,
+    /// Requests to other brokers (cluster mode: markers, verification).
+    pub peers: Arc<crate::cluster::peer::Peers>,
     pub producer_ids: crate::pid::ProducerIdAllocator,
     pub metrics: Metrics,
     /// Woken whenever a high watermark advances (Fetch long-polls wait on it).
@@ -141,6 +144,9 @@ pub struct Broker {
     pub groups: crate::group::GroupShards,
     /// Who leads what (see [`crate::cluster`]).
     pub cluster: crate::cluster::Cluster,
+    /// This broker itself, for work the control loop starts (a shard's
+    /// markers to resume); set once it is shared.
+    this: std::sync::OnceLock<std::sync::Weak<Broker>>,
 }
 
 impl Broker {
@@ -170,9 +176,9 @@ impl Broker {
             None => crate::pid::ProducerIdAllocator::open(&config.data_dir.join("__producer_ids"))?,
             Some(etcd) => crate::pid::ProducerIdAllocator::from_etcd(etcd.clone()),
         };
-        // Cluster mode keeps what only one broker may write (for now the
-        // transaction state, until transactions move across the cluster in
-        // issue 15) under a directory of this broker's own.
+        // Cluster mode keeps what only one broker may write (the idempotent
+        // InitProducerId's coordinator, which never writes) under a
+        // directory of this broker's own.
         let own_dir = if cluster.is_local() {
             config.data_dir.clone()
         } else {
@@ -197,13 +203,20 @@ impl Broker {
                 "dropped producer state under producer ids never handed out"
             );
         }
-        let (store, records) = TxnStore::open(&own_dir)?;
-        let txn = Coordinator::new(
-            TxnMachine::new(policy, DEFAULT_LIMITS),
-            store,
-            records,
-            config.transactional_id_expiration_ms,
-        );
+        let txn = if cluster.is_local() {
+            TxnShards::single(&own_dir, policy, config.transactional_id_expiration_ms)?
+        } else {
+            TxnShards::cluster(
+                &config.data_dir,
+                &own_dir,
+                policy,
+                config.transactional_id_expiration_ms,
+            )?
+        };
+        let peers = Arc::new(crate::cluster::peer::Peers::new(
+            &format!("kaas-broker-{}", config.node_id),
+            PEER_TIMEOUT,
+        ));
         let groups = if config.sharded_groups || !cluster.is_local() {
             crate::group::GroupShards::cluster(
                 &config.data_dir,
@@ -221,13 +234,27 @@ impl Broker {
         Ok(Broker {
             groups,
             txn,
+            peers,
             producer_ids,
             logs,
             config,
             metrics: Metrics::default(),
             data_ready: Notify::new(),
             cluster,
+            this: std::sync::OnceLock::new(),
         })
+    }
+
+    /// The shared handle of this broker (None before [`Self::share`]).
+    pub fn shared(&self) -> Option<Arc<Broker>> {
+        self.this.get().and_then(std::sync::Weak::upgrade)
+    }
+
+    /// Shares the broker, remembering the handle for [`Self::shared`].
+    pub fn share(self) -> Arc<Broker> {
+        let b = Arc::new(self);
+        let _ = b.this.set(Arc::downgrade(&b));
+        b
     }
 
     /// The answer for a partition this broker does not have open:
@@ -255,7 +282,7 @@ impl Broker {
 
     /// The policy deciding coordinator requests.
     pub fn policy(&self) -> Arc<Policy> {
-        self.txn.machine().policy().clone()
+        self.txn.policy()
     }
 }
 
@@ -272,7 +299,7 @@ pub fn open(
             fd_reserve: crate::fd_budget::reserve_for(config.max_connections),
         },
     );
-    let broker = Arc::new(Broker::new(config, logs, policy)?);
+    let broker = Broker::new(config, logs, policy)?.share();
     // Shards opened later drop offsets of topics deleted meanwhile.
     let weak = Arc::downgrade(&broker);
     broker.groups.set_topic_exists(Arc::new(move |topic| {
@@ -306,7 +333,7 @@ pub async fn open_clustered(
             fd_reserve: crate::fd_budget::reserve_for(config.max_connections),
         });
     let cluster = crate::cluster::Cluster::Etcd { etcd, me };
-    let broker = Arc::new(Broker::with_cluster(config, logs, policy, cluster)?);
+    let broker = Broker::with_cluster(config, logs, policy, cluster)?.share();
     let weak = Arc::downgrade(&broker);
     broker.groups.set_topic_exists(Arc::new(move |topic| {
         weak.upgrade()
@@ -319,8 +346,13 @@ pub async fn open_clustered(
 /// found Prepare* at load, the transaction timeout reaper, write-ahead log
 /// checkpoints and, in cluster mode, the control loop.
 pub fn spawn_tasks(broker: &Arc<Broker>, reaper_every: std::time::Duration) {
-    broker.txn.resume(broker);
-    tokio::spawn(Coordinator::run_reaper(broker.clone(), reaper_every));
+    for c in broker.txn.all() {
+        c.resume(broker);
+    }
+    tokio::spawn(crate::txn::coordinator::Coordinator::run_reaper(
+        broker.clone(),
+        reaper_every,
+    ));
     if let crate::cluster::Cluster::Etcd { etcd, me } = &broker.cluster {
         let host: Arc<dyn crate::cluster::reconcile::Host> = broker.clone();
         tokio::spawn(crate::cluster::reconcile::run(

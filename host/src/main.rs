@@ -43,11 +43,38 @@ enum Command {
         #[arg(long)]
         junit: Option<PathBuf>,
     },
+    /// Test-only (built with the fault-injection feature): writes one
+    /// transaction entry through the real state store before a broker
+    /// starts, as a previous run would have left it.
+    #[cfg(feature = "fault-injection")]
+    TxnSeed(TxnSeedArgs),
     /// Work with policy components.
     Policy {
         #[command(subcommand)]
         command: PolicyCommand,
     },
+}
+
+#[cfg(feature = "fault-injection")]
+#[derive(Debug, clap::Args)]
+struct TxnSeedArgs {
+    /// Data directory (the shared volume in cluster mode).
+    #[arg(long)]
+    data_dir: PathBuf,
+    /// Write into the transactional id's cluster shard, not the single-node log.
+    #[arg(long)]
+    cluster: bool,
+    #[arg(long)]
+    transactional_id: String,
+    #[arg(long)]
+    producer_id: i64,
+    #[arg(long)]
+    epoch: i16,
+    #[arg(long, default_value_t = -1)]
+    last_epoch: i16,
+    /// empty, complete-commit or complete-abort.
+    #[arg(long, default_value = "complete-commit")]
+    state: String,
 }
 
 #[derive(Debug, clap::Args)]
@@ -283,6 +310,35 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             } else {
                 ExitCode::FAILURE
             })
+        }
+        #[cfg(feature = "fault-injection")]
+        Command::TxnSeed(a) => {
+            let state = match a.state.as_str() {
+                "empty" => kaas::policy::TxnState::Empty,
+                "complete-commit" => kaas::policy::TxnState::CompleteCommit,
+                "complete-abort" => kaas::policy::TxnState::CompleteAbort,
+                other => anyhow::bail!("unknown --state {other}"),
+            };
+            let now = kaas::txn::coordinator::now_ms();
+            let entry = kaas::policy::Entry {
+                transactional_id: a.transactional_id.clone(),
+                producer_id: a.producer_id,
+                producer_epoch: a.epoch,
+                last_producer_id: a.producer_id,
+                last_producer_epoch: a.last_epoch,
+                state,
+                partitions: vec![],
+                timeout_ms: 60_000,
+                start_timestamp_ms: now,
+                last_update_timestamp_ms: now,
+                has_failed_epoch_fence: false,
+            };
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            let path = rt.block_on(kaas::txn::shards::seed(&a.data_dir, a.cluster, &entry))?;
+            println!("seeded {} in {}", a.transactional_id, path.display());
+            Ok(ExitCode::SUCCESS)
         }
         Command::Policy {
             command: PolicyCommand::Inspect { file },

@@ -109,11 +109,7 @@ impl Metrics {
         }
         fsync_counters(&mut out, "kaas_fsync", broker.logs.group_commit().stats());
         // The transaction state log has its own flusher.
-        fsync_counters(
-            &mut out,
-            "kaas_txn_state_fsync",
-            broker.txn.store().sync_stats(),
-        );
+        fsync_counters(&mut out, "kaas_txn_state_fsync", broker.txn.sync_stats());
         if let Some(wal) = broker.logs.wal() {
             sample(
                 &mut out,
@@ -134,7 +130,9 @@ impl Metrics {
             "# HELP kaas_txn_entry_epoch Producer epoch per transactional.id, labelled with its state and the policy that made its last transition."
         );
         let _ = writeln!(out, "# TYPE kaas_txn_entry_epoch gauge");
-        for (e, by) in broker.txn.machine().entries_with_writer() {
+        let shards = broker.txn.all();
+        let machines: Vec<_> = shards.iter().map(|c| c.machine()).collect();
+        for (e, by) in machines.iter().flat_map(|m| m.entries_with_writer()) {
             let _ = writeln!(
                 out,
                 "kaas_txn_entry_epoch{{transactional_id=\"{}\",producer_id=\"{}\",state=\"{}\",policy=\"{}\"}} {}",

@@ -59,11 +59,13 @@ pub struct EpochRec {
     pub wal: Vec<WalSource>,
 }
 
-/// A topic partition or a group-coordinator shard.
+/// A topic partition, a group-coordinator shard or a
+/// transaction-coordinator shard.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Unit {
     Partition(String, i32),
     GroupShard(u32),
+    TxnShard(u32),
 }
 
 impl Unit {
@@ -72,6 +74,7 @@ impl Unit {
         match self {
             Unit::Partition(t, p) => format!("p/{t}/{p}"),
             Unit::GroupShard(s) => format!("g/{s}"),
+            Unit::TxnShard(s) => format!("t/{s}"),
         }
     }
 
@@ -81,6 +84,7 @@ impl Unit {
         match (it.next()?, it.next()?, it.next()) {
             ("p", t, Some(p)) => Some(Unit::Partition(t.into(), p.parse().ok()?)),
             ("g", n, None) => Some(Unit::GroupShard(n.parse().ok()?)),
+            ("t", n, None) => Some(Unit::TxnShard(n.parse().ok()?)),
             _ => None,
         }
     }
@@ -167,6 +171,8 @@ mod tests {
         assert_eq!(k.parse(k.epoch(&u).as_bytes()), Some(Parsed::Epoch(u)));
         let g = Unit::GroupShard(49);
         assert_eq!(k.parse(k.leader(&g).as_bytes()), Some(Parsed::Leader(g)));
+        let t = Unit::TxnShard(0);
+        assert_eq!(k.parse(k.epoch(&t).as_bytes()), Some(Parsed::Epoch(t)));
         assert_eq!(k.parse(k.broker(3).as_bytes()), Some(Parsed::Broker(3)));
         assert_eq!(
             k.parse(k.topic("x").as_bytes()),

@@ -16,6 +16,7 @@ pub mod admin;
 pub mod etcd;
 pub mod keys;
 pub mod lease;
+pub mod peer;
 pub mod placement;
 mod port;
 pub mod reconcile;
@@ -94,6 +95,19 @@ impl Cluster {
             Cluster::Etcd { etcd, .. } => {
                 let v = etcd.view();
                 let l = v.leaders.get(&Unit::GroupShard(shard))?;
+                v.brokers.get(&l.node).cloned()
+            }
+        }
+    }
+
+    /// The broker coordinating transaction shard `shard`: this one in
+    /// single-node mode, the shard's live leader in cluster mode.
+    pub fn txn_coordinator(&self, shard: u32) -> Option<NodeInfo> {
+        match self {
+            Cluster::Local(me) => Some(me.clone()),
+            Cluster::Etcd { etcd, .. } => {
+                let v = etcd.view();
+                let l = v.leaders.get(&Unit::TxnShard(shard))?;
                 v.brokers.get(&l.node).cloned()
             }
         }

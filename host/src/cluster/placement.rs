@@ -6,7 +6,8 @@
 //! A topic's partitions go round-robin over the live brokers, starting at a
 //! broker picked by a hash of the topic name, so each topic is balanced on
 //! its own and different topics do not all start on the lowest id. Group
-//! shards go round-robin from the first broker. When a broker leaves, its
+//! shards go round-robin from the first broker, transaction shards from
+//! the second. When a broker leaves, its
 //! units are spread over the survivors; when it comes back, the same
 //! function gives it its share back.
 
@@ -22,6 +23,9 @@ pub fn leader_for(live: &[i32], unit: &Unit) -> Option<i32> {
     let slot = match unit {
         Unit::Partition(topic, p) => fnv1a(topic.as_bytes()).wrapping_add(*p as u64) % n,
         Unit::GroupShard(s) => u64::from(*s) % n,
+        // Shifted by one, so a group and a transaction that share a shard
+        // number do not always share a coordinator.
+        Unit::TxnShard(s) => (u64::from(*s) + 1) % n,
     };
     live.get(slot as usize).copied()
 }

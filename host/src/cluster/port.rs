@@ -67,6 +67,29 @@ impl Host for Broker {
         self.groups.abandon_shard(shard);
     }
 
+    fn txn_shards(&self) -> u32 {
+        if self.txn.is_sharded() {
+            self.txn.count()
+        } else {
+            0
+        }
+    }
+
+    fn open_txn_shard(&self, shard: u32, epoch: i32, gate: Gate) -> io::Result<()> {
+        let Some(me) = self.shared() else {
+            return Err(io::Error::other("the broker is not running yet"));
+        };
+        if let Some(c) = self.txn.open_shard(shard, epoch, gate)? {
+            // Prepare* entries get their markers, with this coordinator's epoch.
+            c.resume(&me);
+        }
+        Ok(())
+    }
+
+    fn close_txn_shard(&self, shard: u32) {
+        self.txn.close_shard(shard);
+    }
+
     fn collect_wal_dirs(&self, keep: &std::collections::BTreeSet<String>) -> usize {
         let root = self.logs.root().join(crate::log::CLUSTER_WAL_DIR);
         let Ok(entries) = std::fs::read_dir(&root) else {

@@ -52,6 +52,13 @@ pub trait Host: Send + Sync + 'static {
     fn close_group_shard(&self, shard: u32);
     /// Drops a group shard without writing anything more.
     fn abandon_group_shard(&self, shard: u32);
+    /// Transaction-coordinator shards (0 when transactions are not sharded).
+    fn txn_shards(&self) -> u32;
+    /// Opens a transaction shard as its coordinator at `epoch` (blocking)
+    /// and resumes the markers of its transactions found Prepare*.
+    fn open_txn_shard(&self, shard: u32, epoch: i32, gate: Gate) -> io::Result<()>;
+    /// Stops coordinating a transaction shard (handed over or lost).
+    fn close_txn_shard(&self, shard: u32);
     /// A new lease: appends go to the write-ahead log of this incarnation.
     fn new_incarnation(&self, incarnation: i64) -> io::Result<()>;
     /// Removes the write-ahead log directories not in `keep` that nothing
@@ -158,17 +165,19 @@ fn abandon(host: &Arc<dyn Host>, u: &Unit) {
     match u {
         Unit::Partition(t, p) => host.abandon_partition(t, *p),
         Unit::GroupShard(s) => host.abandon_group_shard(*s),
+        Unit::TxnShard(s) => host.close_txn_shard(*s),
     }
 }
 
 /// Every unit of the view.
-fn units(view: &View, shards: u32) -> Vec<Unit> {
+fn units(view: &View, shards: u32, txn_shards: u32) -> Vec<Unit> {
     let mut out: Vec<Unit> = view
         .topics
         .values()
         .flat_map(|m| (0..m.partitions).map(|p| Unit::Partition(m.name.clone(), p)))
         .collect();
     out.extend((0..shards).map(Unit::GroupShard));
+    out.extend((0..txn_shards).map(Unit::TxnShard));
     out
 }
 
@@ -187,7 +196,7 @@ async fn turn(
         let _ = tokio::task::spawn_blocking(move || host.topics_changed(&topics)).await;
         synced.clone_from(&view.topics);
     }
-    let all = units(view, host.group_shards());
+    let all = units(view, host.group_shards(), host.txn_shards());
     let wanted: BTreeSet<&Unit> = all.iter().collect();
     // Units gone from the view (a deleted topic) or held by another.
     let stale: Vec<Unit> = held
@@ -252,12 +261,13 @@ async fn take(
         let u = u.clone();
         let meta = match &u {
             Unit::Partition(t, _) => view.topics.get(t).cloned(),
-            Unit::GroupShard(_) => None,
+            Unit::GroupShard(_) | Unit::TxnShard(_) => None,
         };
         tokio::task::spawn_blocking(move || match (&u, meta) {
             (Unit::Partition(_, p), Some(meta)) => host.take_over_partition(&meta, *p, &rec, gate),
             (Unit::Partition(t, _), None) => Err(io::Error::other(format!("topic {t} is gone"))),
             (Unit::GroupShard(s), _) => host.open_group_shard(*s, gate),
+            (Unit::TxnShard(s), _) => host.open_txn_shard(*s, rec.epoch, gate),
         })
         .await
         .unwrap_or_else(|e| Err(io::Error::other(e)))
@@ -289,6 +299,7 @@ async fn release(etcd: &Arc<Etcd>, host: &Arc<dyn Host>, u: &Unit, mine: &Leader
         let _ = tokio::task::spawn_blocking(move || match &u {
             Unit::Partition(t, p) => host.release_partition(t, *p),
             Unit::GroupShard(s) => host.close_group_shard(*s),
+            Unit::TxnShard(s) => host.close_txn_shard(*s),
         })
         .await;
     }

@@ -43,14 +43,7 @@ pub fn now_ms() -> i64 {
 /// Error codes the coordinator maps to.
 mod code {
     pub const COORDINATOR_NOT_AVAILABLE: i16 = 15;
-    pub const NOT_ENOUGH_REPLICAS: i16 = 19;
-    pub const INVALID_PRODUCER_EPOCH: i16 = 47;
     pub const INVALID_TXN_STATE: i16 = 48;
-    pub const CONCURRENT_TRANSACTIONS: i16 = 51;
-    pub const PRODUCER_FENCED: i16 = 90;
-    pub const COORDINATOR_LOAD_IN_PROGRESS: i16 = 14;
-    pub const NOT_COORDINATOR: i16 = 16;
-    pub const INVALID_PRODUCER_ID_MAPPING: i16 = 49;
 }
 
 /// A test-only crash point: with the `fault-injection` feature, the process
@@ -95,6 +88,9 @@ pub struct Coordinator {
     synced: tokio::sync::Notify,
     /// transactional.id.expiration.ms.
     expiration_ms: i64,
+    /// The coordinator epoch its markers carry: the shard's leader epoch in
+    /// cluster mode, 0 in single-node mode.
+    coordinator_epoch: i32,
 }
 
 /// Kafka's transactional.id.expiration.ms default: 7 days.
@@ -112,6 +108,7 @@ impl Coordinator {
         store: TxnStore,
         records: Vec<super::record::StateRecord>,
         expiration_ms: i64,
+        coordinator_epoch: i32,
     ) -> Self {
         let jobs = machine.load(records);
         Coordinator {
@@ -121,7 +118,24 @@ impl Coordinator {
             completed: tokio::sync::Notify::new(),
             synced: tokio::sync::Notify::new(),
             expiration_ms: expiration_ms.max(0),
+            coordinator_epoch,
         }
+    }
+
+    /// The coordinator epoch its markers carry.
+    pub fn coordinator_epoch(&self) -> i32 {
+        self.coordinator_epoch
+    }
+
+    /// This broker no longer coordinates the shard: every later write of
+    /// this coordinator fails, and its marker writers stop.
+    pub fn retire(&self) {
+        self.store.retire();
+    }
+
+    /// Whether [`Self::retire`] was called.
+    pub fn is_retired(&self) -> bool {
+        self.store.is_retired()
     }
 
     /// The durable state log.
@@ -138,7 +152,7 @@ impl Coordinator {
     /// module docs), then finishes the markers of transactions found
     /// Prepare*. The repairs come first: a Prepare* transaction's markers
     /// go after the previous transaction's in the same partitions.
-    pub fn resume(&self, broker: &Arc<Broker>) {
+    pub fn resume(self: &Arc<Self>, broker: &Arc<Broker>) {
         // Whatever a loaded record names as unsynced may have been lost.
         let unsynced = self.machine().unsynced_markers();
         let jobs = std::mem::take(&mut *self.recovered.lock().unwrap_or_else(|p| p.into_inner()));
@@ -152,13 +166,14 @@ impl Coordinator {
             })
             .collect();
         let broker = broker.clone();
+        let me = self.clone();
         tokio::spawn(async move {
             for (txn_id, markers, (files, written)) in repaired {
-                sync_unsynced(&broker, &txn_id, &markers, files, written).await;
+                sync_unsynced(&broker, &me, &txn_id, &markers, files, written).await;
             }
             for job in jobs {
                 tracing::info!(txn = %job.transactional_id, commit = job.commit, "finishing markers found at load");
-                tokio::spawn(write_markers(broker.clone(), job));
+                tokio::spawn(write_markers(broker.clone(), me.clone(), job));
             }
         });
     }
@@ -196,7 +211,7 @@ impl Coordinator {
     }
 
     /// Persists a planned write (if any), applies it, runs side effects.
-    async fn resolve(&self, broker: &Arc<Broker>, step: Step) -> Answer {
+    async fn resolve(self: &Arc<Self>, broker: &Arc<Broker>, step: Step) -> Answer {
         let answer = match step {
             Step::Done(a) => a,
             Step::Write(w) => {
@@ -224,13 +239,17 @@ impl Coordinator {
             fence_ring(broker, pid, epoch);
         }
         if let Some(job) = answer.markers.clone() {
-            tokio::spawn(write_markers(broker.clone(), job));
+            tokio::spawn(write_markers(broker.clone(), self.clone(), job));
         }
         answer
     }
 
     /// InitProducerId (both paths).
-    pub async fn init_producer_id(&self, broker: &Arc<Broker>, req: &InitProducerId) -> Reply {
+    pub async fn init_producer_id(
+        self: &Arc<Self>,
+        broker: &Arc<Broker>,
+        req: &InitProducerId,
+    ) -> Reply {
         if let Some(id) = &req.transactional_id {
             self.await_markers(id).await;
         }
@@ -254,7 +273,7 @@ impl Coordinator {
 
     /// AddPartitionsToTxn / AddOffsetsToTxn: the error and per-partition codes.
     pub async fn add_partitions(
-        &self,
+        self: &Arc<Self>,
         broker: &Arc<Broker>,
         req: &AddPartitionsRequest,
     ) -> (i16, Vec<i16>) {
@@ -267,7 +286,7 @@ impl Coordinator {
     }
 
     /// EndTxn.
-    pub async fn end_txn(&self, broker: &Arc<Broker>, req: &EndTxnRequest) -> i16 {
+    pub async fn end_txn(self: &Arc<Self>, broker: &Arc<Broker>, req: &EndTxnRequest) -> i16 {
         self.await_markers(&req.transactional_id).await;
         let step = self.machine().end_txn(req);
         self.resolve(broker, step).await.reply.error_code
@@ -302,9 +321,11 @@ impl Coordinator {
         (a.reply.error_code, partition)
     }
 
-    /// KIP-890 part 1: may (pid, epoch) of `txn_id` write to `tp`? Returns
-    /// the Produce error code (0 = yes), mapped as spec §3.6 says.
-    pub fn verify(
+    /// The VerifyOnly answer for one partition: 0 when (pid, epoch) of
+    /// `txn_id` has `tp` in its ongoing transaction, else the coordinator's
+    /// code or, when that is NONE, the partition's (mapped by
+    /// [`super::route::produce_code`] / [`super::route::offsets_code`]).
+    pub fn verify_only_code(
         &self,
         txn_id: &str,
         producer_id: i64,
@@ -312,55 +333,13 @@ impl Coordinator {
         tp: TopicPartition,
     ) -> i16 {
         match self.verify_only(txn_id, producer_id, producer_epoch, tp) {
-            (0, 0) => 0,
-            (0, _) => code::INVALID_TXN_STATE,
-            (code::PRODUCER_FENCED | code::INVALID_PRODUCER_EPOCH, _) => {
-                code::INVALID_PRODUCER_EPOCH
-            }
-            (
-                code::CONCURRENT_TRANSACTIONS
-                | code::COORDINATOR_LOAD_IN_PROGRESS
-                | code::COORDINATOR_NOT_AVAILABLE
-                | code::NOT_COORDINATOR,
-                _,
-            ) => code::NOT_ENOUGH_REPLICAS,
-            _ => code::INVALID_TXN_STATE,
-        }
-    }
-
-    /// TxnOffsetCommit's verification (spec §2.3 step 3): did (pid, epoch)
-    /// of `txn_id` add the offsets partition `partition`? 0 = yes, else the
-    /// TxnOffsetCommit error code.
-    pub fn verify_offsets(
-        &self,
-        txn_id: &str,
-        producer_id: i64,
-        producer_epoch: i16,
-        partition: i32,
-    ) -> i16 {
-        let tp = TopicPartition {
-            topic: super::OFFSETS_TOPIC.into(),
-            partition,
-        };
-        match self.verify_only(txn_id, producer_id, producer_epoch, tp) {
-            (0, 0) => 0,
-            (code::PRODUCER_FENCED | code::INVALID_PRODUCER_EPOCH, _) => {
-                code::INVALID_PRODUCER_EPOCH
-            }
-            (code::INVALID_PRODUCER_ID_MAPPING, _) => code::INVALID_PRODUCER_ID_MAPPING,
-            (
-                code::CONCURRENT_TRANSACTIONS
-                | code::COORDINATOR_LOAD_IN_PROGRESS
-                | code::COORDINATOR_NOT_AVAILABLE
-                | code::NOT_COORDINATOR,
-                _,
-            ) => code::COORDINATOR_LOAD_IN_PROGRESS,
-            _ => code::INVALID_TXN_STATE,
+            (0, p) => p,
+            (c, _) => c,
         }
     }
 
     /// One reaper pass: every overdue Ongoing transaction is fenced and aborted.
-    pub async fn reap(&self, broker: &Arc<Broker>) -> usize {
+    pub async fn reap(self: &Arc<Self>, broker: &Arc<Broker>) -> usize {
         let ids = self.machine().reap_candidates();
         let mut aborted = 0;
         for id in ids {
@@ -405,7 +384,10 @@ impl Coordinator {
         let mut tick = tokio::time::interval(every);
         loop {
             tick.tick().await;
-            let n = broker.txn.reap(&broker).await;
+            let mut n = 0;
+            for c in broker.txn.all() {
+                n += c.reap(&broker).await;
+            }
             if n > 0 {
                 tracing::info!(aborted = n, "timed-out transactions aborted");
             }
@@ -444,10 +426,27 @@ async fn wait_all(writes: Vec<crate::group::coordinator::Durable>) -> Option<i16
 /// offsets journal are durable first; otherwise the completion carries the
 /// markers as unsynced and their fdatasync follows (module docs). Retries
 /// storage errors.
-fn write_markers(broker: Arc<Broker>, job: MarkerJob) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+fn write_markers(
+    broker: Arc<Broker>,
+    coord: Arc<Coordinator>,
+    job: MarkerJob,
+) -> Pin<Box<dyn Future<Output = ()> + Send>> {
     Box::pin(async move {
+        if !broker.cluster.is_local() {
+            if super::remote_markers::write_everywhere(&broker, &coord, &job).await {
+                let step = coord
+                    .machine()
+                    .markers_written(&job.transactional_id, now_ms(), None);
+                let a = coord.resolve(&broker, step).await;
+                coord.completed.notify_waiters();
+                if a.reply.error_code != 0 {
+                    tracing::error!(txn = %job.transactional_id, code = a.reply.error_code, "completing the transaction failed");
+                }
+            }
+            return;
+        }
         // One set of unsynced markers per entry: the previous transaction's first.
-        broker.txn.await_synced(&job.transactional_id).await;
+        coord.await_synced(&job.transactional_id).await;
         let offsets_too = job
             .partitions
             .iter()
@@ -544,18 +543,18 @@ fn write_markers(broker: Arc<Broker>, job: MarkerJob) -> Pin<Box<dyn Future<Outp
             markers: marker_offsets,
         });
         let step =
-            broker
-                .txn
+            coord
                 .machine()
                 .markers_written(&job.transactional_id, now_ms(), unsynced.clone());
-        let a = broker.txn.resolve(&broker, step).await;
-        broker.txn.completed.notify_waiters();
+        let a = coord.resolve(&broker, step).await;
+        coord.completed.notify_waiters();
         if a.reply.error_code != 0 {
             tracing::error!(txn = %job.transactional_id, code = a.reply.error_code, "completing the transaction failed");
         }
         if let Some(markers) = unsynced {
             sync_unsynced(
                 &broker,
+                &coord,
                 &job.transactional_id,
                 &markers,
                 later_files,
@@ -570,6 +569,7 @@ fn write_markers(broker: Arc<Broker>, job: MarkerJob) -> Pin<Box<dyn Future<Outp
 /// them, and stops naming them in the entry's records.
 async fn sync_unsynced(
     broker: &Arc<Broker>,
+    coord: &Coordinator,
     txn_id: &str,
     markers: &UnsyncedMarkers,
     files: Vec<Arc<std::fs::File>>,
@@ -577,8 +577,8 @@ async fn sync_unsynced(
 ) {
     let synced = broker.logs.group_commit().sync_lazily(files).await;
     markers_durable(broker, synced, written);
-    broker.txn.machine().markers_synced(txn_id, markers);
-    broker.txn.synced.notify_waiters();
+    coord.machine().markers_synced(txn_id, markers);
+    coord.synced.notify_waiters();
 }
 
 /// After the markers' fdatasync: consumers may read up to them.

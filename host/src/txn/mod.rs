@@ -4,7 +4,11 @@
 
 pub mod coordinator;
 pub mod machine;
+pub mod markers;
 pub mod record;
+pub mod remote_markers;
+pub mod route;
+pub mod shards;
 pub mod store;
 
 /// The topic whose partitions stand for groups in a transaction

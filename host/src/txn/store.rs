@@ -63,11 +63,47 @@ impl Inner {
 }
 
 /// The transaction state log.
-#[derive(Debug)]
 pub struct TxnStore {
-    dir: PathBuf,
+    /// The log file (`state.log`, or `state-<epoch>.log` for a shard).
+    path: PathBuf,
     inner: Mutex<Inner>,
     group_commit: Arc<GroupCommit>,
+    /// Cluster mode: whether this broker may still write the shard.
+    gate: Option<Gate>,
+    /// Set when this broker stops coordinating the shard.
+    retired: std::sync::atomic::AtomicBool,
+}
+
+impl std::fmt::Debug for TxnStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TxnStore")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Whether this broker may still write (cluster mode's lease gate).
+pub type Gate = crate::cluster::lease::Gate;
+
+/// The name of a shard's state log written under leader epoch `epoch`.
+fn generation_file(epoch: i32) -> String {
+    format!("state-{epoch}.log")
+}
+
+/// The epoch in a shard state log's file name.
+fn generation_of(name: &str) -> Option<i32> {
+    name.strip_prefix("state-")?
+        .strip_suffix(".log")?
+        .parse()
+        .ok()
+}
+
+/// The NotConnected error a closed gate turns a write into.
+fn gate_closed() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::NotConnected,
+        "this broker no longer coordinates the shard (its lease ended)",
+    )
 }
 
 fn frame(record: &StateRecord) -> Vec<u8> {
@@ -108,6 +144,42 @@ fn replay(bytes: &[u8]) -> (Vec<StateRecord>, usize) {
     (records, at)
 }
 
+/// The latest record of every live transactional.id in a log's bytes.
+fn live_records(bytes: &[u8]) -> Vec<StateRecord> {
+    let (records, intact) = replay(bytes);
+    if bytes[intact..].iter().any(|&b| b != 0) {
+        tracing::warn!(
+            kept = intact,
+            dropped = bytes.len() - intact,
+            "truncating a torn transaction state log tail"
+        );
+    }
+    let mut latest: BTreeMap<String, StateRecord> = BTreeMap::new();
+    for r in records {
+        match &r {
+            StateRecord::Tombstone { transactional_id } => {
+                latest.remove(transactional_id);
+            }
+            StateRecord::Upsert { .. } => {
+                latest.insert(r.transactional_id().to_owned(), r);
+            }
+        }
+    }
+    latest.into_values().collect()
+}
+
+fn read_all(path: &Path) -> io::Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    match File::open(path) {
+        Ok(mut f) => {
+            f.read_to_end(&mut bytes)?;
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    Ok(bytes)
+}
+
 impl TxnStore {
     /// Opens (or creates) the log under `data_dir`, returning the store and
     /// the latest record of every live transactional.id.
@@ -115,30 +187,87 @@ impl TxnStore {
         let dir = data_dir.join("__transaction_state");
         fs::create_dir_all(&dir)?;
         let path = dir.join("state.log");
-        let mut bytes = Vec::new();
-        if let Ok(mut f) = File::open(&path) {
-            f.read_to_end(&mut bytes)?;
+        let live = live_records(&read_all(&path)?);
+        // The state log is always fsynced, whatever the data logs' mode,
+        // and by its own flusher: queued behind a round of partition files
+        // (a transaction's markers, other producers' data), a coordinator
+        // write would wait for flushes it does not need (BENCHMARKS.md,
+        // "Transactions": +30–50% for 8 producers on 8 partitions).
+        Self::compacted(
+            path,
+            live,
+            None,
+            GroupCommit::new(crate::log::FsyncMode::Always),
+        )
+    }
+
+    /// Cluster mode: opens the state log of one coordinator shard, in
+    /// `shard_dir` on the shared volume, as its leader at `epoch`.
+    ///
+    /// Each leader writes a file of its own, named by its epoch: this one
+    /// reads the newest earlier file, writes its live records to
+    /// `state-<epoch>.log` (synced, then renamed into place, then the
+    /// directory synced) and removes the older files. A file with a higher
+    /// epoch than another seals it: nobody reads the older one again, so
+    /// what a paused former leader appends to its own file after this
+    /// takeover is never seen. A file for `epoch` or a later one existing
+    /// already is an error (epochs are handed out once, by etcd).
+    /// The shards of one broker share `group_commit` (always fsynced).
+    pub fn open_shard(
+        shard_dir: &Path,
+        epoch: i32,
+        gate: Gate,
+        group_commit: Arc<GroupCommit>,
+    ) -> io::Result<(Self, Vec<StateRecord>)> {
+        fs::create_dir_all(shard_dir)?;
+        let mut generations: Vec<(i32, PathBuf)> = fs::read_dir(shard_dir)?
+            .flatten()
+            .filter_map(|e| {
+                let name = e.file_name().to_string_lossy().into_owned();
+                generation_of(&name).map(|g| (g, e.path()))
+            })
+            .collect();
+        generations.sort();
+        if let Some((newest, _)) = generations.last()
+            && *newest >= epoch
+        {
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                format!(
+                    "{} holds a state log of epoch {newest}, not older than this leader's {epoch}",
+                    shard_dir.display()
+                ),
+            ));
         }
-        let (records, intact) = replay(&bytes);
-        if bytes[intact..].iter().any(|&b| b != 0) {
-            tracing::warn!(
-                kept = intact,
-                dropped = bytes.len() - intact,
-                "truncating a torn transaction state log tail"
-            );
+        let live = match generations.last() {
+            Some((_, path)) => live_records(&read_all(path)?),
+            None => Vec::new(),
+        };
+        if !gate() {
+            return Err(gate_closed());
         }
-        let mut latest: BTreeMap<String, StateRecord> = BTreeMap::new();
-        for r in records {
-            match &r {
-                StateRecord::Tombstone { transactional_id } => {
-                    latest.remove(transactional_id);
-                }
-                StateRecord::Upsert { .. } => {
-                    latest.insert(r.transactional_id().to_owned(), r);
-                }
+        let opened = Self::compacted(
+            shard_dir.join(generation_file(epoch)),
+            live,
+            Some(gate),
+            group_commit,
+        )?;
+        File::open(shard_dir)?.sync_all()?;
+        for (_, old) in generations {
+            if let Err(e) = fs::remove_file(&old) {
+                tracing::warn!(file = %old.display(), error = %e, "removing an old transaction state log failed");
             }
         }
-        let live: Vec<StateRecord> = latest.into_values().collect();
+        Ok(opened)
+    }
+
+    /// Writes `live` as the whole log at `path` and opens it for appends.
+    fn compacted(
+        path: PathBuf,
+        live: Vec<StateRecord>,
+        gate: Option<Gate>,
+        group_commit: Arc<GroupCommit>,
+    ) -> io::Result<(Self, Vec<StateRecord>)> {
         // Compact on open: the file holds exactly the live records afterwards.
         let mut compacted = Vec::new();
         for r in &live {
@@ -146,14 +275,10 @@ impl TxnStore {
         }
         crate::log::partition::write_atomically(&path, &compacted)?;
         let file = OpenOptions::new().read(true).write(true).open(&path)?;
-        // The state log is always fsynced, whatever the data logs' mode,
-        // and by its own flusher: queued behind a round of partition files
-        // (a transaction's markers, other producers' data), a coordinator
-        // write would wait for flushes it does not need (BENCHMARKS.md,
-        // "Transactions": +30–50% for 8 producers on 8 partitions).
-        let group_commit = GroupCommit::new(crate::log::FsyncMode::Always);
         let store = TxnStore {
-            dir,
+            path,
+            gate,
+            retired: std::sync::atomic::AtomicBool::new(false),
             inner: Mutex::new(Inner {
                 file: Arc::new(file),
                 size: compacted.len() as u64,
@@ -162,6 +287,11 @@ impl TxnStore {
             group_commit,
         };
         Ok((store, live))
+    }
+
+    /// The state log's flusher.
+    pub fn group_commit(&self) -> &Arc<GroupCommit> {
+        &self.group_commit
     }
 
     /// fdatasync statistics of the state log (for /metrics).
@@ -174,10 +304,36 @@ impl TxnStore {
         let bytes = frame(record);
         let file = {
             let mut st = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+            self.check_gate()?;
             st.write(&bytes)?;
             st.file.clone()
         };
-        self.group_commit.sync(file).await
+        self.group_commit.sync(file).await?;
+        // Durable while the lease held, or maybe not before another
+        // broker read the file: then it must not be answered.
+        self.check_gate()
+    }
+
+    /// Every later write fails (the shard moved to another broker).
+    pub fn retire(&self) {
+        self.retired
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Whether [`Self::retire`] was called.
+    pub fn is_retired(&self) -> bool {
+        self.retired.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Err when this broker no longer coordinates the shard.
+    fn check_gate(&self) -> io::Result<()> {
+        if self.is_retired() {
+            return Err(gate_closed());
+        }
+        match &self.gate {
+            Some(g) if !g() => Err(gate_closed()),
+            _ => Ok(()),
+        }
     }
 
     /// Appends a record without waiting for it to be durable (see the
@@ -185,6 +341,7 @@ impl TxnStore {
     pub fn append_unsynced(&self, record: &StateRecord) -> io::Result<()> {
         let bytes = frame(record);
         let mut st = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        self.check_gate()?;
         st.write(&bytes)
     }
 
@@ -201,9 +358,9 @@ impl TxnStore {
         if st.size < COMPACT_MIN_BYTES || st.size < 4 * (bytes.len() as u64).max(1) {
             return Ok(false);
         }
-        let path = self.dir.join("state.log");
-        crate::log::partition::write_atomically(&path, &bytes)?;
-        st.file = Arc::new(OpenOptions::new().read(true).write(true).open(&path)?);
+        self.check_gate()?;
+        crate::log::partition::write_atomically(&self.path, &bytes)?;
+        st.file = Arc::new(OpenOptions::new().read(true).write(true).open(&self.path)?);
         st.size = bytes.len() as u64;
         st.tail = ZeroTail::new(st.size, CHUNK);
         Ok(true)
@@ -304,6 +461,97 @@ mod tests {
         assert_eq!(
             e.producer_epoch, 1,
             "the torn second record is gone, the first kept"
+        );
+    }
+
+    fn open_gate() -> Gate {
+        Arc::new(|| true)
+    }
+
+    fn flusher() -> Arc<GroupCommit> {
+        GroupCommit::new(crate::log::FsyncMode::Always)
+    }
+
+    fn epoch_of(live: &[StateRecord], id: &str) -> Option<i16> {
+        live.iter().find_map(|r| match r {
+            StateRecord::Upsert { entry, .. } if entry.transactional_id == id => {
+                Some(entry.producer_epoch)
+            }
+            _ => None,
+        })
+    }
+
+    #[tokio::test]
+    async fn a_former_leaders_appends_after_a_takeover_are_never_read() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let shard = dir.path().join("shard-3");
+        let (zombie, _) = TxnStore::open_shard(&shard, 0, open_gate(), flusher()).expect("open 0");
+        zombie
+            .append(&StateRecord::upsert(&entry("a", 1), None))
+            .await
+            .expect("append");
+        let (next, live) = TxnStore::open_shard(&shard, 1, open_gate(), flusher()).expect("open 1");
+        assert_eq!(
+            epoch_of(&live, "a"),
+            Some(1),
+            "the takeover reads what was durable"
+        );
+        // The paused former leader wakes up and writes on.
+        zombie
+            .append(&StateRecord::upsert(&entry("a", 7), None))
+            .await
+            .expect("the zombie's own file still takes bytes");
+        zombie
+            .append(&StateRecord::upsert(&entry("z", 1), None))
+            .await
+            .expect("append");
+        next.append(&StateRecord::upsert(&entry("a", 2), None))
+            .await
+            .expect("append");
+        let (_, live) = TxnStore::open_shard(&shard, 2, open_gate(), flusher()).expect("open 2");
+        assert_eq!(epoch_of(&live, "a"), Some(2));
+        assert_eq!(
+            epoch_of(&live, "z"),
+            None,
+            "the zombie's late record is not read"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_shard_log_is_not_opened_at_an_epoch_it_already_has() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let shard = dir.path().join("shard-0");
+        drop(TxnStore::open_shard(&shard, 4, open_gate(), flusher()).expect("open 4"));
+        let err = TxnStore::open_shard(&shard, 4, open_gate(), flusher()).expect_err("same epoch");
+        assert_eq!(err.kind(), io::ErrorKind::AlreadyExists);
+        assert!(TxnStore::open_shard(&shard, 3, open_gate(), flusher()).is_err());
+    }
+
+    #[tokio::test]
+    async fn a_closed_gate_refuses_the_append_and_its_answer() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let open = Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let flag = open.clone();
+        let gate: Gate = Arc::new(move || flag.load(std::sync::atomic::Ordering::SeqCst));
+        let (store, _) =
+            TxnStore::open_shard(&dir.path().join("s"), 0, gate, flusher()).expect("open");
+        store
+            .append(&StateRecord::upsert(&entry("a", 1), None))
+            .await
+            .expect("open gate");
+        open.store(false, std::sync::atomic::Ordering::SeqCst);
+        let err = store
+            .append(&StateRecord::upsert(&entry("a", 2), None))
+            .await
+            .expect_err("closed gate");
+        assert_eq!(err.kind(), io::ErrorKind::NotConnected);
+        open.store(true, std::sync::atomic::Ordering::SeqCst);
+        store.retire();
+        assert!(
+            store
+                .append(&StateRecord::upsert(&entry("a", 3), None))
+                .await
+                .is_err()
         );
     }
 }

@@ -27,7 +27,10 @@ pub fn handle(broker: &Arc<Broker>, req: AddOffsetsToTxnRequest, version: i16) -
             verify_only: false,
             now_ms: now_ms(),
         };
-        let (code, _) = broker.txn.add_partitions(&broker, &request).await;
+        let code = match broker.txn.for_txn(&request.transactional_id) {
+            Some(c) => c.add_partitions(&broker, &request).await.0,
+            None => crate::wire::codes::NOT_COORDINATOR,
+        };
         ResponseKind::AddOffsetsToTxn(AddOffsetsToTxnResponse::default().with_error_code(code))
     }))
 }

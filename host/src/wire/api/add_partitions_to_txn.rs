@@ -39,7 +39,11 @@ async fn one(
     for t in topics {
         let name = t.name.0.to_string();
         for &p in &t.partitions {
-            let code = if name.starts_with("__") {
+            // A broker's VerifyOnly check names partitions it leads
+            // (offsets partitions too): no front-end checks.
+            let code = if verify_only {
+                None
+            } else if name.starts_with("__") {
                 Some(TOPIC_AUTHORIZATION_FAILED)
             } else if !broker.has_partition(&name, p) {
                 Some(UNKNOWN_TOPIC_OR_PARTITION)
@@ -68,7 +72,10 @@ async fn one(
             verify_only,
             now_ms: now_ms(),
         };
-        let (code, per) = broker.txn.add_partitions(broker, &req).await;
+        let (code, per) = match broker.txn.for_txn(&req.transactional_id) {
+            Some(c) => c.add_partitions(broker, &req).await,
+            None => (crate::wire::codes::NOT_COORDINATOR, Vec::new()),
+        };
         if per.len() == parts.len() {
             per
         } else {

@@ -1,5 +1,6 @@
 //! DescribeTransactions (key 65): the coordinator's entry per
-//! transactional.id, as Kafka's admin client shows it.
+//! transactional.id, as Kafka's admin client shows it (NOT_COORDINATOR
+//! for an id another broker coordinates).
 
 use std::sync::Arc;
 
@@ -19,12 +20,18 @@ pub fn handle(
     req: DescribeTransactionsRequest,
     _version: i16,
 ) -> ResponseKind {
-    let machine = broker.txn.machine();
     let states = req
         .transactional_ids
         .into_iter()
         .map(|id| {
             let base = TransactionState::default().with_transactional_id(id.clone());
+            // Cluster mode: the id's coordinator is another broker.
+            let Some(c) = broker.txn.for_txn(&id.0) else {
+                return base
+                    .with_error_code(crate::wire::codes::NOT_COORDINATOR)
+                    .with_transaction_state(sb(""));
+            };
+            let machine = c.machine();
             let Some(e) = machine.entry(&id.0) else {
                 return base
                     .with_error_code(TRANSACTIONAL_ID_NOT_FOUND)

@@ -20,7 +20,10 @@ pub fn handle(broker: &Arc<Broker>, req: EndTxnRequest, version: i16) -> Handled
             version,
             now_ms: now_ms(),
         };
-        let code = broker.txn.end_txn(&broker, &request).await;
+        let code = match broker.txn.for_txn(&request.transactional_id) {
+            Some(c) => c.end_txn(&broker, &request).await,
+            None => crate::wire::codes::NOT_COORDINATOR,
+        };
         ResponseKind::EndTxn(
             EndTxnResponse::default()
                 .with_error_code(code)

@@ -1,7 +1,7 @@
 //! FindCoordinator (key 10): a group's coordinator (key type 0) is the
 //! broker leading its shard (`group::shards`; in single-node mode this
-//! broker, for every group); a transactional id's (key type 1) is this
-//! broker in single-node mode (cluster mode: not yet, issue 15). v0–v3 ask
+//! broker, for every group); a transactional id's (key type 1) likewise the
+//! broker leading its transaction shard (`txn::shards`). v0–v3 ask
 //! for one key; v4+ for a batch (`coordinator_keys`). Any other key type is
 //! INVALID_REQUEST.
 
@@ -37,6 +37,22 @@ pub fn group_coordinator(broker: &Broker, group_id: &str) -> Result<(i32, String
     }
 }
 
+/// The coordinator of `transactional_id`: this broker when its shard is
+/// open here, else (cluster mode) the shard's live leader; otherwise
+/// COORDINATOR_NOT_AVAILABLE (the client asks again).
+pub fn txn_coordinator(broker: &Broker, transactional_id: &str) -> Result<(i32, String, i32), i16> {
+    if broker.txn.for_txn(transactional_id).is_some() {
+        return Ok(this_broker(broker));
+    }
+    match broker
+        .cluster
+        .txn_coordinator(broker.txn.shard_of(transactional_id))
+    {
+        Some(n) if !broker.cluster.is_local() => Ok((n.id, n.host, n.port)),
+        _ => Err(codes::COORDINATOR_NOT_AVAILABLE),
+    }
+}
+
 fn this_broker(broker: &Broker) -> (i32, String, i32) {
     (
         broker.config.node_id,
@@ -54,11 +70,8 @@ fn coordinator_of(
     match key_type {
         GROUP => group_coordinator(broker, key)
             .map_err(|e| (e, "the group's coordinator is not available")),
-        TRANSACTION if broker.cluster.is_local() => Ok(this_broker(broker)),
-        TRANSACTION => Err((
-            codes::COORDINATOR_NOT_AVAILABLE,
-            "transactions are not available in cluster mode yet",
-        )),
+        TRANSACTION => txn_coordinator(broker, key)
+            .map_err(|e| (e, "the transaction coordinator is not available")),
         _ => Err((codes::INVALID_REQUEST, "unknown coordinator key type")),
     }
 }

@@ -20,18 +20,25 @@ pub fn handle(broker: &Arc<Broker>, req: InitProducerIdRequest, version: i16) ->
         producer_epoch: req.producer_epoch,
         version,
     };
-    if request.transactional_id.is_some() && !broker.cluster.is_local() {
-        // Transactions across the cluster come with issue 15.
-        return Handled::Now(ResponseKind::InitProducerId(
-            InitProducerIdResponse::default()
-                .with_error_code(crate::wire::codes::COORDINATOR_NOT_AVAILABLE)
-                .with_producer_id(ProducerId(-1))
-                .with_producer_epoch(-1),
-        ));
-    }
+    let coordinator = match &request.transactional_id {
+        None => broker.txn.idempotent().clone(),
+        Some(id) => match broker.txn.for_txn(id) {
+            Some(c) => c,
+            // Cluster mode: another broker coordinates the id (the client
+            // looks it up again with FindCoordinator).
+            None => {
+                return Handled::Now(ResponseKind::InitProducerId(
+                    InitProducerIdResponse::default()
+                        .with_error_code(crate::wire::codes::NOT_COORDINATOR)
+                        .with_producer_id(ProducerId(-1))
+                        .with_producer_epoch(-1),
+                ));
+            }
+        },
+    };
     let broker = broker.clone();
     Handled::Later(Box::pin(async move {
-        let reply = broker.txn.init_producer_id(&broker, &request).await;
+        let reply = coordinator.init_producer_id(&broker, &request).await;
         ResponseKind::InitProducerId(
             InitProducerIdResponse::default()
                 .with_error_code(reply.error_code)

@@ -30,9 +30,11 @@ pub fn handle(broker: &Arc<Broker>, req: ListTransactionsRequest, _version: i16)
         .map(|f| sb(f))
         .collect();
     let now = now_ms();
-    let machine = broker.txn.machine();
-    let states = machine
-        .entries()
+    let shards = broker.txn.all();
+    let machines: Vec<_> = shards.iter().map(|c| c.machine()).collect();
+    let states = machines
+        .iter()
+        .flat_map(|m| m.entries())
         .filter(|e| filters.is_empty() || filters.iter().any(|f| f == state_name(e.state)))
         .filter(|e| {
             req.producer_id_filters.is_empty()

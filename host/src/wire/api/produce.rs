@@ -4,6 +4,7 @@
 //! never answers PRODUCER_FENCED (KAFKA-10687): a stale epoch is
 //! INVALID_PRODUCER_EPOCH on every version.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -59,6 +60,10 @@ pub async fn handle(broker: &Arc<Broker>, req: ProduceRequest, version: i16) -> 
             tracing::warn!(error = %e, "cannot read the producer-id counter from etcd");
         }
     }
+    // Cluster mode: the first transactional batch of a producer on a
+    // partition is verified with its coordinator, over the wire when that
+    // is another broker (KIP-890 part 1), before anything is appended.
+    let verified = verify_remotely(broker, &req).await;
     // Validation decompresses and walks every record (batch::walk_records):
     // for a compressed batch, up to MAX_SCAN_BYTES of work, so such a
     // request is appended on the blocking pool. The connection's reader
@@ -75,13 +80,13 @@ pub async fn handle(broker: &Arc<Broker>, req: ProduceRequest, version: i16) -> 
         });
     let mut topics = if compressed || plain > OFFLOAD_PLAIN_BYTES {
         let b = broker.clone();
-        match crate::log::batch::offload(move || append_all(&b, req)).await {
+        match crate::log::batch::offload(move || append_all(&b, req, &verified)).await {
             Some(t) => t,
             None if acks == 0 => return Handled::Nothing,
             None => return Handled::Now(ResponseKind::Produce(ProduceResponse::default())),
         }
     } else {
-        append_all(broker, req)
+        append_all(broker, req, &verified)
     };
     if acks == 0 {
         // The data is appended; durability follows the fsync mode's background path.
@@ -116,10 +121,73 @@ pub async fn handle(broker: &Arc<Broker>, req: ProduceRequest, version: i16) -> 
     }))
 }
 
+/// Verification answers from a remote coordinator, by partition.
+type Verified = BTreeMap<(String, i32), i16>;
+
+/// The transactional batches of `req` that need verification by a
+/// coordinator on another broker: asked in one request; their Produce codes.
+async fn verify_remotely(broker: &Arc<Broker>, req: &ProduceRequest) -> Verified {
+    let mut out = Verified::new();
+    let Some(txn_id) = req.transactional_id.as_ref().map(|t| t.0.to_string()) else {
+        return out;
+    };
+    if broker.cluster.is_local()
+        || !matches!(
+            crate::txn::route::coordinator_of(broker, &txn_id),
+            crate::txn::route::Coord::Peer(_)
+        )
+    {
+        return out;
+    }
+    let mut ask = Vec::new();
+    let mut producer = None;
+    for t in &req.topic_data {
+        for p in &t.partition_data {
+            let Some(h) = p
+                .records
+                .as_ref()
+                .and_then(|b| crate::log::batch::parse_header(b))
+                .filter(|h| h.is_transactional() && h.producer_id >= 0)
+            else {
+                continue;
+            };
+            let Some(part) = broker.logs.partition(&t.name.0, p.index) else {
+                continue;
+            };
+            if part.has_open_txn(h.producer_id) {
+                continue;
+            }
+            // One producer per request (a client's batches all carry its id);
+            // any other gets the local answer (NOT_ENOUGH_REPLICAS).
+            if *producer.get_or_insert((h.producer_id, h.producer_epoch))
+                != (h.producer_id, h.producer_epoch)
+            {
+                continue;
+            }
+            ask.push(crate::policy::TopicPartition {
+                topic: t.name.0.to_string(),
+                partition: p.index,
+            });
+        }
+    }
+    let Some((pid, epoch)) = producer else {
+        return out;
+    };
+    let answers = crate::txn::route::verify_only(broker, &txn_id, pid, epoch, &ask).await;
+    for (tp, code) in ask.into_iter().zip(answers) {
+        out.insert(
+            (tp.topic, tp.partition),
+            crate::txn::route::produce_code(code),
+        );
+    }
+    out
+}
+
 /// Validates and appends every partition's batch of a request.
 fn append_all(
     broker: &Broker,
     req: ProduceRequest,
+    verified: &Verified,
 ) -> Vec<(kafka_protocol::messages::TopicName, Vec<Outcome>)> {
     let acks = req.acks;
     let mut topics: Vec<(kafka_protocol::messages::TopicName, Vec<Outcome>)> = Vec::new();
@@ -139,7 +207,7 @@ fn append_all(
                             .bytes_in
                             .fetch_add(bytes.len() as u64, Ordering::Relaxed);
                         let txn_id = req.transactional_id.as_ref().map(|t| t.0.as_str());
-                        append(broker, part, bytes.to_vec(), txn_id)
+                        append(broker, part, bytes.to_vec(), txn_id, verified)
                     }
                 }
             } else {
@@ -167,6 +235,7 @@ fn append(
     part: &Partition,
     bytes: Vec<u8>,
     transactional_id: Option<&str>,
+    verified: &Verified,
 ) -> Result<Appended, i16> {
     let header = crate::log::batch::parse_header(&bytes);
     // Only ids this broker handed out may carry state: a batch under the
@@ -207,9 +276,15 @@ fn append(
                 topic: part.topic.clone(),
                 partition: part.id,
             };
-            let code = broker
-                .txn
-                .verify(txn_id, h.producer_id, h.producer_epoch, tp);
+            let code = match verified.get(&(tp.topic.clone(), tp.partition)) {
+                Some(&code) => code,
+                None => match crate::txn::route::coordinator_of(broker, txn_id) {
+                    crate::txn::route::Coord::Here(c) => crate::txn::route::produce_code(
+                        c.verify_only_code(txn_id, h.producer_id, h.producer_epoch, tp),
+                    ),
+                    _ => crate::txn::route::produce_code(codes::COORDINATOR_NOT_AVAILABLE),
+                },
+            };
             if code != codes::NONE {
                 return Err(code);
             }

@@ -50,37 +50,53 @@ pub fn handle(broker: &Arc<Broker>, req: TxnOffsetCommitRequest, version: i16) -
     if group.is_empty() {
         return Handled::Now(response(&names, &slots, codes::INVALID_GROUP_ID));
     }
-    let verified = broker.txn.verify_offsets(
-        &req.transactional_id.0,
-        req.producer_id.0,
-        req.producer_epoch,
-        crate::txn::offsets_partition(&group),
-    );
-    if verified != codes::NONE {
-        return Handled::Now(response(&names, &slots, for_version(verified)));
-    }
-    let Some(groups) = broker.groups.for_group(&group) else {
-        return Handled::Now(response(&names, &slots, codes::NOT_COORDINATOR));
-    };
-    let instance = req.group_instance_id.as_ref().map(|s| s.to_string());
-    match groups.txn_commit(
-        &group,
-        req.generation_id,
-        &req.member_id,
-        instance.as_deref(),
-        req.producer_id.0,
-        req.producer_epoch,
-        entries,
-    ) {
-        Err(code) => Handled::Now(response(&names, &slots, for_version(code))),
-        Ok(durable) => Handled::Later(Box::pin(async move {
-            let code = match durable.wait().await {
-                Ok(()) => codes::NONE,
-                Err(code) => code,
-            };
-            response(&names, &slots, for_version(code))
-        })),
-    }
+    let broker = broker.clone();
+    Handled::Later(Box::pin(async move {
+        let tp = crate::policy::TopicPartition {
+            topic: crate::txn::OFFSETS_TOPIC.into(),
+            partition: crate::txn::offsets_partition(&group),
+        };
+        // The transaction's coordinator may be another broker (cluster mode).
+        let verified = crate::txn::route::verify_only(
+            &broker,
+            &req.transactional_id.0,
+            req.producer_id.0,
+            req.producer_epoch,
+            std::slice::from_ref(&tp),
+        )
+        .await
+        .first()
+        .copied()
+        .map_or(
+            crate::wire::codes::COORDINATOR_LOAD_IN_PROGRESS,
+            crate::txn::route::offsets_code,
+        );
+        if verified != codes::NONE {
+            return response(&names, &slots, for_version(verified));
+        }
+        let Some(groups) = broker.groups.for_group(&group) else {
+            return response(&names, &slots, codes::NOT_COORDINATOR);
+        };
+        let instance = req.group_instance_id.as_ref().map(|s| s.to_string());
+        match groups.txn_commit(
+            &group,
+            req.generation_id,
+            &req.member_id,
+            instance.as_deref(),
+            req.producer_id.0,
+            req.producer_epoch,
+            entries,
+        ) {
+            Err(code) => response(&names, &slots, for_version(code)),
+            Ok(durable) => {
+                let code = match durable.wait().await {
+                    Ok(()) => codes::NONE,
+                    Err(code) => code,
+                };
+                response(&names, &slots, for_version(code))
+            }
+        }
+    }))
 }
 
 fn response(names: &[TopicName], slots: &[Slot], group_code: i16) -> ResponseKind {

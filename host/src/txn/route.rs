@@ -1,0 +1,159 @@
+//! Which broker coordinates a transactional id, and the checks a partition
+//! leader or a group coordinator asks of it (KIP-890 part 1 verification,
+//! TxnOffsetCommit's verification), wherever it runs: a call on this
+//! broker's coordinator when its shard is open here, else an
+//! AddPartitionsToTxn v4 with `verify_only` to the coordinator broker over
+//! [`crate::cluster::peer`], as Kafka 3.7's partition leaders ask theirs.
+//!
+//! It may touch: the shards open here, the cluster view, the peer client.
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::add_partitions_to_txn_request::{
+    AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
+};
+use kafka_protocol::messages::{AddPartitionsToTxnRequest, ProducerId, TransactionalId};
+
+use super::coordinator::Coordinator;
+use crate::broker::Broker;
+use crate::cluster::NodeInfo;
+use crate::policy::TopicPartition;
+use crate::wire::codes;
+
+const NOT_COORDINATOR: i16 = 16;
+const NOT_ENOUGH_REPLICAS: i16 = 19;
+const INVALID_PRODUCER_ID_MAPPING: i16 = 49;
+const CONCURRENT_TRANSACTIONS: i16 = 51;
+const PRODUCER_FENCED: i16 = 90;
+
+/// Where a transactional id is coordinated.
+#[derive(Debug)]
+pub enum Coord {
+    Here(Arc<Coordinator>),
+    Peer(NodeInfo),
+    /// No live coordinator known (or it is this broker, still loading).
+    Unavailable,
+}
+
+/// The coordinator of `txn_id`.
+pub fn coordinator_of(broker: &Broker, txn_id: &str) -> Coord {
+    if let Some(c) = broker.txn.for_txn(txn_id) {
+        return Coord::Here(c);
+    }
+    match broker.cluster.txn_coordinator(broker.txn.shard_of(txn_id)) {
+        Some(n) if !broker.cluster.is_local() && n.id != broker.cluster.me().id => Coord::Peer(n),
+        _ => Coord::Unavailable,
+    }
+}
+
+/// Produce's code for a verification answer (spec §3.6): fenced → INVALID_PRODUCER_EPOCH;
+/// a coordinator busy, loading or elsewhere → NOT_ENOUGH_REPLICAS (the client
+/// retries); anything else but success → INVALID_TXN_STATE.
+pub fn produce_code(verified: i16) -> i16 {
+    match verified {
+        codes::NONE => codes::NONE,
+        PRODUCER_FENCED | codes::INVALID_PRODUCER_EPOCH => codes::INVALID_PRODUCER_EPOCH,
+        CONCURRENT_TRANSACTIONS
+        | codes::COORDINATOR_LOAD_IN_PROGRESS
+        | codes::COORDINATOR_NOT_AVAILABLE
+        | NOT_COORDINATOR => NOT_ENOUGH_REPLICAS,
+        _ => codes::INVALID_TXN_STATE,
+    }
+}
+
+/// TxnOffsetCommit's code for a verification answer (spec §2.3 step 3).
+pub fn offsets_code(verified: i16) -> i16 {
+    match verified {
+        codes::NONE => codes::NONE,
+        PRODUCER_FENCED | codes::INVALID_PRODUCER_EPOCH => codes::INVALID_PRODUCER_EPOCH,
+        INVALID_PRODUCER_ID_MAPPING => INVALID_PRODUCER_ID_MAPPING,
+        CONCURRENT_TRANSACTIONS
+        | codes::COORDINATOR_LOAD_IN_PROGRESS
+        | codes::COORDINATOR_NOT_AVAILABLE
+        | NOT_COORDINATOR => codes::COORDINATOR_LOAD_IN_PROGRESS,
+        _ => codes::INVALID_TXN_STATE,
+    }
+}
+
+/// The VerifyOnly answer for each of `tps`: 0 when (pid, epoch) of
+/// `txn_id` has the partition in its ongoing transaction, else the
+/// coordinator's (or the partition's) error code, unmapped.
+pub async fn verify_only(
+    broker: &Arc<Broker>,
+    txn_id: &str,
+    producer_id: i64,
+    producer_epoch: i16,
+    tps: &[TopicPartition],
+) -> Vec<i16> {
+    match coordinator_of(broker, txn_id) {
+        Coord::Here(c) => tps
+            .iter()
+            .map(|tp| c.verify_only_code(txn_id, producer_id, producer_epoch, tp.clone()))
+            .collect(),
+        Coord::Peer(node) => ask(broker, &node, txn_id, producer_id, producer_epoch, tps).await,
+        Coord::Unavailable => vec![codes::COORDINATOR_NOT_AVAILABLE; tps.len()],
+    }
+}
+
+async fn ask(
+    broker: &Broker,
+    node: &NodeInfo,
+    txn_id: &str,
+    producer_id: i64,
+    producer_epoch: i16,
+    tps: &[TopicPartition],
+) -> Vec<i16> {
+    let mut topics: Vec<AddPartitionsToTxnTopic> = Vec::new();
+    for tp in tps {
+        match topics.iter_mut().find(|t| t.name.0.as_str() == tp.topic) {
+            Some(t) => t.partitions.push(tp.partition),
+            None => topics.push(
+                AddPartitionsToTxnTopic::default()
+                    .with_name(crate::wire::api::topic_name(&tp.topic))
+                    .with_partitions(vec![tp.partition]),
+            ),
+        }
+    }
+    let req = AddPartitionsToTxnRequest::default().with_transactions(vec![
+        AddPartitionsToTxnTransaction::default()
+            .with_transactional_id(TransactionalId(crate::wire::api::sb(txn_id)))
+            .with_producer_id(ProducerId(producer_id))
+            .with_producer_epoch(producer_epoch)
+            .with_verify_only(true)
+            .with_topics(topics),
+    ]);
+    let addr = format!("{}:{}", node.host, node.port);
+    let resp = match broker.peers.call(&addr, 4, &req).await {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::debug!(node = node.id, error = %e, "verification with the coordinator failed");
+            return vec![codes::COORDINATOR_NOT_AVAILABLE; tps.len()];
+        }
+    };
+    if resp.error_code != codes::NONE {
+        return vec![resp.error_code; tps.len()];
+    }
+    let results: Vec<(String, i32, i16)> = resp
+        .results_by_transaction
+        .iter()
+        .filter(|r| r.transactional_id.0.as_str() == txn_id)
+        .flat_map(|r| &r.topic_results)
+        .flat_map(|t| {
+            t.results_by_partition.iter().map(|p| {
+                (
+                    t.name.0.to_string(),
+                    p.partition_index,
+                    p.partition_error_code,
+                )
+            })
+        })
+        .collect();
+    tps.iter()
+        .map(|tp| {
+            results
+                .iter()
+                .find(|(t, p, _)| *t == tp.topic && *p == tp.partition)
+                .map_or(codes::COORDINATOR_NOT_AVAILABLE, |r| r.2)
+        })
+        .collect()
+}
