@@ -334,10 +334,11 @@ def seed_txn(data_dir: Path, transactional_id: str, producer_id: int, epoch: int
              last_epoch: int, state: str = "complete-commit", cluster: bool = True) -> None:
     """Writes a transactional id's entry into its coordinator's state log
     on `data_dir` through the real store (`kaas txn-seed`, built with the
-    fault-injection feature), before any broker starts."""
+    fault-injection feature), before any broker starts. (Numbers as
+    --flag=N: clap takes a separate "-1" for a flag.)"""
     cmd = [str(KAAS_BIN), "txn-seed", "--data-dir", str(data_dir),
-           "--transactional-id", transactional_id, "--producer-id", str(producer_id),
-           "--epoch", str(epoch), "--last-epoch", str(last_epoch), "--state", state]
+           "--transactional-id", transactional_id, f"--producer-id={producer_id}",
+           f"--epoch={epoch}", f"--last-epoch={last_epoch}", "--state", state]
     if cluster:
         cmd.insert(4, "--cluster")
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
