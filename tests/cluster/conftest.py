@@ -6,6 +6,10 @@ log; a broker that exits by itself (not through the harness) fails the test.
 $KAAS_CLUSTER_SOAK=1 (scripts/cluster-soak) makes the fault tests run longer
 with more faults; `scale` is the factor they multiply their durations and
 fault counts by.
+
+`cluster_factory(**kwargs)` makes clusters a test configures itself (per
+broker env and flags, metrics, state seeded before the start: issue 15):
+each is stopped at teardown and its logs attached to a failing report.
 """
 
 import os
@@ -45,6 +49,37 @@ def _serve(request, c: Cluster):
 def cluster(request, tmp_path):
     """etcd + brokers 1, 2, 3 on one shared data directory."""
     yield from _serve(request, Cluster(tmp_path / "cluster", n=3, lease_ttl_ms=LEASE_TTL_MS))
+
+
+@pytest.fixture
+def cluster_factory(request, tmp_path):
+    """make(n=3, start=True, before_start=None, **Cluster kwargs) -> Cluster.
+    before_start(c) runs on the fresh directories before any process starts."""
+    made: list[Cluster] = []
+
+    def make(n: int = 3, start: bool = True, before_start=None, **kwargs) -> Cluster:
+        kwargs.setdefault("lease_ttl_ms", LEASE_TTL_MS)
+        c = Cluster(tmp_path / f"cluster-{len(made)}", n=n, **kwargs)
+        request.node.stash.setdefault(_CLUSTERS, []).append(c)
+        made.append(c)
+        if before_start is not None:
+            before_start(c)
+        if start:
+            try:
+                c.start()
+            except HarnessError as e:
+                c.stop()
+                pytest.fail(f"cluster did not start: {e}", pytrace=False)
+        return c
+
+    yield make
+    died = {}
+    for i, c in enumerate(made):
+        died.update({(i, n): b.died_unexpectedly() for n, b in c.brokers.items()})
+        c.stop()
+    died = {k: code for k, code in died.items() if code is not None}
+    if died:
+        pytest.fail(f"broker(s) exited by themselves during the test: {died}", pytrace=False)
 
 
 @pytest.fixture

@@ -10,6 +10,13 @@ and who leads what: `wait_ready`, `leader_of`, `wait_leader_moved`.
 Single-node mode is the same class with etcd=False: one broker, no cluster
 flags, exactly as `kaas broker` runs today (the benchmark's baseline).
 
+Per broker (issue 15): its own environment (`env`, e.g. KAAS_FAULT or
+RUST_LOG; read at each start, so a test can change it between runs), extra
+arguments (`broker_args`), and with metrics=True a /metrics listener
+(`scrape`, `metric`). `fence_lines` reads the `kaas::fence` debug lines a
+broker logged (RUST_LOG=kaas::fence=debug); `seed_txn` runs the test-only
+`kaas txn-seed` on the shared directory before the brokers start.
+
 Every process logs to files under the cluster's directory (etcd.log,
 broker-<id>-<run>.stdout/.stderr) which outlive the run; the pytest plugin
 in conftest.py attaches them to a failing test's report. The broker binary
@@ -20,6 +27,7 @@ is $KAAS_BIN or target/release/kaas; etcd is `etcd` on PATH
 import json
 import os
 import queue
+import re
 import shutil
 import signal
 import socket
@@ -136,9 +144,12 @@ class Broker:
     """One broker (node id, fixed port) that can be started again and again."""
 
     def __init__(self, node_id: int, data_dir: Path, log_dir: Path, etcd_url: str | None,
-                 lease_ttl_ms: int, extra_args: tuple[str, ...]):
+                 lease_ttl_ms: int, extra_args: tuple[str, ...], env: dict | None = None,
+                 metrics: bool = False):
         self.node_id, self.data_dir, self.log_dir = node_id, Path(data_dir), Path(log_dir)
         self.etcd_url, self.lease_ttl_ms, self.extra_args = etcd_url, lease_ttl_ms, extra_args
+        self.env: dict[str, str] = dict(env or {})
+        self.metrics_port = free_port() if metrics else None
         self.port = free_port()
         self.proc: subprocess.Popen | None = None
         self.paused = False
@@ -164,7 +175,42 @@ class Broker:
         if self.etcd_url is not None:
             cmd += ["--node-id", str(self.node_id), "--etcd", self.etcd_url,
                     "--lease-ttl-ms", str(self.lease_ttl_ms)]
+        if self.metrics_port is not None:
+            cmd += ["--metrics-listen", f"127.0.0.1:{self.metrics_port}"]
         return cmd + list(self.extra_args)
+
+    def scrape(self, timeout: float = 3.0) -> str:
+        """The broker's /metrics text (metrics=True)."""
+        if self.metrics_port is None:
+            raise HarnessError(f"broker {self.node_id} has no metrics listener")
+        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+        with urllib.request.urlopen(url, timeout=timeout) as r:
+            return r.read().decode()
+
+    def metric(self, name: str, **labels: str) -> float:
+        """Sum of the samples of `name` whose labels include `labels` (0
+        when none); HarnessError when the broker does not answer."""
+        try:
+            text = self.scrape()
+        except OSError as e:
+            raise HarnessError(f"broker {self.node_id} /metrics: {e!r}") from e
+        return metric_value(text, name, **labels)
+
+    def stderr_text(self) -> str:
+        """Everything the broker wrote to stderr, over all its runs."""
+        out = []
+        for run in range(1, self.runs + 1):
+            try:
+                out.append((self.log_dir / f"broker-{self.node_id}-{run}.stderr")
+                           .read_text(errors="replace"))
+            except FileNotFoundError:
+                pass
+        return "".join(out)
+
+    def fence_lines(self) -> list[dict[str, str]]:
+        """The `kaas::fence` lines of its logs (RUST_LOG=kaas::fence=debug),
+        each as its key=value fields (pid, epoch, path, delay_ms, ...)."""
+        return parse_fence_lines(self.stderr_text())
 
     def log_paths(self) -> list[Path]:
         out = []
@@ -184,7 +230,8 @@ class Broker:
         lines: queue.Queue = queue.Queue()
         with open(err_path, "wb") as err:
             self.proc = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL,
-                                         stdout=subprocess.PIPE, stderr=err)
+                                         stdout=subprocess.PIPE, stderr=err,
+                                         env=dict(os.environ, **self.env))
         self.paused, self.expected_exit = False, False
         self._reader = threading.Thread(target=_drain, args=(self.proc, out_path, lines),
                                         daemon=True)
@@ -248,6 +295,58 @@ class Broker:
         return self.proc.poll()
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_FIELD = re.compile(r"(\w+)=(\"[^\"]*\"|\S+)")
+
+
+def parse_fence_lines(text: str) -> list[dict[str, str]]:
+    """The log lines of target `kaas::fence` in `text` (tracing's text
+    format: `<time> DEBUG kaas::fence: <message> pid=.. epoch=.. ...`),
+    each as a dict of its key=value fields."""
+    out = []
+    for line in _ANSI.sub("", text).splitlines():
+        if " kaas::fence" not in line:
+            continue
+        fields = {k: v.strip('"') for k, v in _FIELD.findall(line.split(" kaas::fence", 1)[1])}
+        fields["_line"] = line
+        out.append(fields)
+    return out
+
+
+def metric_value(text: str, name: str, **labels: str) -> float:
+    """Sum of the samples of `name` in Prometheus text whose labels include
+    `labels`."""
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith("#") or not line.startswith(name):
+            continue
+        head, _, value = line.rpartition(" ")
+        metric, _, rest = head.partition("{")
+        if metric != name:
+            continue
+        have = dict(re.findall(r'(\w+)="([^"]*)"', rest))
+        if all(have.get(k) == v for k, v in labels.items()):
+            total += float(value)
+    return total
+
+
+def seed_txn(data_dir: Path, transactional_id: str, producer_id: int, epoch: int,
+             last_epoch: int, state: str = "complete-commit", cluster: bool = True) -> None:
+    """Writes a transactional id's entry into its coordinator's state log
+    on `data_dir` through the real store (`kaas txn-seed`, built with the
+    fault-injection feature), before any broker starts. (Numbers as
+    --flag=N: clap takes a separate "-1" for a flag.)"""
+    cmd = [str(KAAS_BIN), "txn-seed", "--data-dir", str(data_dir),
+           "--transactional-id", transactional_id, f"--producer-id={producer_id}",
+           f"--epoch={epoch}", f"--last-epoch={last_epoch}", "--state", state]
+    if cluster:
+        cmd.insert(4, "--cluster")
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    if out.returncode != 0:
+        raise HarnessError(f"{' '.join(cmd)} exited with {out.returncode}: "
+                           f"{out.stderr.strip() or out.stdout.strip()}")
+
+
 def _drain(proc: subprocess.Popen, out_path: Path, lines: queue.Queue) -> None:
     with open(out_path, "w", encoding="utf-8") as out:
         for raw in proc.stdout:
@@ -264,7 +363,9 @@ class Cluster:
     etcd=False: a single broker in single-node mode (n must be 1)."""
 
     def __init__(self, root: Path, n: int = 3, lease_ttl_ms: int = 2000, etcd: bool = True,
-                 extra_args: tuple[str, ...] = ()):
+                 extra_args: tuple[str, ...] = (), env: dict | None = None,
+                 broker_env: dict[int, dict] | None = None,
+                 broker_args: dict[int, tuple[str, ...]] | None = None, metrics: bool = False):
         if not etcd and n != 1:
             raise HarnessError("single-node mode has exactly one broker")
         self.root = Path(root)
@@ -275,8 +376,11 @@ class Cluster:
         self.lease_ttl_ms = lease_ttl_ms
         self.etcd = Etcd(self.root / "etcd", self.log_dir / "etcd.log") if etcd else None
         url = self.etcd.url if self.etcd else None
-        self.brokers = {i: Broker(i, self.shared, self.log_dir, url, lease_ttl_ms, extra_args)
-                        for i in range(1, n + 1)}
+        self.brokers = {
+            i: Broker(i, self.shared, self.log_dir, url, lease_ttl_ms,
+                      tuple(extra_args) + tuple((broker_args or {}).get(i, ())),
+                      env={**(env or {}), **(broker_env or {}).get(i, {})}, metrics=metrics)
+            for i in range(1, n + 1)}
 
     # -- life cycle ---------------------------------------------------------
     def start(self) -> "Cluster":
@@ -401,6 +505,30 @@ class Cluster:
                         return leader
             return None
         return wait_for(moved, timeout, f"{topic}/{partition} to move off broker {old}", 0.05)
+
+    def txn_coordinator(self, transactional_id: str, via: int | None = None,
+                        timeout: float = 30.0) -> int:
+        """The node id every live broker (or `via`) names as the coordinator of
+        `transactional_id` (FindCoordinator key type 1), awaited until they
+        agree on a live one."""
+        last: dict = {}
+
+        def agreed():
+            answers = set()
+            for n in ([via] if via is not None else sorted(self.live_ids())):
+                try:
+                    err, node = kwire.txn_coordinator(self.addr(n), transactional_id, 2.0)
+                except kwire.WireError as e:
+                    last[n] = repr(e)
+                    return None
+                last[n] = (err, node)
+                if err != 0:
+                    return None
+                answers.add(node)
+            node = answers.pop() if len(answers) == 1 else None
+            return node if node in self.live_ids() else None
+        return wait_for(agreed, timeout, lambda: f"the coordinator of {transactional_id!r} "
+                        f"(last answers, broker: (error, node): {last})", 0.05)
 
     def create_topic(self, topic: str, partitions: int, timeout: float = 30.0) -> None:
         """CreateTopics through any live broker, then waits until every
