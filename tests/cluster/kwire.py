@@ -4,7 +4,8 @@ The cluster tests need to ask a particular broker (a paused one, one that just
 took a partition over) something, with a deadline, and to see its exact
 answer: real clients pick a broker themselves, retry, and hide error codes. So
 this module encodes Metadata v1, Produce v3 (acks=-1), Fetch v4, FindCoordinator
-v1, CreateTopics v2, CreatePartitions v1 and DeleteTopics v1 by hand (all
+v1, CreateTopics v2, CreatePartitions v1, DeleteTopics v1 and InitProducerId
+v0 by hand (all
 non-flexible versions: plain big-endian fields) over one socket per call. The
 RecordBatch inside a Produce comes from kafka-python's MemoryRecordsBuilder,
 and a Fetch's records are read with its MemoryRecords.
@@ -18,7 +19,9 @@ from kafka.record.memory_records import MemoryRecords, MemoryRecordsBuilder
 
 METADATA, PRODUCE, FETCH, FIND_COORDINATOR = 3, 0, 1, 10
 CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS = 19, 20, 37
+INIT_PRODUCER_ID = 22
 UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER = 3, 6
+INVALID_PRODUCER_EPOCH = 47
 TOPIC_ALREADY_EXISTS, INVALID_PARTITIONS = 36, 37
 
 _CLIENT_ID = b"kaas-cluster-test"
@@ -149,6 +152,16 @@ def produce(addr: str, topic: str, partition: int, batch: bytes, timeout: float 
             if pid == partition:
                 return err, base
     raise WireError(f"{addr}: Produce response has no partition {partition}")
+
+
+def init_producer_id(addr: str, transactional_id: str | None = None,
+                     txn_timeout_ms: int = 60000, timeout: float = 5.0) -> tuple[int, int, int]:
+    """InitProducerId v0 (idempotent without a transactional id):
+    (error code, producer id, epoch)."""
+    body = _str(transactional_id) + struct.pack(">i", txn_timeout_ms)
+    r = _Reader(_call(addr, INIT_PRODUCER_ID, 0, body, timeout))
+    r.take(">i")  # throttle
+    return r.take(">hqh")
 
 
 def find_coordinator(addr: str, group: str, timeout: float = 5.0) -> tuple[int, int]:
