@@ -109,7 +109,8 @@ def setup_producer(cluster: Cluster, topic_name) -> tuple[str, int, Producer]:
     cluster.create_topic(topic, 1)
     leader = cluster.leader_of(topic, TARGET)
     p = Producer(cluster.addr(leader), topic)
-    assert p.send(cluster.addr(leader)) == 0
+    # Metadata names the leader a moment before it has opened the partition.
+    wait_for(lambda: p.send(cluster.addr(leader)) == 0, 10, f"broker {leader} to take a batch")
     return topic, leader, p
 
 
