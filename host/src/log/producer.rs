@@ -209,13 +209,17 @@ impl ProducerTable {
         })
     }
 
-    /// The in-process fence: raise the epoch and clear the dedupe window, so
-    /// a zombie's batches at an older epoch are refused.
+    /// The fence ring: raise the epoch and clear the dedupe window, so a
+    /// zombie's batches at an older epoch are refused. Only for an id with
+    /// state here: a fence must not add an entry to every partition of the
+    /// cluster for each bump (one InitProducerId would cost memory on every
+    /// partition); a zombie's first batch on a partition it never wrote is
+    /// a transactional batch, verified with the coordinator, which refuses
+    /// the old epoch.
     pub fn fence(&mut self, producer_id: i64, epoch: i16) -> bool {
-        let e = self
-            .entries
-            .entry(producer_id)
-            .or_insert_with(ProducerEntry::new);
+        let Some(e) = self.entries.get_mut(&producer_id) else {
+            return false;
+        };
         if epoch > e.epoch {
             e.epoch = epoch;
             e.batches.clear();
@@ -435,10 +439,17 @@ mod tests {
     }
 
     #[test]
+    fn fencing_an_id_without_state_here_adds_no_entry() {
+        let mut t = table_with(&[(0, 0, 1)]);
+        assert!(!t.fence(42, 3));
+        assert!(!t.entries.contains_key(&42));
+    }
+
+    #[test]
     fn forgetting_ids_from_one_on_keeps_the_ones_below() {
         let mut t = table_with(&[(0, 0, 1), (0, 1, 1)]);
-        t.fence(7, 1);
-        t.fence(9, 1);
+        t.record_marker(7, 1, 0, 5, false);
+        t.record_marker(9, 1, 0, 6, false);
         assert_eq!(t.forget_from(7), 2);
         assert_eq!(t.entries.keys().copied().collect::<Vec<_>>(), vec![1]);
     }
