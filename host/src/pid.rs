@@ -30,6 +30,8 @@ pub struct ProducerIdAllocator {
     /// The next id to hand out (`state.0`), readable without the lock: the
     /// produce path asks [`Self::issued`] for every batch with a producer id.
     next: AtomicI64,
+    /// Held by the one caller taking a new block.
+    refill: tokio::sync::Mutex<()>,
 }
 
 impl ProducerIdAllocator {
@@ -49,6 +51,7 @@ impl ProducerIdAllocator {
             etcd: None,
             state: Mutex::new((end, end)),
             next: AtomicI64::new(end),
+            refill: tokio::sync::Mutex::new(()),
         })
     }
 
@@ -75,6 +78,7 @@ impl ProducerIdAllocator {
             etcd: Some(etcd),
             state: Mutex::new((0, 0)),
             next: AtomicI64::new(0),
+            refill: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -83,38 +87,53 @@ impl ProducerIdAllocator {
         self.etcd.as_ref()
     }
 
-    /// Takes the next block: from the file, or from etcd (blocking this
-    /// worker thread for one round trip every `BLOCK` ids).
-    fn next_block(&self, end: i64) -> io::Result<(i64, i64)> {
+    /// Takes the next block after `end`: from the file, or from etcd's
+    /// counter (one round trip every `BLOCK` ids).
+    async fn next_block(&self, end: i64) -> io::Result<(i64, i64)> {
         let Some(etcd) = &self.etcd else {
             let end = end + BLOCK;
             crate::log::partition::write_atomically(&self.path, end.to_string().as_bytes())?;
             return Ok((end - BLOCK, end));
         };
-        let handle = tokio::runtime::Handle::try_current().map_err(io::Error::other)?;
-        if handle.runtime_flavor() != tokio::runtime::RuntimeFlavor::MultiThread {
-            return Err(io::Error::other(
-                "producer id blocks from etcd need the multi-threaded runtime",
-            ));
-        }
-        let start = tokio::task::block_in_place(|| handle.block_on(etcd.producer_id_block(BLOCK)))
+        let start = etcd
+            .producer_id_block(BLOCK)
+            .await
             .map_err(io::Error::other)?;
         Ok((start, start + BLOCK))
     }
 
-    /// Hands out a fresh id. Concurrent callers never get the same one; an
-    /// id that ends up unused is simply skipped (ids are plentiful).
-    pub fn allocate(&self) -> io::Result<i64> {
+    /// The next id of the current block, if it has one left.
+    fn take_one(&self) -> Option<i64> {
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         if st.0 >= st.1 {
-            *st = self.next_block(st.1)?;
+            return None;
         }
         let id = st.0;
         st.0 += 1;
         // Published before the id reaches anyone, so the id's first batch
         // always finds it issued.
         self.next.fetch_max(st.0, Ordering::AcqRel);
-        Ok(id)
+        Some(id)
+    }
+
+    /// Hands out a fresh id. Concurrent callers never get the same one; an
+    /// id that ends up unused is simply skipped (ids are plentiful). One
+    /// caller at a time takes a new block, the others wait for it without
+    /// holding a thread (the state lock is never held across the etcd
+    /// round trip: a caller blocked on it would stall its runtime worker).
+    pub async fn allocate(&self) -> io::Result<i64> {
+        loop {
+            if let Some(id) = self.take_one() {
+                return Ok(id);
+            }
+            let _refilling = self.refill.lock().await;
+            if let Some(id) = self.take_one() {
+                return Ok(id); // another caller took a block meanwhile
+            }
+            let end = self.state.lock().unwrap_or_else(|p| p.into_inner()).1;
+            let block = self.next_block(end).await?;
+            *self.state.lock().unwrap_or_else(|p| p.into_inner()) = block;
+        }
     }
 }
 
@@ -122,28 +141,28 @@ impl ProducerIdAllocator {
 mod tests {
     use super::*;
 
-    #[test]
-    fn ids_are_never_handed_out_twice_across_restarts() {
+    #[tokio::test]
+    async fn ids_are_never_handed_out_twice_across_restarts() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("ids");
         let a = ProducerIdAllocator::open(&path).expect("open");
-        let first = a.allocate().expect("allocate");
-        let second = a.allocate().expect("allocate");
+        let first = a.allocate().await.expect("allocate");
+        let second = a.allocate().await.expect("allocate");
         assert_eq!(second, first + 1);
         drop(a);
         let b = ProducerIdAllocator::open(&path).expect("reopen");
-        let third = b.allocate().expect("allocate");
+        let third = b.allocate().await.expect("allocate");
         assert!(third > second, "{third} after restart must exceed {second}");
         assert_eq!(third, BLOCK);
     }
 
-    #[test]
-    fn only_handed_out_ids_are_issued_and_a_restart_keeps_them_issued() {
+    #[tokio::test]
+    async fn only_handed_out_ids_are_issued_and_a_restart_keeps_them_issued() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("ids");
         let a = ProducerIdAllocator::open(&path).expect("open");
         assert!(!a.issued(0), "nothing handed out yet");
-        let first = a.allocate().expect("allocate");
+        let first = a.allocate().await.expect("allocate");
         assert!(a.issued(first));
         assert!(!a.issued(first + 1), "the next id is not handed out yet");
         assert!(!a.issued(-1));
@@ -151,5 +170,36 @@ mod tests {
         let b = ProducerIdAllocator::open(&path).expect("reopen");
         assert!(b.issued(first), "an id handed out before a restart");
         assert!(!b.issued(BLOCK), "the first id after the restart");
+    }
+}
+
+#[cfg(test)]
+mod concurrency {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_callers_across_a_block_boundary_get_distinct_ids() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let a =
+            std::sync::Arc::new(ProducerIdAllocator::open(&dir.path().join("ids")).expect("open"));
+        let mut tasks = Vec::new();
+        for _ in 0..8 {
+            let a = a.clone();
+            tasks.push(tokio::spawn(async move {
+                let mut got = Vec::new();
+                for _ in 0..(BLOCK / 2) {
+                    got.push(a.allocate().await.expect("allocate"));
+                }
+                got
+            }));
+        }
+        let mut all = Vec::new();
+        for t in tasks {
+            all.extend(t.await.expect("task"));
+        }
+        let n = all.len();
+        all.sort_unstable();
+        all.dedup();
+        assert_eq!(all.len(), n, "no id twice");
     }
 }

@@ -255,7 +255,7 @@ impl Coordinator {
         }
         // Allocated up front: two concurrent InitProducerIds must never be
         // offered the same candidate. An unused candidate is skipped.
-        let candidate = match broker.producer_ids.allocate() {
+        let candidate = match broker.producer_ids.allocate().await {
             Ok(c) => c,
             Err(e) => {
                 tracing::error!(error = %e, "reserving producer ids failed");
