@@ -46,7 +46,7 @@ fn fsync_counts(broker: &kaas::broker::Broker) -> ((u64, u64), (u64, u64)) {
     let read = |s: &kaas::log::sync::SyncStats| (s.syncs.load(Relaxed), s.sync_nanos.load(Relaxed));
     (
         read(broker.logs.group_commit().stats()),
-        read(broker.txn.store().sync_stats()),
+        read(broker.txn.sync_stats()),
     )
 }
 

@@ -77,6 +77,13 @@ pub struct BrokerConfig {
     pub etcd: Vec<String>,
     /// TTL of the broker's etcd lease (`--lease-ttl-ms`).
     pub lease_ttl: std::time::Duration,
+    // Issue 15 item 4 (the cross-broker fence ring, cluster::fences):
+    /// How often peers' fence files are read (`--fence-poll-ms`).
+    pub fence_poll: std::time::Duration,
+    /// Bumps also go through etcd (`--fence-push`).
+    pub fence_push: bool,
+    /// Single-node mode writes the outbound fence file too (tests).
+    pub fence_log: bool,
 }
 
 impl BrokerConfig {
@@ -106,6 +113,9 @@ impl BrokerConfig {
             fetch_max_bytes: DEFAULT_FETCH_MAX_BYTES,
             etcd: Vec::new(),
             lease_ttl: DEFAULT_LEASE_TTL,
+            fence_poll: std::time::Duration::from_millis(2_000),
+            fence_push: true,
+            fence_log: false,
         }
     }
 }
@@ -147,6 +157,8 @@ pub struct Broker {
     /// This broker itself, for work the control loop starts (a shard's
     /// markers to resume); set once it is shared.
     this: std::sync::OnceLock<std::sync::Weak<Broker>>,
+    /// The cross-broker fence ring (see [`crate::cluster::fences`]).
+    pub fences: crate::cluster::fences::FenceRing,
 }
 
 impl Broker {
@@ -231,7 +243,9 @@ impl Broker {
                 |topic| logs.topic(topic).is_some(),
             )?
         };
+        let fences = crate::cluster::fences::FenceRing::open(&config, !cluster.is_local())?;
         Ok(Broker {
+            fences,
             groups,
             txn,
             peers,
@@ -360,6 +374,7 @@ pub fn spawn_tasks(broker: &Arc<Broker>, reaper_every: std::time::Duration) {
             me.clone(),
             host,
         ));
+        crate::cluster::fences::spawn(broker);
     }
     if broker.logs.wal().is_some() || broker.logs.is_clustered() {
         tokio::spawn(run_wal_checkpoints(broker.clone()));

@@ -198,6 +198,14 @@ struct BrokerArgs {
     /// Cluster id in Metadata, and the etcd key prefix (/kaas/<id>/).
     #[arg(long, default_value = "kaas-cluster")]
     cluster_id: String,
+    /// Cluster mode: how often the peers' producer-fence files on the
+    /// shared volume are read (the fence ring's backstop path).
+    #[arg(long, default_value_t = 2_000)]
+    fence_poll_ms: u64,
+    /// Cluster mode: also push each producer-epoch bump to the peers
+    /// through etcd (`--fence-push false`: the files only).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    fence_push: bool,
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -407,6 +415,8 @@ async fn broker(args: BrokerArgs) -> anyhow::Result<()> {
     config.cluster_id = args.cluster_id.clone();
     config.etcd = args.etcd.clone();
     config.lease_ttl = std::time::Duration::from_millis(args.lease_ttl_ms.max(2_000));
+    config.fence_poll = std::time::Duration::from_millis(args.fence_poll_ms.max(10));
+    config.fence_push = args.fence_push;
     let started = std::time::Instant::now();
     let broker = if config.etcd.is_empty() {
         kaas::broker::open(config, args.fsync, Arc::new(policy))

@@ -125,6 +125,19 @@ impl Metrics {
             );
             sample(&mut out, "kaas_wal_pending_bytes", "gauge", wal.pending().0);
         }
+        // Peer fences applied, by the path that brought them (issue 15 item 4).
+        let _ = writeln!(out, "# TYPE kaas_fences_applied_total counter");
+        for via in [
+            crate::cluster::fences::Via::Push,
+            crate::cluster::fences::Via::Poll,
+        ] {
+            let _ = writeln!(
+                out,
+                "kaas_fences_applied_total{{path=\"{}\"}} {}",
+                via.name(),
+                broker.fences.applied_total(via)
+            );
+        }
         let _ = writeln!(
             out,
             "# HELP kaas_txn_entry_epoch Producer epoch per transactional.id, labelled with its state and the policy that made its last transition."

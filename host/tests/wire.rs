@@ -34,6 +34,8 @@ async fn api_versions_advertises_kafka_37_ranges() {
     assert_eq!(get(ApiKey::Fetch), Some((4, 16)));
     assert_eq!(get(ApiKey::InitProducerId), Some((0, 4)));
     assert_eq!(get(ApiKey::Metadata), Some((0, 12)));
+    // Kafka 3.7 has 0-1; kafka-protocol decodes v1 only.
+    assert_eq!(get(ApiKey::WriteTxnMarkers), Some((1, 1)));
     b.stop().await;
 }
 

@@ -249,6 +249,34 @@ async fn markers_for_partitions_this_broker_lacks_answer_unknown_topic_or_partit
     b.stop().await;
 }
 
+#[tokio::test]
+async fn partitions_past_a_requests_budget_are_answered_invalid_request_without_work() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let b = InProcess::start(dir.path(), FsyncMode::Always).await;
+    let mut c = Client::connect(&b.addr.to_string()).await;
+    create_topic(&mut c, "t", 1).await;
+    let (pid, epoch) = open_txn(&mut c, "tx-b", "t", &["a"]).await;
+    let part = b.broker.logs.partition("t", 0).expect("partition");
+    let end = part.log_end_offset();
+    // 10,000 partitions fill the budget; the marker for t-0 after them is
+    // not written.
+    let filler = marker(pid + 1, 0, true, 0, "nowhere", (0..10_000).collect());
+    let got = write_markers(
+        &mut c,
+        vec![filler, marker(pid, epoch, true, 0, "t", vec![0])],
+    )
+    .await;
+    assert_eq!(got.len(), 10_001, "every partition is answered");
+    assert!(got[..10_000].iter().all(|(_, _, _, code)| *code == 3));
+    assert_eq!(
+        got[10_000],
+        (pid, "t".to_string(), 0, 42),
+        "INVALID_REQUEST"
+    );
+    assert_eq!(part.log_end_offset(), end, "nothing appended");
+    b.stop().await;
+}
+
 const GROUP: &str = "copier";
 
 /// OffsetFetch v7 (require_stable) of `in`-0: (offset, partition code).

@@ -4,7 +4,8 @@ The cluster tests need to ask a particular broker (a paused one, one that just
 took a partition over) something, with a deadline, and to see its exact
 answer: real clients pick a broker themselves, retry, and hide error codes. So
 this module encodes Metadata v1, Produce v3 (acks=-1), Fetch v4, FindCoordinator
-v1, CreateTopics v2, CreatePartitions v1 and DeleteTopics v1 by hand (all
+v1, CreateTopics v2, CreatePartitions v1, DeleteTopics v1 and InitProducerId
+v0 by hand (all
 non-flexible versions: plain big-endian fields) over one socket per call. The
 RecordBatch inside a Produce comes from kafka-python's MemoryRecordsBuilder,
 and a Fetch's records are read with its MemoryRecords.
@@ -26,6 +27,7 @@ METADATA, PRODUCE, FETCH, FIND_COORDINATOR = 3, 0, 1, 10
 CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS = 19, 20, 37
 INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, END_TXN = 22, 24, 26
 UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER = 3, 6
+INVALID_PRODUCER_EPOCH = 47
 TOPIC_ALREADY_EXISTS, INVALID_PARTITIONS = 36, 37
 COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR = 14, 15, 16
 INVALID_PRODUCER_EPOCH, CONCURRENT_TRANSACTIONS, PRODUCER_FENCED = 47, 51, 90
@@ -356,7 +358,7 @@ def parse_init_producer_id(data: bytes) -> tuple[int, int, int]:
     return err, pid, epoch
 
 
-def init_producer_id(addr: str, transactional_id: str | None, claim: tuple[int, int] = (-1, -1),
+def init_producer_id(addr: str, transactional_id: str | None = None, claim: tuple[int, int] = (-1, -1),
                      timeout_ms: int = 60000, timeout: float = 10.0) -> tuple[int, int, int]:
     """InitProducerId v4: (error code, producer id, epoch)."""
     return parse_init_producer_id(_call(addr, INIT_PRODUCER_ID, 4, init_producer_id_body(

@@ -1,12 +1,13 @@
 //! The etcd side of cluster mode: the broker's lease and its keep-alive,
 //! its membership key, a cached view of the cluster kept current by a watch,
 //! and the few transactions that change leadership, topics and producer-id
-//! blocks. It decides nothing about placement (see [`super::placement`] and
+//! blocks, and the fence ring's push path (each broker's last bump under
+//! `fences/<id>`, handed to [`Etcd::fence_events`]). It decides nothing about placement (see [`super::placement`] and
 //! [`super::reconcile`]) and touches no file.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use etcd_client::{
@@ -15,7 +16,7 @@ use etcd_client::{
 };
 use tokio::sync::Notify;
 
-use super::keys::{EpochRec, Keys, LeaderRec, NodeInfo, Parsed, Unit, WalSource};
+use super::keys::{EpochRec, FenceRec, Keys, LeaderRec, NodeInfo, Parsed, Unit, WalSource};
 use super::lease::LeaseState;
 use crate::log::TopicMeta;
 
@@ -53,6 +54,7 @@ pub enum EtcdError {
 static UNREACHABLE: crate::ratelimit::RateLimit = crate::ratelimit::RateLimit::per_second();
 static UNANSWERED: crate::ratelimit::RateLimit = crate::ratelimit::RateLimit::per_second();
 static UNWATCHED: crate::ratelimit::RateLimit = crate::ratelimit::RateLimit::per_second();
+static FENCES_DROPPED: crate::ratelimit::RateLimit = crate::ratelimit::RateLimit::per_second();
 
 /// Bounds every etcd call, so a partitioned etcd cannot hold a request.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(3);
@@ -89,6 +91,8 @@ pub struct Etcd {
     pub changed: Notify,
     /// The first producer id no block has taken, as last seen.
     pid_next: AtomicI64,
+    /// Where the watch hands each `fences/<id>` put (see [`Self::fence_events`]).
+    fence_tx: Mutex<Option<tokio::sync::mpsc::Sender<(i32, FenceRec)>>>,
 }
 
 impl std::fmt::Debug for Etcd {
@@ -121,6 +125,7 @@ impl Etcd {
             view: RwLock::new(Arc::new(View::default())),
             changed: Notify::new(),
             pid_next: AtomicI64::new(0),
+            fence_tx: Mutex::new(None),
         }))
     }
 
@@ -326,8 +331,55 @@ impl Etcd {
                     self.pid_next.fetch_max(n, Ordering::AcqRel);
                 }
             }
-            (Parsed::ProducerIds, None) | (Parsed::Epoch(_), _) => {}
+            (Parsed::Fence(node), Some(b)) => match decode::<FenceRec>(key, b) {
+                Ok(f) => self.fence_event(node, f),
+                Err(e) => bad(e),
+            },
+            (Parsed::ProducerIds, None) | (Parsed::Epoch(_), _) | (Parsed::Fence(_), None) => {}
         }
+    }
+
+    /// Hands a fence put to the fence ring; a full queue drops it (the
+    /// ring's poll of the fence files is the backstop).
+    fn fence_event(&self, node: i32, f: FenceRec) {
+        let tx = self.fence_tx.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(tx) = tx.as_ref()
+            && tx.try_send((node, f)).is_err()
+            && let Some(suppressed) = FENCES_DROPPED.allow()
+        {
+            tracing::warn!(
+                suppressed,
+                "fence events are not being taken fast enough; dropped one (the fence-file poll applies it)"
+            );
+        }
+    }
+
+    /// From now on, every `fences/<broker>` put the view's watch (or full
+    /// read) sees arrives here as (broker id, record), up to `capacity`
+    /// waiting. Replaces an earlier receiver.
+    pub fn fence_events(&self, capacity: usize) -> tokio::sync::mpsc::Receiver<(i32, FenceRec)> {
+        let (tx, rx) = tokio::sync::mpsc::channel(capacity.max(1));
+        *self.fence_tx.lock().unwrap_or_else(|p| p.into_inner()) = Some(tx);
+        rx
+    }
+
+    /// Puts broker `node`'s last bump under `fences/<node>`, attached to
+    /// this broker's lease (so it goes with the broker).
+    pub async fn publish_fence(&self, node: i32, f: &FenceRec) -> Result<(), EtcdError> {
+        let lease = self.lease.id();
+        let key = self.keys.fence(node);
+        if lease == 0 {
+            return Err(EtcdError::Record {
+                key,
+                error: "no lease yet".into(),
+            });
+        }
+        bounded(
+            self.client()
+                .put(key, encode(f), Some(PutOptions::new().with_lease(lease))),
+        )
+        .await?;
+        Ok(())
     }
 
     /// Takes the lead of `unit` if nobody holds it: the new epoch is one

@@ -11,6 +11,10 @@
 //! - `epochs/<unit>` → [`EpochRec`] (persistent): the unit's leader epoch,
 //!   which only grows, and the write-ahead logs a new leader must replay.
 //! - `producer_ids` → the first producer id no block has taken.
+//! - `fences/<id>` → [`FenceRec`], attached to broker `id`'s lease: the
+//!   last producer-epoch bump that broker's coordinator made (the push path
+//!   of the cross-broker fence ring, [`super::fences`]). One key per broker;
+//!   every put is a revision of its own, so the watch sees each bump.
 //!
 //! A unit is a topic partition (`p/<topic>/<n>`) or a group-coordinator
 //! shard (`g/<n>`). Topic names cannot contain `/` (see
@@ -57,6 +61,15 @@ pub struct EpochRec {
     /// oldest first; emptied once the leader has taken them back.
     #[serde(default)]
     pub wal: Vec<WalSource>,
+}
+
+/// A producer-epoch bump, as the push path of the fence ring carries it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FenceRec {
+    pub pid: i64,
+    pub epoch: i16,
+    /// Wall-clock time of the bump, in ms since the Unix epoch.
+    pub at_ms: i64,
 }
 
 /// A topic partition, a group-coordinator shard or a
@@ -123,6 +136,9 @@ impl Keys {
     pub fn producer_ids(&self) -> String {
         format!("{}producer_ids", self.root)
     }
+    pub fn fence(&self, node: i32) -> String {
+        format!("{}fences/{node}", self.root)
+    }
 }
 
 /// What a key under the root names.
@@ -133,6 +149,7 @@ pub enum Parsed {
     Leader(Unit),
     Epoch(Unit),
     ProducerIds,
+    Fence(i32),
 }
 
 impl Keys {
@@ -145,6 +162,7 @@ impl Keys {
             "leaders" => Unit::parse(rest).map(Parsed::Leader),
             "epochs" => Unit::parse(rest).map(Parsed::Epoch),
             "producer_ids" => Some(Parsed::ProducerIds),
+            "fences" => rest.parse().ok().map(Parsed::Fence),
             _ => None,
         }
     }
@@ -182,6 +200,7 @@ mod tests {
             k.parse(k.producer_ids().as_bytes()),
             Some(Parsed::ProducerIds)
         );
+        assert_eq!(k.parse(k.fence(2).as_bytes()), Some(Parsed::Fence(2)));
         assert_eq!(k.parse(b"/kaas/other/brokers/1"), None);
     }
 }

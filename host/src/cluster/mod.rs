@@ -10,10 +10,14 @@
 //!   alike ([`placement`]), and a control loop ([`reconcile`]) that opens
 //!   and closes what this broker leads through the [`reconcile::Host`] port.
 //!   The lease and the write gate are in [`lease`]; the etcd key layout in
-//!   [`keys`].
+//!   [`keys`]. Producer-epoch bumps reach every broker through the fence
+//!   ring ([`fences`]: [`fence_log`], [`fence_watcher`] and the etcd push).
 
 pub mod admin;
 pub mod etcd;
+pub mod fence_log;
+pub mod fence_watcher;
+pub mod fences;
 pub mod keys;
 pub mod lease;
 pub mod peer;

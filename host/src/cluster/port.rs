@@ -43,6 +43,8 @@ impl Host for Broker {
         if forged > 0 {
             tracing::warn!(topic = %meta.name, partition = p, entries = forged, "dropped producer state under producer ids never handed out");
         }
+        // Fences applied here before it was ours (issue 15 item 4).
+        self.fences.fence_taken_over(&part);
         self.data_ready.notify_waiters();
         Ok(())
     }

@@ -408,6 +408,8 @@ pub fn fence_ring(broker: &Broker, producer_id: i64, epoch: i16) {
         }
     }
     tracing::debug!(producer_id, epoch, fenced, "fence ring");
+    // The other brokers' partitions (cluster::fences).
+    broker.fences.broadcast(producer_id, epoch);
 }
 
 /// Waits for every journal write; the first failure's code, if any.
