@@ -488,7 +488,21 @@ class Cluster:
         """Until every live broker agrees on membership and (given a topic)
         every partition of it has a live leader."""
         wait_for(lambda: self._agreed(topic, partitions), timeout,
-                 f"cluster agreement (live {sorted(self.live_ids())}, topic {topic})", 0.1)
+                 lambda: f"cluster agreement (live {sorted(self.live_ids())}, topic {topic}); "
+                 f"each live broker says: {self._views(topic)}", 0.1)
+
+    def _views(self, topic: str | None) -> dict:
+        """broker -> (brokers, controller, {partition: (error, leader)}) as
+        it answers Metadata now, or its error: for a failure message."""
+        out = {}
+        for n in sorted(self.live_ids()):
+            try:
+                md = kwire.metadata(self.addr(n), [topic] if topic else [], timeout=2.0)
+                out[n] = (sorted(md.brokers), md.controller,
+                          md.partitions.get(topic, {}) if topic else {})
+            except kwire.WireError as e:
+                out[n] = repr(e)
+        return out
 
     def wait_leader_moved(self, topic: str, partition: int, old: int,
                           timeout: float = 30.0) -> int:

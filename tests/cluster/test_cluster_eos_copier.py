@@ -19,6 +19,7 @@ scale: 3 broker kills and 3 copier kills; $KAAS_CLUSTER_SOAK multiplies both.
 import collections
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -32,6 +33,7 @@ PARTITIONS = 6
 SLOTS = ("A", "B")
 GROUP_FLAGS = ("--group-initial-rebalance-delay-ms", "0", "--group-min-session-timeout-ms", "1000")
 N_PER_ROUND = 1200
+FEED_PER_ROUND_S = 50
 DEADLINE_PER_ROUND_S = 150
 
 
@@ -59,11 +61,33 @@ class Copier:
                          for p in sorted(self.log_dir.glob(f"copier-{self.slot}-*.log")))
 
 
-def _seed(bootstrap: str, topic: str, n: int) -> None:
-    p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
-    for i in range(n):
-        p.produce(topic, key=f"k{i}".encode(), value=f"v{i}".encode(), partition=i % PARTITIONS)
-    assert p.flush(60) == 0
+class Feeder(threading.Thread):
+    """Produces the N input records (idempotent, acks=all) at a steady pace
+    over `seconds`, so the copy runs for the whole schedule of kills
+    whatever the copiers' speed."""
+
+    def __init__(self, bootstrap: str, topic: str, n: int, seconds: float):
+        super().__init__(daemon=True)
+        self.bootstrap, self.topic, self.n, self.seconds = bootstrap, topic, n, seconds
+        self.failed: list[str] = []
+        self.undelivered = -1
+
+    def run(self) -> None:
+        p = Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": True,
+                      "linger.ms": 5, "delivery.timeout.ms": 120000})
+
+        def report(err, _msg):
+            if err is not None:
+                self.failed.append(str(err))
+        start = time.monotonic()
+        for i in range(self.n):
+            wait = start + i * self.seconds / self.n - time.monotonic()
+            if wait > 0:
+                time.sleep(wait)
+            p.produce(self.topic, key=f"k{i}".encode(), value=f"v{i}".encode(),
+                      partition=i % PARTITIONS, on_delivery=report)
+            p.poll(0)
+        self.undelivered = p.flush(150)
 
 
 def _committed_total(bootstrap: str, group: str, topic: str) -> int:
@@ -74,57 +98,69 @@ def _committed_total(bootstrap: str, group: str, topic: str) -> int:
         return -1  # a coordinator is moving, or an offset is unstable: ask again
 
 
-def _strikes(scale: int) -> list[tuple[float, str]]:
-    """(fraction of N copied, what to kill): brokers 1, 2, 3 in turn and the
-    copiers in between, evenly over 5 %..80 % of the copy."""
+def _strikes(scale: int, feed_s: float) -> list[tuple[float, str, int]]:
+    """(seconds after the start, what, which): brokers 1, 2, 3 in turn and
+    the copiers in between, evenly over 10 %..85 % of the feed."""
     events = []
     for r in range(3 * scale):
         events += [("copier", r % len(SLOTS)), ("broker", r % 3 + 1)]
-    step = 0.75 / len(events)
-    return [(0.05 + i * step, e) for i, e in enumerate(events)]
+    step = 0.75 * feed_s / len(events)
+    return [(0.1 * feed_s + i * step, kind, which) for i, (kind, which) in enumerate(events)]
 
 
 def test_copier_output_has_every_input_exactly_once_despite_broker_and_copier_kills(
         cluster_factory, topic_name, tmp_path, scale):
     c = cluster_factory(extra_args=GROUP_FLAGS)
-    n = N_PER_ROUND * scale
+    n, feed_s = N_PER_ROUND * scale, FEED_PER_ROUND_S * scale
     src, dst, group = topic_name("in"), topic_name("out"), topic_name("copiers")
     txnlib.spread_topic(c, src, PARTITIONS)
     txnlib.spread_topic(c, dst, PARTITIONS)
-    _seed(c.bootstrap, src, n)
     log_dir = tmp_path / "copiers"
     log_dir.mkdir()
     copiers = [Copier(s, c.bootstrap, src, dst, group, log_dir) for s in SLOTS]
-    strikes = _strikes(scale)
+    strikes = _strikes(scale, feed_s)
     done: list[str] = []
+    feeder = Feeder(c.bootstrap, src, n, feed_s)
+    down: int | None = None  # the broker killed and not yet started again
     try:
-        deadline = time.monotonic() + DEADLINE_PER_ROUND_S * scale
+        start = time.monotonic()
+        feeder.start()
+        deadline = start + feed_s + DEADLINE_PER_ROUND_S * scale
         total = 0
         while True:
-            assert time.monotonic() < deadline, (
+            now = time.monotonic()
+            assert now < deadline, (
                 f"copied {total}/{n}; strikes done {done}\n"
                 + "\n".join(cp.logs() for cp in copiers))
             for cp in copiers:
                 cp.ensure_running()
             total = _committed_total(c.bootstrap, group, src)
-            if total == n:
+            if total == n and not strikes and down is None:
                 break
-            if strikes and total >= strikes[0][0] * n:
-                _, (kind, which) = strikes.pop(0)
+            if down is not None:
+                # Once the survivors lead everything, it comes back.
+                if c._agreed(src, PARTITIONS) and c._agreed(dst, PARTITIONS):
+                    c.start_broker(down)
+                    done.append(f"broker {down} started again at {total}")
+                    down = None
+            elif strikes and now - start >= strikes[0][0]:
+                _, kind, which = strikes.pop(0)
                 if kind == "copier":
                     copiers[which].kill()
-                else:
+                elif c._agreed(src, PARTITIONS) and c._agreed(dst, PARTITIONS):
                     c.kill9(which)
-                    # The survivors take its partitions and shards; then it comes back.
-                    c.wait_ready(src, PARTITIONS, timeout=60)
-                    c.wait_ready(dst, PARTITIONS, timeout=60)
-                    c.start_broker(which)
-                    c.wait_ready(dst, PARTITIONS, timeout=60)
-                done.append(f"{kind} {which} at {total}")
+                    down = which
+                else:
+                    strikes.insert(0, (now - start, kind, which))  # not yet settled: later
+                    continue
+                done.append(f"{kind} {which} killed at {now - start:.1f} s, copied {total}")
             time.sleep(0.2)
+        feeder.join(10)
+        assert feeder.failed == [] and feeder.undelivered == 0, \
+            (feeder.failed[:5], feeder.undelivered)
         for cp in copiers:
             cp.kill()
-        assert not strikes, f"the copy finished before every strike (done {done}); slow it down"
+        assert total == n, (total, n, done)
 
         txnlib.wait_stable(c, dst, PARTITIONS)
         out = txnlib.confluent_committed(c.bootstrap, dst, PARTITIONS, timeout=120)
@@ -145,3 +181,5 @@ def test_copier_output_has_every_input_exactly_once_despite_broker_and_copier_ki
     finally:
         for cp in copiers:
             cp.kill()
+        if down is not None and not c.brokers[down].running:
+            c.start_broker(down)
