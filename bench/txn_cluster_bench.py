@@ -80,14 +80,48 @@ def coordinator(c: Cluster, tid: str, timeout: float = 60.0) -> int:
     return c.txn_coordinator(tid, via=min(c.live_ids()), timeout=timeout)
 
 
-def init_until_ok(conn: kwire.Conn, tid: str, timeout: float = 30.0) -> tuple[int, int]:
+def settle(c: Cluster, quiet_s: float = 3.0, timeout: float = 60.0) -> None:
+    """Until the transaction shards' placement has not changed for quiet_s
+    (brokers hand shards to each other for a few seconds after a start)."""
+    c.wait_ready()
+    probes, shards = [], set()
+    while len(shards) < 50:  # one transactional id per shard
+        t = f"probe-{uuid.uuid4().hex[:8]}"
+        h = 0
+        for ch in t:
+            h = (31 * h + ord(ch)) & 0xFFFFFFFF
+        shard = abs(h - (1 << 32) if h >= 1 << 31 else h) % 50
+        if shard not in shards:
+            shards.add(shard)
+            probes.append(t)
+    deadline = time.monotonic() + timeout
+    last, since = None, time.monotonic()
+    while time.monotonic() < deadline:
+        try:
+            now = tuple(kwire.txn_coordinator(c.addr(min(c.live_ids())), t, 2.0) for t in probes)
+        except kwire.WireError:
+            now = None
+        if now != last or now is None or any(err != 0 for err, _ in now):
+            last, since = now, time.monotonic()
+        elif time.monotonic() - since >= quiet_s:
+            return
+        time.sleep(0.2)
+    raise RuntimeError("the transaction shards did not settle")
+
+
+def init_at_coordinator(c: Cluster, conns: dict, tid: str,
+                        timeout: float = 30.0) -> tuple[int, int, int]:
+    """InitProducerId at tid's coordinator, looked up again while it answers
+    NOT_COORDINATOR (shards still settle for a few seconds after a start):
+    (coordinator, pid, epoch)."""
     deadline = time.monotonic() + timeout
     while True:
-        err, pid, epoch = conn.init_producer_id(tid)
+        node = coordinator(c, tid)
+        err, pid, epoch = conns[node].init_producer_id(tid)
         if err == 0:
-            return pid, epoch
+            return node, pid, epoch
         if err not in kwire.COORDINATOR_RETRIABLE or time.monotonic() > deadline:
-            raise RuntimeError(f"InitProducerId({tid}) at {conn.addr}: error {err}")
+            raise RuntimeError(f"InitProducerId({tid}) at broker {node}: error {err}")
         time.sleep(0.02)
 
 
@@ -98,13 +132,12 @@ def fence_run(root: Path, push: bool, bumps: int, rate: float, poll_ms: int,
     args = ("--fence-push", "true" if push else "false", "--fence-poll-ms", str(poll_ms))
     with Cluster(root / ("fence-push" if push else "fence-poll"), n=3, lease_ttl_ms=ttl_ms,
                  env=FENCE_LOG, extra_args=args) as c:
-        c.wait_ready()
+        settle(c)
         conns = {n: kwire.Conn(c.addr(n)) for n in c.brokers}
         ids = [f"fence-{uuid.uuid4().hex[:10]}" for _ in range(bumps)]
         owner, pids = {}, {}
         for tid in ids:
-            owner[tid] = coordinator(c, tid)
-            pids[tid], epoch = init_until_ok(conns[owner[tid]], tid)
+            owner[tid], pids[tid], epoch = init_at_coordinator(c, conns, tid)
             assert epoch == 0, (tid, epoch)
         log(f"  {bumps} ids created; bumping at {rate:.0f}/s ({'push' if push else 'poll only'})")
         start = time.monotonic()
@@ -112,7 +145,7 @@ def fence_run(root: Path, push: bool, bumps: int, rate: float, poll_ms: int,
             wait = start + i / rate - time.monotonic()
             if wait > 0:
                 time.sleep(wait)
-            pid, epoch = init_until_ok(conns[owner[tid]], tid)
+            owner[tid], pid, epoch = init_at_coordinator(c, conns, tid)
             assert (pid, epoch) == (pids[tid], 1), (tid, pid, epoch)
         want = {(str(pids[t]), n) for t in ids for n in c.brokers if n != owner[t]}
 
@@ -162,9 +195,10 @@ def failover(root: Path, kills: int, ttl_ms: int) -> list[float]:
     with Cluster(root / "failover", n=3, lease_ttl_ms=ttl_ms) as c:
         topic = "failover-txn"
         c.create_topic(topic, 6)
+        settle(c)
         tid = f"failover-{uuid.uuid4().hex[:8]}"
-        x = coordinator(c, tid)
-        pid, epoch = init_until_ok(kwire.Conn(c.addr(x)), tid)
+        _, pid, epoch = init_at_coordinator(c, {n: kwire.Conn(c.addr(n)) for n in c.brokers},
+                                            tid)
         seq = {}
 
         def one_txn(deadline: float) -> None:
@@ -232,6 +266,7 @@ def throughput(root: Path, name: str, brokers: int, producers: int, seconds: flo
     with Cluster(root / name, n=brokers, lease_ttl_ms=ttl_ms) as c:
         topic = "txn-load"
         c.create_topic(topic, producers)
+        settle(c)
         value = b"x" * 100
         counts = [0] * producers
         errors: list[str] = []
@@ -245,9 +280,10 @@ def throughput(root: Path, name: str, brokers: int, producers: int, seconds: flo
         setup = []
         for i in range(producers):
             tid = f"load-{i}-{uuid.uuid4().hex[:6]}"
-            coord = kwire.Conn(c.addr(coordinator(c, tid)))
+            conns = {n: kwire.Conn(c.addr(n)) for n in c.live_ids()}
+            node, pid, epoch = init_at_coordinator(c, conns, tid)
             lead = kwire.Conn(c.addr(c.leader_of(topic, i)))
-            setup.append((tid, coord, lead, *init_until_ok(coord, tid)))
+            setup.append((tid, conns[node], lead, pid, epoch))
 
         def run(i: int) -> None:
             tid, coord, lead, pid, epoch = setup[i]
