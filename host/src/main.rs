@@ -70,7 +70,7 @@ struct TxnSeedArgs {
     producer_id: i64,
     #[arg(long)]
     epoch: i16,
-    #[arg(long, default_value_t = -1)]
+    #[arg(long, default_value_t = -1, allow_negative_numbers = true)]
     last_epoch: i16,
     /// empty, complete-commit or complete-abort.
     #[arg(long, default_value = "complete-commit")]
