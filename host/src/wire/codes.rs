@@ -29,6 +29,7 @@ pub const INVALID_RECORD: i16 = 87;
 pub const UNKNOWN_TOPIC_ID: i16 = 100;
 
 pub const LEADER_NOT_AVAILABLE: i16 = 5;
+pub const REQUEST_TIMED_OUT: i16 = 7;
 /// The broker does not (or no longer) lead the partition.
 pub const NOT_LEADER_OR_FOLLOWER: i16 = 6;
 pub const POLICY_VIOLATION: i16 = 44;

@@ -355,11 +355,18 @@ fn respond(
                     };
                     // Cluster mode: the data is durable, but this broker's
                     // lease may have ended meanwhile: then another broker may
-                    // have taken the partition over without it, and the
-                    // client must retry there.
+                    // have taken the partition over with or without it. The
+                    // answer must say "possibly written" (REQUEST_TIMED_OUT,
+                    // as Kafka answers an acks=all append it could not
+                    // confirm): clients take NOT_LEADER_OR_FOLLOWER as "not
+                    // written", and librdkafka then bumps its idempotent
+                    // epoch and sends the batch again under the new one,
+                    // past the dedupe window: a duplicate. With this answer
+                    // it retries the same sequence, which the next leader
+                    // recognises if it has the batch.
                     let gone = o.partition.as_ref().is_some_and(|p| !p.may_acknowledge());
                     let result = match o.result {
-                        Ok(_) if gone => Err(codes::NOT_LEADER_OR_FOLLOWER),
+                        Ok(_) if gone => Err(codes::REQUEST_TIMED_OUT),
                         other => other,
                     };
                     match result {
