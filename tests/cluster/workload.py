@@ -88,6 +88,12 @@ class ConfluentWriter(Writer):
                       # A request stuck on a frozen leader is given up (and
                       # retried on the new one) after 5 s, not the default 30.
                       "request.timeout.ms": 5000,
+                      # ... and librdkafka's own in-flight timeout, which
+                      # is socket.timeout.ms (default 60 s), not the above:
+                      # with it a Produce sent just before the freeze held
+                      # the partition for 60 s (the zombie test's writer
+                      # waits 60 s for progress).
+                      "socket.timeout.ms": 10000,
                       "error_cb": lambda err: self.fatal.append(err.name()) if err.fatal() else None})
 
         def report(err, msg):
