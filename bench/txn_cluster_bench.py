@@ -273,10 +273,9 @@ def throughput(root: Path, name: str, brokers: int, producers: int, seconds: flo
         go = threading.Event()
         stop = threading.Event()
 
-        # Initialised one after another, before the load: concurrent
-        # InitProducerIds that need a new producer-id block from etcd stall
-        # the broker (see test_cluster_txn_pid_blocks.py), which is not what
-        # this measures.
+        # Initialised one after another, before the load: the load is the
+        # transactions, not InitProducerId (test_cluster_txn_pid_blocks.py
+        # covers concurrent InitProducerIds across a producer-id block).
         setup = []
         for i in range(producers):
             tid = f"load-{i}-{uuid.uuid4().hex[:6]}"

@@ -130,7 +130,8 @@ def test_copier_output_has_every_input_exactly_once_despite_broker_and_copier_ki
         while True:
             now = time.monotonic()
             assert now < deadline, (
-                f"copied {total}/{n}; strikes done {done}\n"
+                f"copied {total}/{n}; strikes done {done}, pending {strikes[:1]}, broker down "
+                f"{down}; each live broker's Metadata of {src}: {c._views(src)}\n"
                 + "\n".join(cp.logs() for cp in copiers))
             for cp in copiers:
                 cp.ensure_running()
