@@ -202,6 +202,11 @@ impl GroupShards {
             .cloned()
     }
 
+    /// Whether shard `n` is open here.
+    pub fn is_open(&self, n: u32) -> bool {
+        self.shard(n).is_some()
+    }
+
     /// The shards open here, ascending.
     pub fn local_shards(&self) -> Vec<u32> {
         self.open

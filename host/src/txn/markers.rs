@@ -24,7 +24,7 @@ use crate::policy::TopicPartition;
 use crate::wire::codes;
 
 /// Kafka's partitions of `__consumer_offsets` (and of kaas's group shards).
-const OFFSETS_PARTITIONS: i32 = 50;
+const OFFSETS_PARTITIONS: i32 = crate::group::shards::CLUSTER_SHARDS as i32;
 
 /// One coordinator's markers for one producer: the transaction's result on
 /// every partition named.

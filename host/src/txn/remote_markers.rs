@@ -54,7 +54,7 @@ fn route(broker: &Broker, tp: &TopicPartition) -> Route {
         let Ok(shard) = u32::try_from(tp.partition) else {
             return Route::Gone;
         };
-        if broker.groups.local_shards().contains(&shard) {
+        if broker.groups.is_open(shard) {
             return Route::Here;
         }
         broker.cluster.group_coordinator(shard)
