@@ -84,6 +84,9 @@ pub struct BrokerConfig {
     pub fence_push: bool,
     /// Single-node mode writes the outbound fence file too (tests).
     pub fence_log: bool,
+    // Issue 16 (security):
+    /// Whether ACLs are enforced, super users, the no-ACL default.
+    pub authorizer: crate::security::authorizer::AuthorizerConfig,
 }
 
 impl BrokerConfig {
@@ -116,6 +119,7 @@ impl BrokerConfig {
             fence_poll: std::time::Duration::from_millis(2_000),
             fence_push: true,
             fence_log: false,
+            authorizer: Default::default(),
         }
     }
 }
@@ -159,6 +163,8 @@ pub struct Broker {
     this: std::sync::OnceLock<std::sync::Weak<Broker>>,
     /// The cross-broker fence ring (see [`crate::cluster::fences`]).
     pub fences: crate::cluster::fences::FenceRing,
+    /// Decides what each session may do (see [`crate::security`]).
+    pub authz: crate::security::Authorizer,
 }
 
 impl Broker {
@@ -244,7 +250,9 @@ impl Broker {
             )?
         };
         let fences = crate::cluster::fences::FenceRing::open(&config, !cluster.is_local())?;
+        let authz = crate::security::Authorizer::in_memory(config.authorizer.clone(), Vec::new());
         Ok(Broker {
+            authz,
             fences,
             groups,
             txn,

@@ -29,6 +29,7 @@ pub mod metrics;
 pub mod pid;
 pub mod policy;
 pub mod ratelimit;
+pub mod security;
 pub mod server;
 pub mod txn;
 pub mod wire;

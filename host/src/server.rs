@@ -113,7 +113,11 @@ pub async fn run(listener: TcpListener, broker: Arc<Broker>, shutdown: impl Futu
                 tokio::spawn(async move {
                     let _ = sock.set_nodelay(true);
                     let registered = Registered { registry, conn };
-                    if let Err(e) = connection(sock, broker, &registered, budget).await {
+                    let session = Arc::new(crate::security::Session::anonymous(
+                        Arc::from("PLAINTEXT"),
+                        peer.ip(),
+                    ));
+                    if let Err(e) = connection(sock, broker, &registered, budget, session).await {
                         tracing::debug!(%peer, error = %e, "connection closed");
                     }
                 });
@@ -405,6 +409,7 @@ async fn connection(
     broker: Arc<Broker>,
     registered: &Registered,
     budget: Arc<Budget>,
+    session: Arc<crate::security::Session>,
 ) -> anyhow::Result<()> {
     let conn = registered.conn.clone();
     let (rd, wr) = sock.into_split();
@@ -535,7 +540,7 @@ async fn connection(
             let (key, version, correlation) = (req.api_key, req.version, req.correlation_id);
             // A too-new ApiVersions is answered in the v0 format (KIP-511).
             let reply_version = if req.body.is_none() { 0 } else { version };
-            let handled = wire::dispatch(&broker, req).await;
+            let handled = wire::dispatch(&broker, &session, req).await;
             // The request's bytes are dropped: its share of the budget is free.
             drop(held);
             if tx

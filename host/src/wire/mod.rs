@@ -220,7 +220,12 @@ async fn off_runtime(
 }
 
 /// Runs the handler for a request.
-pub async fn dispatch(broker: &Arc<Broker>, req: Request) -> Handled {
+pub async fn dispatch(
+    broker: &Arc<Broker>,
+    session: &Arc<crate::security::Session>,
+    req: Request,
+) -> Handled {
+    let _ = session;
     let v = req.version;
     match req.body {
         None => Handled::Now(api::api_versions::unsupported()),
