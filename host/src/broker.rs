@@ -87,6 +87,8 @@ pub struct BrokerConfig {
     // Issue 16 (security):
     /// Whether ACLs are enforced, super users, the no-ACL default.
     pub authorizer: crate::security::authorizer::AuthorizerConfig,
+    /// SASL and TLS settings.
+    pub security: crate::security::SecurityConfig,
 }
 
 impl BrokerConfig {
@@ -120,6 +122,7 @@ impl BrokerConfig {
             fence_push: true,
             fence_log: false,
             authorizer: Default::default(),
+            security: Default::default(),
         }
     }
 }
@@ -165,6 +168,8 @@ pub struct Broker {
     pub fences: crate::cluster::fences::FenceRing,
     /// Decides what each session may do (see [`crate::security`]).
     pub authz: crate::security::Authorizer,
+    /// SASL mechanisms and the SCRAM credentials they check.
+    pub sasl: crate::security::sasl::Sasl,
 }
 
 impl Broker {
@@ -251,7 +256,15 @@ impl Broker {
         };
         let fences = crate::cluster::fences::FenceRing::open(&config, !cluster.is_local())?;
         let authz = crate::security::Authorizer::in_memory(config.authorizer.clone(), Vec::new());
+        let credentials = crate::security::credentials::Credentials::open(&config.data_dir)
+            .map_err(|e| std::io::Error::other(format!("{e:#}")))?;
+        let sasl = crate::security::sasl::Sasl::new(
+            config.security.sasl_mechanisms.clone(),
+            Arc::new(credentials),
+        )
+        .map_err(|e| std::io::Error::other(format!("{e:#}")))?;
         Ok(Broker {
+            sasl,
             authz,
             fences,
             groups,

@@ -37,3 +37,12 @@ pub const POLICY_VIOLATION: i16 = 44;
 // Cluster mode (issue 14):
 pub const REASSIGNMENT_IN_PROGRESS: i16 = 60;
 pub const INVALID_REPLICA_ASSIGNMENT: i16 = 39;
+
+// Security (issue 16): SASL.
+pub const UNSUPPORTED_SASL_MECHANISM: i16 = 33;
+pub const ILLEGAL_SASL_STATE: i16 = 34;
+pub const SASL_AUTHENTICATION_FAILED: i16 = 58;
+// KIP-554 (SCRAM credential APIs).
+pub const RESOURCE_NOT_FOUND: i16 = 91;
+pub const DUPLICATE_RESOURCE: i16 = 92;
+pub const UNACCEPTABLE_CREDENTIAL: i16 = 93;
