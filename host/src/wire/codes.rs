@@ -37,3 +37,7 @@ pub const POLICY_VIOLATION: i16 = 44;
 // Cluster mode (issue 14):
 pub const REASSIGNMENT_IN_PROGRESS: i16 = 60;
 pub const INVALID_REPLICA_ASSIGNMENT: i16 = 39;
+
+// The ACL admin APIs (issue 16):
+pub const CLUSTER_AUTHORIZATION_FAILED: i16 = 31;
+pub const SECURITY_DISABLED: i16 = 54;

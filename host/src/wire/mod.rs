@@ -55,6 +55,11 @@ pub const VERSIONS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::OffsetDelete, 0, 0),
     (ApiKey::OffsetForLeaderEpoch, 2, 4),
     // End of consumer groups.
+    // ACL admin (issue 16): Kafka 3.7 speaks 0-3; kafka-protocol decodes
+    // 1-3 (v0 lacks the pattern type fields; clients use v1+).
+    (ApiKey::DescribeAcls, 1, 3),
+    (ApiKey::CreateAcls, 1, 3),
+    (ApiKey::DeleteAcls, 1, 3),
 ];
 
 /// The advertised range of an API, if we implement it.
@@ -308,6 +313,28 @@ pub async fn dispatch(
         }
         Some(RequestKind::ListTransactions(r)) => {
             Handled::Now(api::list_transactions::handle(broker, r, v))
+        }
+        // ACL admin (issue 16); changes are stored (file, etcd) off the runtime.
+        Some(RequestKind::DescribeAcls(r)) => {
+            Handled::Now(api::describe_acls::handle(broker, session, r, v))
+        }
+        Some(RequestKind::CreateAcls(r)) => {
+            let session = session.clone();
+            off_runtime(
+                broker,
+                || ResponseKind::CreateAcls(Default::default()),
+                move |b| api::create_acls::handle(b, &session, r, v),
+            )
+            .await
+        }
+        Some(RequestKind::DeleteAcls(r)) => {
+            let session = session.clone();
+            off_runtime(
+                broker,
+                || ResponseKind::DeleteAcls(Default::default()),
+                move |b| api::delete_acls::handle(b, &session, r, v),
+            )
+            .await
         }
         // Only the APIs of VERSIONS reach here; decode refused the rest.
         Some(_) => Handled::Nothing,
