@@ -11,7 +11,7 @@ use kafka_protocol::messages::create_acls_request::AclCreation;
 use kafka_protocol::messages::delete_acls_request::DeleteAclsFilter;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
-use support::{Client, InProcess};
+use support::{Client, InProcess, Process};
 
 use kaas::log::FsyncMode;
 use kaas::security::Principal;
@@ -281,7 +281,10 @@ async fn a_duplicate_creation_succeeds_and_adds_nothing() {
     let b = start(dir.path(), true).await;
     let mut c = Client::connect(&b.addr.to_string()).await;
     let a = acl(TOPIC, "t", LITERAL, "User:alice", READ, ALLOW);
-    assert_eq!(create_acls(&mut c, &[a.clone()], 3).await, [(NONE, None)]);
+    assert_eq!(
+        create_acls(&mut c, std::slice::from_ref(&a), 3).await,
+        [(NONE, None)]
+    );
     assert_eq!(
         create_acls(&mut c, &[a.clone(), a.clone()], 3).await,
         [(NONE, None), (NONE, None)]
@@ -363,7 +366,7 @@ async fn the_acl_apis_need_describe_or_alter_on_the_cluster() {
     let mut c = Client::connect(&b.addr.to_string()).await;
     let a = acl(TOPIC, "t", LITERAL, "User:alice", READ, ALLOW);
     assert_eq!(
-        create_acls(&mut c, &[a.clone()], 3).await[0].0,
+        create_acls(&mut c, std::slice::from_ref(&a), 3).await[0].0,
         CLUSTER_AUTHORIZATION_FAILED
     );
     assert_eq!(
@@ -374,8 +377,16 @@ async fn the_acl_apis_need_describe_or_alter_on_the_cluster() {
         delete(&mut c, &[ALL], 3).await[0].0,
         CLUSTER_AUTHORIZATION_FAILED
     );
-    let denied = b.broker.authz.denied_total();
-    assert!(denied >= 3, "each refusal is a counted denial ({denied})");
+    assert_eq!(
+        b.broker.authz.denied_total(),
+        3,
+        "each refusal is a counted denial"
+    );
+    let metrics = b.broker.metrics.render(&b.broker);
+    assert!(
+        metrics.contains("\nkaas_authorization_denied_total 3\n"),
+        "{metrics}"
+    );
     // DESCRIBE on the cluster lets ANONYMOUS list ACLs, not change them.
     let describe_cluster = AclBinding {
         resource_type: ResourceType::Cluster,
@@ -495,4 +506,109 @@ async fn api_versions_advertises_the_acl_apis_v1_to_v3() {
         assert_eq!((k.min_version, k.max_version), (1, 3), "api {key}");
     }
     b.stop().await;
+}
+
+/// A log line without its ANSI colour sequences.
+fn without_colours(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut chars = line.chars();
+    while let Some(ch) = chars.next() {
+        if ch == '\u{1b}' {
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(ch);
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn a_decisive_denial_is_audited_with_its_fields_and_a_burst_is_rate_limited() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let stderr_path = dir.path().join("stderr");
+    let stderr = std::fs::File::create(&stderr_path).expect("stderr file");
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_kaas"))
+        .args(["broker", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(dir.path().join("data"))
+        .arg("--policy")
+        .arg(support::wasm("kaas_policy_apache37.wasm"))
+        .args(["--authorizer", "acl"])
+        .env_remove("RUST_LOG")
+        .stdout(std::process::Stdio::piped())
+        .stderr(stderr)
+        .spawn()
+        .expect("spawn kaas broker");
+    let p = Process::listening(child);
+    let mut c = Client::connect(&p.addr).await;
+    const BURST: usize = 50;
+    for _ in 0..BURST {
+        assert_eq!(
+            describe(&mut c, ALL, 3).await.0,
+            CLUSTER_AUTHORIZATION_FAILED
+        );
+    }
+    let audit = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter(|l| l.contains("kaas::audit"))
+            .map(without_colours)
+            .collect()
+    };
+    let read = || std::fs::read_to_string(&stderr_path).unwrap_or_default();
+    let await_lines = |n: usize| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let lines = audit(&read());
+            if lines.len() >= n {
+                return lines;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "audit lines: {}",
+                read()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    };
+    let first = await_lines(1).remove(0);
+    for field in [
+        "principal=User:ANONYMOUS",
+        "listener=PLAINTEXT",
+        "host=127.0.0.1",
+        "api=DescribeAcls",
+        "operation=Describe",
+        "resource_type=Cluster",
+        "name=\"kafka-cluster\"",
+        "suppressed=0",
+    ] {
+        assert!(first.contains(field), "{field} in {first}");
+    }
+    // Once the limit lets a line through again, it counts those held back:
+    // every denial is a line or is counted in one.
+    let burst_lines = audit(&read()).len();
+    tokio::time::sleep(std::time::Duration::from_millis(150)).await;
+    assert_eq!(
+        describe(&mut c, ALL, 3).await.0,
+        CLUSTER_AUTHORIZATION_FAILED
+    );
+    let lines = await_lines(burst_lines + 1);
+    let suppressed: usize = lines
+        .iter()
+        .map(|l| {
+            l.split("suppressed=")
+                .nth(1)
+                .and_then(|v| v.split_whitespace().next())
+                .and_then(|v| v.parse::<usize>().ok())
+                .unwrap_or_else(|| panic!("no suppressed count in {l}"))
+        })
+        .sum();
+    assert_eq!(lines.len() + suppressed, BURST + 1, "{lines:?}");
+    assert!(
+        lines.len() < BURST,
+        "a burst is not one line per denial: {lines:?}"
+    );
+    p.terminate();
 }
