@@ -110,6 +110,11 @@ impl Refusals {
         let Some(m) = marks.get(&h.producer_id).copied() else {
             return false;
         };
+        if h.producer_epoch < m.epoch {
+            // A zombie's batch (refused as stale by the producer state)
+            // neither is held back nor ends the mark of the current epoch.
+            return false;
+        }
         let stands = !m.expired(Instant::now())
             && m.epoch == h.producer_epoch
             && m.seq != h.base_sequence
@@ -160,6 +165,23 @@ mod tests {
             !r.holds_back(&header(1, 0, 6), &none),
             "and clears the mark"
         );
+    }
+
+    #[test]
+    fn an_older_epoch_neither_is_held_back_nor_ends_the_mark() {
+        let r = Refusals::default();
+        let none = ProducerTable::default();
+        r.refused(&header(1, 3, 5), None);
+        assert!(!r.holds_back(&header(1, 2, 9), &none), "a zombie's batch");
+        assert!(
+            r.holds_back(&header(1, 3, 6), &none),
+            "the mark still stands"
+        );
+        assert!(
+            !r.holds_back(&header(1, 4, 0), &none),
+            "a new epoch ends it"
+        );
+        assert!(!r.holds_back(&header(1, 3, 6), &none));
     }
 
     #[test]
