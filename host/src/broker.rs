@@ -87,6 +87,11 @@ pub struct BrokerConfig {
     // Issue 16 (security):
     /// Whether ACLs are enforced, super users, the no-ACL default.
     pub authorizer: crate::security::authorizer::AuthorizerConfig,
+    /// ACLs the authorizer starts with (tests; the ACL store adds its own).
+    pub acls: Vec<crate::security::acl::AclBinding>,
+    /// Most producer-id bindings kept in memory (issue 16 item 4; see
+    /// `security::pid_owners`).
+    pub max_bound_producer_ids: usize,
 }
 
 impl BrokerConfig {
@@ -120,6 +125,8 @@ impl BrokerConfig {
             fence_push: true,
             fence_log: false,
             authorizer: Default::default(),
+            acls: Vec::new(),
+            max_bound_producer_ids: crate::security::pid_owners::DEFAULT_MAX_ENTRIES,
         }
     }
 }
@@ -165,6 +172,9 @@ pub struct Broker {
     pub fences: crate::cluster::fences::FenceRing,
     /// Decides what each session may do (see [`crate::security`]).
     pub authz: crate::security::Authorizer,
+    /// Producer ids bound to principals; None when the authorizer is
+    /// disabled (no file, no check).
+    pub pid_owners: Option<crate::security::pid_owners::PidOwners>,
 }
 
 impl Broker {
@@ -250,9 +260,26 @@ impl Broker {
             )?
         };
         let fences = crate::cluster::fences::FenceRing::open(&config, !cluster.is_local())?;
-        let authz = crate::security::Authorizer::in_memory(config.authorizer.clone(), Vec::new());
+        let authz =
+            crate::security::Authorizer::in_memory(config.authorizer.clone(), config.acls.clone());
+        let pid_owners = if config.authorizer.enabled {
+            let peers = (!cluster.is_local()).then(|| {
+                (
+                    config.data_dir.join("__cluster"),
+                    format!("node-{}", config.node_id),
+                )
+            });
+            Some(crate::security::pid_owners::PidOwners::open(
+                &own_dir.join(crate::security::pid_owners::DIR),
+                peers,
+                config.max_bound_producer_ids,
+            )?)
+        } else {
+            None
+        };
         Ok(Broker {
             authz,
+            pid_owners,
             fences,
             groups,
             txn,

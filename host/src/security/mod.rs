@@ -8,6 +8,7 @@
 
 pub mod acl;
 pub mod authorizer;
+pub mod pid_owners;
 pub mod session;
 
 pub use acl::{Operation, ResourceType};
