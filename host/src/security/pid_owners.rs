@@ -155,34 +155,29 @@ fn encode(pid: i64, epoch: i16, principal: &Principal, out: &mut Vec<u8>) {
 fn decode_all(buf: &[u8]) -> (Vec<(i64, i16, Principal)>, usize) {
     let mut out = Vec::new();
     let mut at = 0usize;
-    loop {
-        let Some(head) = buf.get(at..at + 8) else {
-            break;
-        };
-        let len = u32::from_be_bytes([head[0], head[1], head[2], head[3]]) as usize;
-        let crc = u32::from_be_bytes([head[4], head[5], head[6], head[7]]);
-        if !(11..=11 + MAX_PRINCIPAL_BYTES).contains(&len) {
-            break;
-        }
-        let Some(body) = buf.get(at + 8..at + 8 + len) else {
-            break;
-        };
-        if crc32c::crc32c(body) != crc || body.first() != Some(&VERSION) {
-            break;
-        }
-        let mut pid = [0u8; 8];
-        pid.copy_from_slice(&body[1..9]);
-        let epoch = i16::from_be_bytes([body[9], body[10]]);
-        let Some(principal) = std::str::from_utf8(&body[11..])
-            .ok()
-            .and_then(Principal::parse)
-        else {
-            break;
-        };
-        out.push((i64::from_be_bytes(pid), epoch, principal));
-        at += 8 + len;
+    while let Some((rec, len)) = buf.get(at..).and_then(decode_one) {
+        out.push(rec);
+        at += len;
     }
     (out, at)
+}
+
+/// The record at the start of `buf` and its length, if it is whole and
+/// valid.
+fn decode_one(buf: &[u8]) -> Option<((i64, i16, Principal), usize)> {
+    let len = u32::from_be_bytes(buf.get(0..4)?.try_into().ok()?) as usize;
+    let crc = u32::from_be_bytes(buf.get(4..8)?.try_into().ok()?);
+    if !(11..=11 + MAX_PRINCIPAL_BYTES).contains(&len) {
+        return None;
+    }
+    let body = buf.get(8..8 + len)?;
+    if crc32c::crc32c(body) != crc || body.first() != Some(&VERSION) {
+        return None;
+    }
+    let pid = i64::from_be_bytes(body.get(1..9)?.try_into().ok()?);
+    let epoch = i16::from_be_bytes(body.get(9..11)?.try_into().ok()?);
+    let principal = Principal::parse(std::str::from_utf8(body.get(11..)?).ok()?)?;
+    Some(((pid, epoch, principal), 8 + len))
 }
 
 /// fsyncs a directory (a rename or creation in it becomes durable).

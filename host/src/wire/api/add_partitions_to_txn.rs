@@ -86,9 +86,12 @@ async fn one(
     producer_epoch: i16,
     topics: &[AddPartitionsToTxnTopic],
     version: i16,
-    verify_only: bool,
-    denied: &std::collections::HashSet<String>,
+    front_end: Option<&std::collections::HashSet<String>>,
 ) -> Vec<AddPartitionsToTxnTopicResult> {
+    // None: a broker's VerifyOnly check; Some: the topics refused WRITE.
+    let verify_only = front_end.is_none();
+    let empty = Default::default();
+    let denied = front_end.unwrap_or(&empty);
     let mut parts = Vec::new();
     let mut front: Vec<Option<i16>> = Vec::new();
     for t in topics {
@@ -196,11 +199,12 @@ pub fn handle(
                 req.v3_and_below_producer_epoch,
                 &req.v3_and_below_topics,
                 version,
-                false,
-                &denied,
+                Some(&denied),
             )
             .await;
         } else {
+            // Between brokers (CLUSTER_ACTION checked above): no topic check.
+            let no_topic_refused = std::collections::HashSet::new();
             for t in &req.transactions {
                 let topic_results = one(
                     &broker,
@@ -209,8 +213,7 @@ pub fn handle(
                     t.producer_epoch,
                     &t.topics,
                     version,
-                    t.verify_only,
-                    &Default::default(),
+                    (!t.verify_only).then_some(&no_topic_refused),
                 )
                 .await;
                 resp.results_by_transaction.push(
