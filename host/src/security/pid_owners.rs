@@ -378,17 +378,20 @@ impl PidOwners {
         }
     }
 
-    /// Cluster mode: when any of `pids` is bound to no one known, reads
-    /// what the other brokers bound since the last read (one read serves
-    /// every caller that missed before it began; at most one per
+    /// Cluster mode: when any of `pids` is not known bound to `principal`
+    /// (unknown here, or bound to another principal by what may be an
+    /// outdated binding: another broker may have re-initialised it since),
+    /// reads what the other brokers bound since the last read (one read
+    /// serves every caller that missed before it began; at most one per
     /// [`REFRESH_EVERY`]). Single-node mode: nothing to read.
-    pub async fn refresh_on_miss(&self, pids: &[i64]) {
+    pub async fn refresh_on_miss(&self, pids: &[i64], principal: &Principal) {
         let Some(peers) = &self.peers else {
             return;
         };
         let missing = {
             let map = self.map.read().unwrap_or_else(|p| p.into_inner());
-            pids.iter().any(|p| !map.by_pid.contains_key(p))
+            pids.iter()
+                .any(|p| map.by_pid.get(p).is_none_or(|e| *e.principal != *principal))
         };
         if !missing {
             return;
@@ -425,7 +428,13 @@ impl PidOwners {
         let mut applied = Vec::new();
         for entry in entries {
             let entry = entry?;
-            if entry.file_name().to_string_lossy() == peers.own {
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            // Node directories only (the shared directory holds others).
+            if name == peers.own.as_str()
+                || !name.starts_with("node-")
+                || !entry.file_type()?.is_dir()
+            {
                 continue;
             }
             let path = entry.path().join(DIR).join(FILE);
@@ -543,14 +552,17 @@ mod tests {
         let alice = Principal::user("alice");
         a.bind(5000, 0, &alice).expect("bind");
         assert_eq!(b.owner(5000, &alice), Owner::Unbound);
-        b.refresh_on_miss(&[5000]).await;
+        b.refresh_on_miss(&[5000], &alice).await;
         assert_eq!(b.owner(5000, &alice), Owner::Mine);
         // Re-initialised on b by bob: b's own binding wins; a sees it after
         // its next miss only if the epoch is higher.
         let bob = Principal::user("bob");
         b.bind(5000, 1, &bob).expect("rebind");
         a.bind(6000, 0, &alice).expect("bind");
-        a.refresh_on_miss(&[7000]).await;
+        // a's own binding (alice) is outdated: bob's use of the id makes
+        // it read b's file.
+        assert_eq!(a.owner(5000, &bob), Owner::Other);
+        a.refresh_on_miss(&[5000], &bob).await;
         assert_eq!(a.owner(5000, &bob), Owner::Mine, "the higher epoch wins");
     }
 }

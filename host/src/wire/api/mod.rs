@@ -144,7 +144,9 @@ pub(crate) async fn owns_producer_id(
     let Some(owners) = &broker.pid_owners else {
         return true;
     };
-    owners.refresh_on_miss(&[producer_id]).await;
+    owners
+        .refresh_on_miss(&[producer_id], &session.principal)
+        .await;
     match owners.owner(producer_id, &session.principal) {
         crate::security::pid_owners::Owner::Mine => true,
         other => {

@@ -137,7 +137,7 @@ async fn authorize(
             .collect();
         pids.sort_unstable();
         pids.dedup();
-        owners.refresh_on_miss(&pids).await;
+        owners.refresh_on_miss(&pids, &session.principal).await;
         for pid in pids {
             let owner = owners.owner(pid, &session.principal);
             if owner != Owner::Mine {
