@@ -92,6 +92,14 @@ pub struct BrokerConfig {
     /// Most producer-id bindings kept in memory (issue 16 item 4; see
     /// `security::pid_owners`).
     pub max_bound_producer_ids: usize,
+    /// SASL and TLS settings.
+    pub security: crate::security::SecurityConfig,
+    /// Each listener's advertised address (empty: only
+    /// `advertised_host:advertised_port`).
+    pub advertised_listeners: Vec<crate::cluster::keys::Endpoint>,
+    /// SASL PLAIN user and password this broker logs in with on other
+    /// brokers' inter-broker (first) listener when it is SASL_PLAINTEXT.
+    pub inter_broker_login: Option<(String, String)>,
 }
 
 impl BrokerConfig {
@@ -127,6 +135,9 @@ impl BrokerConfig {
             authorizer: Default::default(),
             acls: Vec::new(),
             max_bound_producer_ids: crate::security::pid_owners::DEFAULT_MAX_ENTRIES,
+            security: Default::default(),
+            advertised_listeners: Vec::new(),
+            inter_broker_login: None,
         }
     }
 }
@@ -175,6 +186,8 @@ pub struct Broker {
     /// Producer ids bound to principals; None when the authorizer is
     /// disabled (no file, no check).
     pub pid_owners: Option<crate::security::pid_owners::PidOwners>,
+    /// SASL mechanisms and the SCRAM credentials they check.
+    pub sasl: crate::security::sasl::Sasl,
 }
 
 impl Broker {
@@ -189,6 +202,7 @@ impl Broker {
             host: config.advertised_host.clone(),
             port: config.advertised_port,
             incarnation: 0,
+            listeners: config.advertised_listeners.clone(),
         };
         Self::with_cluster(config, logs, policy, crate::cluster::Cluster::Local(me))
     }
@@ -241,10 +255,14 @@ impl Broker {
                 config.transactional_id_expiration_ms,
             )?
         };
-        let peers = Arc::new(crate::cluster::peer::Peers::new(
+        let mut peers = crate::cluster::peer::Peers::new(
             &format!("kaas-broker-{}", config.node_id),
             PEER_TIMEOUT,
-        ));
+        );
+        if let Some((user, password)) = &config.inter_broker_login {
+            peers = peers.with_login(user, password);
+        }
+        let peers = Arc::new(peers);
         let groups = if config.sharded_groups || !cluster.is_local() {
             crate::group::GroupShards::cluster(
                 &config.data_dir,
@@ -277,7 +295,15 @@ impl Broker {
         } else {
             None
         };
+        let credentials = crate::security::credentials::Credentials::open(&config.data_dir)
+            .map_err(|e| std::io::Error::other(format!("{e:#}")))?;
+        let sasl = crate::security::sasl::Sasl::new(
+            config.security.sasl_mechanisms.clone(),
+            Arc::new(credentials),
+        )
+        .map_err(|e| std::io::Error::other(format!("{e:#}")))?;
         Ok(Broker {
+            sasl,
             authz,
             pid_owners,
             fences,
@@ -374,6 +400,7 @@ pub async fn open_clustered(
         host: config.advertised_host.clone(),
         port: config.advertised_port,
         incarnation: 0,
+        listeners: config.advertised_listeners.clone(),
     };
     let group_commit = crate::log::GroupCommit::new(fsync);
     let logs = LogManager::open_clustered(&config.data_dir, config.log.clone(), group_commit)?

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
+use kaas::security::listener::{ListenerSpec, Protocol};
 
 use kaas::broker::BrokerConfig;
 use kaas::conformance;
@@ -48,6 +49,11 @@ enum Command {
     /// starts, as a previous run would have left it.
     #[cfg(feature = "fault-injection")]
     TxnSeed(TxnSeedArgs),
+    /// Manage SCRAM users (SASL credentials).
+    User {
+        #[command(subcommand)]
+        command: UserCommand,
+    },
     /// Work with policy components.
     Policy {
         #[command(subcommand)]
@@ -206,6 +212,91 @@ struct BrokerArgs {
     /// through etcd (`--fence-push false`: the files only).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     fence_push: bool,
+    // Security (issue 16): listeners, TLS, SASL.
+    /// A listener, NAME=PROTOCOL://HOST:PORT with PROTOCOL one of
+    /// PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL (repeatable). The first is
+    /// the one other brokers use. Default: PLAINTEXT=PLAINTEXT://<--listen>.
+    #[arg(long = "listener")]
+    listeners: Vec<String>,
+    /// PEM certificate chain of SSL and SASL_SSL listeners.
+    #[arg(long)]
+    ssl_cert: Option<PathBuf>,
+    /// PEM private key (PKCS#8, PKCS#1 or SEC1) of --ssl-cert.
+    #[arg(long)]
+    ssl_key: Option<PathBuf>,
+    /// PEM CA certificates client certificates must chain to.
+    #[arg(long)]
+    ssl_client_ca: Option<PathBuf>,
+    /// ssl.client.auth: ask for client certificates (requested) or insist
+    /// (required). On an SSL listener a verified certificate's subject is
+    /// the principal (User:CN=...,O=...).
+    #[arg(long, value_enum, default_value_t = kaas::security::tls::ClientAuth::None)]
+    ssl_client_auth: kaas::security::tls::ClientAuth,
+    /// sasl.enabled.mechanisms.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"
+    )]
+    sasl_mechanisms: Vec<String>,
+    /// connections.max.reauth.ms (KIP-368): a SASL session lasts this long
+    /// and the client re-authenticates; 0: sessions do not expire.
+    #[arg(long, default_value_t = 0)]
+    connections_max_reauth_ms: u64,
+    /// connection.failed.authentication.delay.ms: a failed authentication is
+    /// answered, and its connection closed, this much later.
+    #[arg(long, default_value_t = 100)]
+    connection_failed_authentication_delay_ms: u64,
+    /// sasl.server.max.receive.size: the largest frame before a SASL
+    /// connection has authenticated.
+    #[arg(long, default_value_t = 524_288)]
+    sasl_server_max_receive_size: usize,
+    /// A SASL connection must authenticate, and a TLS connection finish its
+    /// handshake, within this long of connecting.
+    #[arg(long, default_value_t = 10_000)]
+    authentication_timeout_ms: u64,
+    /// Cluster mode with a SASL_PLAINTEXT first listener: the user this
+    /// broker logs in as (SASL PLAIN) on the other brokers; it must be a
+    /// --super-user. Its password is read from --inter-broker-password-file.
+    #[arg(long, requires = "inter_broker_password_file")]
+    inter_broker_user: Option<String>,
+    /// File holding the inter-broker user's password (first line).
+    #[arg(long)]
+    inter_broker_password_file: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+enum UserCommand {
+    /// Sets a user's SCRAM credential in the data directory (before the
+    /// first start, as `kafka-storage format --add-scram`; at run time use
+    /// AlterUserScramCredentials). The password is not stored.
+    Set {
+        #[arg(long, default_value = "./data")]
+        data_dir: PathBuf,
+        /// SCRAM-SHA-256 or SCRAM-SHA-512.
+        #[arg(long, default_value = "SCRAM-SHA-512")]
+        mechanism: String,
+        #[arg(long)]
+        name: String,
+        #[arg(long)]
+        password: String,
+        #[arg(long, default_value_t = 4096)]
+        iterations: u32,
+    },
+    /// Removes a user's credential for one mechanism.
+    Delete {
+        #[arg(long, default_value = "./data")]
+        data_dir: PathBuf,
+        #[arg(long, default_value = "SCRAM-SHA-512")]
+        mechanism: String,
+        #[arg(long)]
+        name: String,
+    },
+    /// Lists users with their mechanisms and iteration counts.
+    List {
+        #[arg(long, default_value = "./data")]
+        data_dir: PathBuf,
+    },
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -348,6 +439,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             println!("seeded {} in {}", a.transactional_id, path.display());
             Ok(ExitCode::SUCCESS)
         }
+        Command::User { command } => {
+            user_command(command)?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Policy {
             command: PolicyCommand::Inspect { file },
         } => {
@@ -378,16 +473,117 @@ async fn broker(args: BrokerArgs) -> anyhow::Result<()> {
         }
     };
     tracing::info!(policy = %policy.identity(), wit = %policy.identity().wit_version, "transaction policy loaded");
-    let listener = tokio::net::TcpListener::bind(&args.listen)
-        .await
-        .with_context(|| format!("binding {}", args.listen))?;
-    let addr = listener.local_addr()?;
+    let specs = if args.listeners.is_empty() {
+        vec![ListenerSpec {
+            name: "PLAINTEXT".into(),
+            protocol: Protocol::Plaintext,
+            addr: args.listen.clone(),
+        }]
+    } else {
+        args.listeners
+            .iter()
+            .map(|l| ListenerSpec::parse(l).map_err(anyhow::Error::msg))
+            .collect::<anyhow::Result<Vec<_>>>()?
+    };
+    let mut names = std::collections::BTreeSet::new();
+    for s in &specs {
+        anyhow::ensure!(
+            names.insert(s.name.clone()),
+            "listener name {} is given twice",
+            s.name
+        );
+    }
+    let tls = if specs.iter().any(|s| s.protocol.uses_tls()) {
+        let (Some(cert), Some(key)) = (&args.ssl_cert, &args.ssl_key) else {
+            anyhow::bail!("an SSL or SASL_SSL listener needs --ssl-cert and --ssl-key");
+        };
+        let files = kaas::security::tls::TlsFiles {
+            cert: cert.clone(),
+            key: key.clone(),
+            client_ca: args.ssl_client_ca.clone(),
+            client_auth: args.ssl_client_auth,
+        };
+        Some(tokio_rustls::TlsAcceptor::from(
+            kaas::security::tls::server_config(&files).context("configuring TLS")?,
+        ))
+    } else {
+        None
+    };
+    let mut listeners = Vec::new();
+    for s in &specs {
+        let socket = tokio::net::TcpListener::bind(&s.addr)
+            .await
+            .with_context(|| format!("binding listener {} on {}", s.name, s.addr))?;
+        listeners.push(kaas::server::Listener {
+            socket,
+            name: std::sync::Arc::from(s.name.as_str()),
+            protocol: s.protocol,
+            tls: if s.protocol.uses_tls() {
+                tls.clone()
+            } else {
+                None
+            },
+        });
+    }
+    let Some(first) = listeners.first() else {
+        anyhow::bail!("no listener");
+    };
+    let addr = first.socket.local_addr()?;
     let mut config = BrokerConfig::new(&args.data_dir);
+    if let Some(user) = &args.inter_broker_user {
+        let file = args
+            .inter_broker_password_file
+            .as_ref()
+            .context("--inter-broker-user needs --inter-broker-password-file")?;
+        let text =
+            std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+        let password = text.lines().next().unwrap_or_default().to_owned();
+        anyhow::ensure!(!password.is_empty(), "{} holds no password", file.display());
+        config.inter_broker_login = Some((user.clone(), password));
+    }
+    if let Some(l) = listeners.first()
+        && !args.etcd.is_empty()
+        && l.protocol.uses_tls()
+    {
+        anyhow::bail!(
+            "in cluster mode the first listener ({}) is the brokers' own and must be PLAINTEXT or SASL_PLAINTEXT (on a private address)",
+            l.name
+        );
+    }
+    config.security.failed_authentication_delay =
+        std::time::Duration::from_millis(args.connection_failed_authentication_delay_ms);
+    config.security.connections_max_reauth =
+        std::time::Duration::from_millis(args.connections_max_reauth_ms);
+    config.security.sasl_max_receive_size = args.sasl_server_max_receive_size.max(1024);
+    config.security.authentication_timeout =
+        std::time::Duration::from_millis(args.authentication_timeout_ms.max(1));
+    config.security.sasl_mechanisms = args
+        .sasl_mechanisms
+        .iter()
+        .map(|m| {
+            kaas::security::sasl::Mechanism::parse(m).with_context(|| {
+                format!("unknown SASL mechanism {m} (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)")
+            })
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
     config.advertised_host = args
         .advertised_host
         .clone()
         .unwrap_or_else(|| addr.ip().to_string());
     config.advertised_port = i32::from(addr.port());
+    for l in &listeners {
+        let a = l.socket.local_addr()?;
+        config
+            .advertised_listeners
+            .push(kaas::cluster::keys::Endpoint {
+                name: l.name.to_string(),
+                host: args
+                    .advertised_host
+                    .clone()
+                    .unwrap_or_else(|| a.ip().to_string()),
+                port: i32::from(a.port()),
+            });
+    }
     config.auto_create_topics = !args.no_auto_create_topics;
     config.default_partitions = args.default_partitions;
     config.max_request_bytes = args.max_request_bytes;
@@ -479,12 +675,63 @@ async fn broker(args: BrokerArgs) -> anyhow::Result<()> {
         });
     }
     println!("kaas broker listening on {addr}");
+    if listeners.len() > 1 {
+        for l in &listeners {
+            println!(
+                "kaas broker listening on {} {}",
+                l.name,
+                l.socket.local_addr()?
+            );
+        }
+    }
+    for l in &listeners {
+        tracing::info!(listener = %l.name, protocol = %l.protocol, addr = %l.socket.local_addr()?, "listening");
+    }
     use std::io::Write as _;
     let _ = std::io::stdout().flush();
-    kaas::server::run(listener, broker.clone(), shutdown_signal()).await;
+    kaas::server::run_listeners(listeners, broker.clone(), shutdown_signal()).await;
     tracing::info!("shutting down: closing the log cleanly");
     let b = broker.clone();
     tokio::task::spawn_blocking(move || b.logs.close()).await??;
+    Ok(())
+}
+
+fn user_command(c: UserCommand) -> anyhow::Result<()> {
+    use kaas::security::credentials::{Credentials, ScramMechanism};
+    let mech = |m: &str| {
+        ScramMechanism::parse(m)
+            .with_context(|| format!("unknown mechanism {m} (SCRAM-SHA-256, SCRAM-SHA-512)"))
+    };
+    match c {
+        UserCommand::Set {
+            data_dir,
+            mechanism,
+            name,
+            password,
+            iterations,
+        } => {
+            let store = Credentials::open(&data_dir)?;
+            store.set_password(&name, mech(&mechanism)?, &password, iterations)?;
+            println!("{mechanism} credential set for user {name}");
+        }
+        UserCommand::Delete {
+            data_dir,
+            mechanism,
+            name,
+        } => {
+            Credentials::open(&data_dir)?.delete(&name, mech(&mechanism)?)?;
+            println!("{mechanism} credential removed for user {name}");
+        }
+        UserCommand::List { data_dir } => {
+            for (user, mechs) in Credentials::open(&data_dir)?.describe() {
+                let m: Vec<String> = mechs
+                    .iter()
+                    .map(|(m, i)| format!("{}(iterations={i})", m.name()))
+                    .collect();
+                println!("{user}\t{}", m.join(" "));
+            }
+        }
+    }
     Ok(())
 }
 

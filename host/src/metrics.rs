@@ -36,6 +36,15 @@ pub struct Metrics {
     pub request_timeouts: AtomicU64,
     /// Request bytes holding the queued.max.request.bytes budget now.
     pub queued_request_bytes: AtomicU64,
+    // Security (issue 16): see security::authenticate.
+    /// SASL authentications that succeeded / failed.
+    pub sasl_authentication_succeeded: AtomicU64,
+    pub sasl_authentication_failed: AtomicU64,
+    /// Connections closed because their SASL session had expired
+    /// (connections.max.reauth.ms) or never authenticated in time.
+    pub sasl_sessions_expired: AtomicU64,
+    /// TLS handshakes that failed (garbage, wrong certificate, timeout).
+    pub tls_handshakes_failed: AtomicU64,
 }
 
 impl Metrics {
@@ -103,6 +112,26 @@ impl Metrics {
                 "kaas_queued_request_bytes",
                 "gauge",
                 &self.queued_request_bytes,
+            ),
+            (
+                "kaas_sasl_authentication_succeeded_total",
+                "counter",
+                &self.sasl_authentication_succeeded,
+            ),
+            (
+                "kaas_sasl_authentication_failed_total",
+                "counter",
+                &self.sasl_authentication_failed,
+            ),
+            (
+                "kaas_sasl_sessions_expired_total",
+                "counter",
+                &self.sasl_sessions_expired,
+            ),
+            (
+                "kaas_tls_handshakes_failed_total",
+                "counter",
+                &self.tls_handshakes_failed,
             ),
         ] {
             sample(&mut out, name, kind, v.load(Ordering::Relaxed));

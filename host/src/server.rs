@@ -45,8 +45,10 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::ApiKey;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader, BufWriter};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::{
+    AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader, BufWriter,
+};
+use tokio::net::TcpListener;
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc};
 
 use crate::broker::Broker;
@@ -67,62 +69,153 @@ const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
 static ACCEPT_FAILED: RateLimit = RateLimit::per_second();
 static CONNECTION_REFUSED: RateLimit = RateLimit::per_second();
 
-/// Serves `listener` until `shutdown` resolves.
+/// One listener: its socket, name, security protocol and TLS acceptor.
+pub struct Listener {
+    pub socket: TcpListener,
+    pub name: Arc<str>,
+    pub protocol: crate::security::listener::Protocol,
+    /// Present for SSL and SASL_SSL.
+    pub tls: Option<tokio_rustls::TlsAcceptor>,
+}
+
+impl std::fmt::Debug for Listener {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Listener")
+            .field("name", &self.name)
+            .field("protocol", &self.protocol)
+            .finish()
+    }
+}
+
+impl Listener {
+    /// A PLAINTEXT listener named PLAINTEXT (the default).
+    pub fn plaintext(socket: TcpListener) -> Self {
+        Listener {
+            socket,
+            name: Arc::from("PLAINTEXT"),
+            protocol: crate::security::listener::Protocol::Plaintext,
+            tls: None,
+        }
+    }
+}
+
+/// Serves one PLAINTEXT `listener` until `shutdown` resolves.
 pub async fn run(listener: TcpListener, broker: Arc<Broker>, shutdown: impl Future<Output = ()>) {
+    run_listeners(vec![Listener::plaintext(listener)], broker, shutdown).await
+}
+
+/// Serves every listener until `shutdown` resolves; `max_connections` and
+/// the request budget are the broker's, shared by all listeners.
+pub async fn run_listeners(
+    listeners: Vec<Listener>,
+    broker: Arc<Broker>,
+    shutdown: impl Future<Output = ()>,
+) {
     let registry = Arc::new(Registry::new());
     let budget = Arc::new(Budget::new(broker.config.queued_max_request_bytes));
+    let mut loops = tokio::task::JoinSet::new();
+    for l in listeners {
+        loops.spawn(accept_loop(
+            l,
+            broker.clone(),
+            registry.clone(),
+            budget.clone(),
+        ));
+    }
+    shutdown.await;
+    loops.abort_all();
+}
+
+async fn accept_loop(
+    listener: Listener,
+    broker: Arc<Broker>,
+    registry: Arc<Registry>,
+    budget: Arc<Budget>,
+) {
     let mut backoff = Backoff::new(ACCEPT_BACKOFF_MIN, ACCEPT_BACKOFF_MAX);
-    tokio::pin!(shutdown);
+    let listener = Arc::new(listener);
     loop {
-        tokio::select! {
-            _ = &mut shutdown => return,
-            accepted = listener.accept() => {
-                let (sock, peer) = match accepted {
-                    Ok(a) => {
-                        backoff.succeeded();
-                        a
-                    }
-                    Err(e) => {
-                        // EMFILE and the like fail again at once: wait
-                        // instead of spinning (and logging) at full speed.
-                        let wait = backoff.failed();
-                        if let Some(suppressed) = ACCEPT_FAILED.allow() {
-                            tracing::warn!(error = %e, suppressed, retry_in_ms = wait.as_millis() as u64, "accept failed");
-                        }
-                        tokio::select! {
-                            _ = &mut shutdown => return,
-                            _ = tokio::time::sleep(wait) => {}
-                        }
-                        continue;
-                    }
-                };
-                let Some(conn) = registry.admit(
-                    broker.config.max_connections,
-                    broker.config.request_timeout,
-                    &broker,
-                ) else {
-                    if let Some(suppressed) = CONNECTION_REFUSED.allow() {
-                        tracing::warn!(%peer, suppressed, "connection limit reached and every connection has a request in progress; closing");
-                    }
-                    continue;
-                };
-                let broker = broker.clone();
-                let budget = budget.clone();
-                let registry = registry.clone();
-                broker.metrics.connections.fetch_add(1, Ordering::Relaxed);
-                tokio::spawn(async move {
-                    let _ = sock.set_nodelay(true);
-                    let registered = Registered { registry, conn };
-                    let session = Arc::new(crate::security::Session::anonymous(
-                        Arc::from("PLAINTEXT"),
-                        peer.ip(),
-                    ));
-                    if let Err(e) = connection(sock, broker, &registered, budget, session).await {
-                        tracing::debug!(%peer, error = %e, "connection closed");
-                    }
-                });
+        let (sock, peer) = match listener.socket.accept().await {
+            Ok(a) => {
+                backoff.succeeded();
+                a
             }
-        }
+            Err(e) => {
+                // EMFILE and the like fail again at once: wait
+                // instead of spinning (and logging) at full speed.
+                let wait = backoff.failed();
+                if let Some(suppressed) = ACCEPT_FAILED.allow() {
+                    tracing::warn!(error = %e, suppressed, retry_in_ms = wait.as_millis() as u64, "accept failed");
+                }
+                tokio::time::sleep(wait).await;
+                continue;
+            }
+        };
+        let Some(conn) = registry.admit(
+            broker.config.max_connections,
+            broker.config.request_timeout,
+            &broker,
+        ) else {
+            if let Some(suppressed) = CONNECTION_REFUSED.allow() {
+                tracing::warn!(%peer, suppressed, "connection limit reached and every connection has a request in progress; closing");
+            }
+            continue;
+        };
+        let broker = broker.clone();
+        let budget = budget.clone();
+        let registry = registry.clone();
+        let listener = listener.clone();
+        broker.metrics.connections.fetch_add(1, Ordering::Relaxed);
+        tokio::spawn(async move {
+            let _ = sock.set_nodelay(true);
+            let registered = Registered { registry, conn };
+            let session = crate::security::Session::anonymous(listener.name.clone(), peer.ip());
+            let sasl = listener.protocol.uses_sasl();
+            let result = match &listener.tls {
+                None => {
+                    let (rd, wr) = sock.into_split();
+                    connection(rd, wr, broker, &registered, budget, session, sasl).await
+                }
+                Some(acceptor) => {
+                    let deadline =
+                        tokio::time::Instant::now() + broker.config.security.authentication_timeout;
+                    match within(&registered.conn, deadline, acceptor.accept(sock)).await {
+                        Ok(Ok(stream)) => {
+                            let mut session = session;
+                            if !sasl
+                                && let Some(p) = stream
+                                    .get_ref()
+                                    .1
+                                    .peer_certificates()
+                                    .and_then(|c| c.first())
+                                    .and_then(crate::security::tls::principal_of)
+                            {
+                                session.principal = p;
+                            }
+                            let (rd, wr) = tokio::io::split(stream);
+                            connection(rd, wr, broker, &registered, budget, session, sasl).await
+                        }
+                        Ok(Err(e)) => {
+                            broker
+                                .metrics
+                                .tls_handshakes_failed
+                                .fetch_add(1, Ordering::Relaxed);
+                            Err(anyhow::anyhow!("TLS handshake failed: {e}"))
+                        }
+                        Err(_) => {
+                            broker
+                                .metrics
+                                .tls_handshakes_failed
+                                .fetch_add(1, Ordering::Relaxed);
+                            Err(anyhow::anyhow!("TLS handshake did not finish in time"))
+                        }
+                    }
+                }
+            };
+            if let Err(e) = result {
+                tracing::debug!(%peer, listener = %listener.name, error = %e, "connection closed");
+            }
+        });
     }
 }
 
@@ -351,8 +444,8 @@ enum Next {
 }
 
 /// Waits for the first byte of the next frame.
-async fn next_frame(
-    rd: &mut BufReader<tokio::net::tcp::OwnedReadHalf>,
+async fn next_frame<R: AsyncRead + Unpin>(
+    rd: &mut BufReader<R>,
     conn: &Conn,
     idle: Duration,
 ) -> std::io::Result<Next> {
@@ -382,8 +475,8 @@ async fn next_frame(
 }
 
 /// Reads a `size`-byte body, noting progress as bytes arrive.
-async fn read_body(
-    rd: &mut BufReader<tokio::net::tcp::OwnedReadHalf>,
+async fn read_body<R: AsyncRead + Unpin>(
+    rd: &mut BufReader<R>,
     size: usize,
     conn: &Conn,
 ) -> anyhow::Result<BytesMut> {
@@ -404,15 +497,23 @@ const READ_BUFFER: usize = 16 << 10;
 
 type Queued = (ApiKey, i16, i32, Instant, Handled);
 
-async fn connection(
-    sock: TcpStream,
+async fn connection<R, W>(
+    rd: R,
+    wr: W,
     broker: Arc<Broker>,
     registered: &Registered,
     budget: Arc<Budget>,
-    session: Arc<crate::security::Session>,
-) -> anyhow::Result<()> {
+    session: crate::security::Session,
+    sasl: bool,
+) -> anyhow::Result<()>
+where
+    R: AsyncRead + Unpin + Send,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
     let conn = registered.conn.clone();
-    let (rd, wr) = sock.into_split();
+    let mut session = Arc::new(session);
+    let mut auth = sasl.then(|| crate::security::authenticate::Authenticator::new(&broker));
+    let auth_deadline = tokio::time::Instant::now() + broker.config.security.authentication_timeout;
     // Reads the size and the body of a request (and whatever pipelined
     // requests arrived with them) in one syscall, not two per request.
     let mut rd = BufReader::with_capacity(READ_BUFFER, rd);
@@ -436,9 +537,19 @@ async fn connection(
             c.touch();
         };
         while let Some((key, version, correlation, started, handled)) = rx.recv().await {
+            let raw_frame = match &handled {
+                Handled::Raw(token) => {
+                    let mut f = BytesMut::with_capacity(4 + token.len());
+                    f.extend_from_slice(&(token.len() as u32).to_be_bytes());
+                    f.extend_from_slice(token);
+                    f
+                }
+                _ => BytesMut::new(),
+            };
             let body = match handled {
-                Handled::Now(b) => b,
-                Handled::Later(f) => f.await,
+                Handled::Now(b) => Some(b),
+                Handled::Later(f) => Some(f.await),
+                Handled::Raw(_) => None,
                 Handled::Nothing => {
                     writer_broker
                         .metrics
@@ -447,12 +558,15 @@ async fn connection(
                     continue;
                 }
             };
-            let frame = match wire::encode(key, version, correlation, &body) {
-                Ok(f) => f,
-                Err(e) => {
-                    tracing::error!(api = ?key, version, error = %e, "encoding a response failed; closing");
-                    return;
-                }
+            let frame = match body {
+                Some(body) => match wire::encode(key, version, correlation, &body) {
+                    Ok(f) => f,
+                    Err(e) => {
+                        tracing::error!(api = ?key, version, error = %e, "encoding a response failed; closing");
+                        return;
+                    }
+                },
+                None => raw_frame,
             };
             writer_broker
                 .metrics
@@ -484,9 +598,34 @@ async fn connection(
     let max = broker.config.max_request_bytes;
     let idle = broker.config.connections_max_idle;
     let read_timeout = broker.config.request_timeout;
+    let sasl_max = broker.config.security.sasl_max_receive_size;
     let result: anyhow::Result<()> = async {
         loop {
-            match next_frame(&mut rd, &conn, idle).await? {
+            // Until SASL completes, everything must happen by the
+            // authentication deadline, in frames of sasl.server.max.receive.size.
+            let unauthenticated = auth.as_ref().is_some_and(|a| !a.is_authenticated());
+            let next = if unauthenticated {
+                match tokio::time::timeout_at(auth_deadline, next_frame(&mut rd, &conn, idle)).await
+                {
+                    Ok(n) => n?,
+                    Err(_) => {
+                        broker
+                            .metrics
+                            .sasl_sessions_expired
+                            .fetch_add(1, Ordering::Relaxed);
+                        anyhow::bail!("SASL authentication did not complete in time");
+                    }
+                }
+            } else {
+                next_frame(&mut rd, &conn, idle).await?
+            };
+            let (max, read_timeout) = if unauthenticated {
+                let left = auth_deadline.saturating_duration_since(tokio::time::Instant::now());
+                (max.min(sasl_max), read_timeout.min(left))
+            } else {
+                (max, read_timeout)
+            };
+            match next {
                 Next::Frame => {}
                 Next::Eof | Next::Evicted => return Ok(()),
                 Next::Idle => {
@@ -536,10 +675,60 @@ async fn connection(
             conn.in_flight.fetch_add(1, Ordering::AcqRel);
             conn.incomplete.store(false, Ordering::Relaxed);
             let started = Instant::now();
+            use crate::security::authenticate::Gate;
+            if let Some(a) = auth.as_mut()
+                && a.expects_raw_token()
+            {
+                // SaslHandshake v0: this frame is a bare token.
+                let gate = a.raw_token(&buf, &mut session);
+                drop(held);
+                match gate {
+                    Gate::Answer(h) => {
+                        if tx
+                            .send((ApiKey::SaslAuthenticate, 0, 0, started, h))
+                            .await
+                            .is_err()
+                        {
+                            return Ok(());
+                        }
+                        continue;
+                    }
+                    Gate::CloseAfter(d) => {
+                        tokio::time::sleep(d).await;
+                        anyhow::bail!("SASL authentication failed");
+                    }
+                    _ => anyhow::bail!("SASL authentication failed"),
+                }
+            }
             let req = wire::decode(Bytes::from(buf))?;
             let (key, version, correlation) = (req.api_key, req.version, req.correlation_id);
             // A too-new ApiVersions is answered in the v0 format (KIP-511).
             let reply_version = if req.body.is_none() { 0 } else { version };
+            if let Some(a) = auth.as_mut() {
+                match a.request(&req, &mut session) {
+                    Gate::Dispatch => {}
+                    Gate::Answer(h) => {
+                        drop(held);
+                        if tx
+                            .send((key, reply_version, correlation, started, h))
+                            .await
+                            .is_err()
+                        {
+                            return Ok(());
+                        }
+                        continue;
+                    }
+                    Gate::AnswerAndClose(h) => {
+                        let _ = tx.send((key, reply_version, correlation, started, h)).await;
+                        return Ok(());
+                    }
+                    Gate::Close(why) => anyhow::bail!("{why}"),
+                    Gate::CloseAfter(d) => {
+                        tokio::time::sleep(d).await;
+                        anyhow::bail!("SASL authentication failed");
+                    }
+                }
+            }
             let handled = wire::dispatch(&broker, &session, req).await;
             // The request's bytes are dropped: its share of the budget is free.
             drop(held);

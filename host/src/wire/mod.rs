@@ -55,6 +55,12 @@ pub const VERSIONS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::OffsetDelete, 0, 0),
     (ApiKey::OffsetForLeaderEpoch, 2, 4),
     // End of consumer groups.
+    // Security (issue 16): SASL (served by security::authenticate on SASL
+    // listeners) and KIP-554's SCRAM credential APIs.
+    (ApiKey::SaslHandshake, 0, 1),
+    (ApiKey::SaslAuthenticate, 0, 2),
+    (ApiKey::DescribeUserScramCredentials, 0, 0),
+    (ApiKey::AlterUserScramCredentials, 0, 0),
 ];
 
 /// The advertised range of an API, if we implement it.
@@ -83,6 +89,9 @@ pub enum Handled {
     Later(Pending),
     /// Send nothing (Produce with acks=0).
     Nothing,
+    /// Send these bytes as a raw size-prefixed frame with no response
+    /// header (SASL tokens after SaslHandshake v0).
+    Raw(Vec<u8>),
 }
 
 impl std::fmt::Debug for Handled {
@@ -91,6 +100,7 @@ impl std::fmt::Debug for Handled {
             Handled::Now(_) => "Handled::Now",
             Handled::Later(_) => "Handled::Later",
             Handled::Nothing => "Handled::Nothing",
+            Handled::Raw(_) => "Handled::Raw",
         })
     }
 }
@@ -331,6 +341,25 @@ pub async fn dispatch(
         }
         Some(RequestKind::ListTransactions(r)) => {
             Handled::Now(api::list_transactions::handle(broker, session, r, v))
+        }
+        // On a listener without SASL, or after authentication (KafkaApis'
+        // answer): the exchange is security::authenticate's.
+        Some(RequestKind::SaslHandshake(_)) => Handled::Now(ResponseKind::SaslHandshake(
+            kafka_protocol::messages::SaslHandshakeResponse::default()
+                .with_error_code(codes::ILLEGAL_SASL_STATE),
+        )),
+        Some(RequestKind::SaslAuthenticate(_)) => Handled::Now(ResponseKind::SaslAuthenticate(
+            kafka_protocol::messages::SaslAuthenticateResponse::default()
+                .with_error_code(codes::ILLEGAL_SASL_STATE)
+                .with_error_message(Some(api::sb(
+                    "SaslAuthenticate is not expected now: the connection is not in a SASL exchange",
+                ))),
+        )),
+        Some(RequestKind::DescribeUserScramCredentials(r)) => {
+            Handled::Now(api::scram_credentials::describe(broker, session, r))
+        }
+        Some(RequestKind::AlterUserScramCredentials(r)) => {
+            api::scram_credentials::alter(broker, session, r)
         }
         // Only the APIs of VERSIONS reach here; decode refused the rest.
         Some(_) => Handled::Nothing,

@@ -1,0 +1,379 @@
+//! The SASL state of one connection on a SASL_PLAINTEXT or SASL_SSL
+//! listener (Kafka's SaslServerAuthenticator, KIP-152 and KIP-368), sans
+//! I/O: the server's reader hands it every frame before dispatch and does
+//! what it says.
+//!
+//! Before authentication only ApiVersions, SaslHandshake and
+//! SaslAuthenticate are served; anything else closes the connection
+//! without an answer (a SaslAuthenticate before the handshake is answered
+//! ILLEGAL_SASL_STATE first). Handshake v0 means the tokens that follow are
+//! raw size-prefixed frames without a request header; v1 carries them in
+//! SaslAuthenticate. A failed authentication is answered after
+//! `connection.failed.authentication.delay.ms` and closes the connection.
+//! With `connections.max.reauth.ms` > 0 the final SaslAuthenticate (v1+)
+//! tells the client the session's lifetime; a request after it ends closes
+//! the connection, unless it is the SaslHandshake of a re-authentication,
+//! which must use the same mechanism and yield the same principal.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use kafka_protocol::messages::{
+    RequestKind, ResponseKind, SaslAuthenticateResponse, SaslHandshakeResponse,
+};
+
+use super::sasl::{Exchange, Mechanism, Outcome, Sasl};
+use super::session::Session;
+use crate::broker::Broker;
+use crate::wire::api::sb;
+use crate::wire::{Handled, Request, codes};
+
+/// What the reader does with a frame.
+#[derive(Debug)]
+pub enum Gate {
+    /// Dispatch it with the (possibly new) session.
+    Dispatch,
+    /// Send this answer instead of dispatching.
+    Answer(Handled),
+    /// Send this answer, then close the connection.
+    AnswerAndClose(Handled),
+    /// Close without an answer.
+    Close(&'static str),
+    /// Close without an answer after this delay (a failed v0 exchange).
+    CloseAfter(Duration),
+}
+
+enum State {
+    /// Before the handshake.
+    Initial,
+    Exchanging {
+        exchange: Exchange,
+        /// SaslHandshake v0: tokens are raw frames.
+        raw: bool,
+        /// A SaslAuthenticate v1+ was seen (the client re-authenticates).
+        reauth: bool,
+    },
+    Authenticated {
+        mechanism: Mechanism,
+        /// When the session ends (connections.max.reauth.ms).
+        expires: Option<Instant>,
+        /// Exchanging again on this connection (KIP-368).
+        again: Option<(Exchange, bool)>,
+    },
+    Failed,
+}
+
+/// One connection's SASL authenticator.
+pub struct Authenticator {
+    sasl: Sasl,
+    state: State,
+    delay: Duration,
+    reauth: Duration,
+    broker: Arc<Broker>,
+}
+
+impl std::fmt::Debug for Authenticator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Authenticator")
+    }
+}
+
+impl Authenticator {
+    pub fn new(broker: &Arc<Broker>) -> Self {
+        Authenticator {
+            sasl: broker.sasl.clone(),
+            state: State::Initial,
+            delay: broker.config.security.failed_authentication_delay,
+            reauth: broker.config.security.connections_max_reauth,
+            broker: broker.clone(),
+        }
+    }
+
+    /// Whether requests other than the SASL exchange may be served.
+    pub fn is_authenticated(&self) -> bool {
+        matches!(self.state, State::Authenticated { .. })
+    }
+
+    /// The next frame is a raw token (after SaslHandshake v0).
+    pub fn expects_raw_token(&self) -> bool {
+        matches!(self.state, State::Exchanging { raw: true, .. })
+    }
+
+    fn failed(&mut self, answer: ResponseKind, why: &str) -> Gate {
+        self.state = State::Failed;
+        self.broker
+            .metrics
+            .sasl_authentication_failed
+            .fetch_add(1, Ordering::Relaxed);
+        tracing::info!(target: "kaas::audit", reason = why, "SASL authentication failed");
+        let delay = self.delay;
+        Gate::AnswerAndClose(Handled::Later(Box::pin(async move {
+            tokio::time::sleep(delay).await;
+            answer
+        })))
+    }
+
+    fn failed_raw(&mut self, why: &str) -> Gate {
+        self.state = State::Failed;
+        self.broker
+            .metrics
+            .sasl_authentication_failed
+            .fetch_add(1, Ordering::Relaxed);
+        tracing::info!(target: "kaas::audit", reason = why, "SASL authentication failed");
+        // Handshake v0 has no error frame: close after the delay.
+        Gate::CloseAfter(self.delay)
+    }
+
+    fn lifetime_ms(&self) -> i64 {
+        self.reauth.as_millis() as i64
+    }
+
+    /// A raw token (after SaslHandshake v0).
+    pub fn raw_token(&mut self, token: &[u8], session: &mut Arc<Session>) -> Gate {
+        let State::Exchanging { mut exchange, .. } =
+            std::mem::replace(&mut self.state, State::Failed)
+        else {
+            return Gate::Close("a raw SASL token outside a v0 exchange");
+        };
+        match exchange.step(token) {
+            Outcome::Continue(reply) => {
+                self.state = State::Exchanging {
+                    exchange,
+                    raw: true,
+                    reauth: false,
+                };
+                Gate::Answer(Handled::Raw(reply))
+            }
+            Outcome::Authenticated { principal, reply } => {
+                self.succeed(exchange.mechanism(), principal, session, false);
+                Gate::Answer(Handled::Raw(reply))
+            }
+            Outcome::Failed(m) => self.failed_raw(&m),
+        }
+    }
+
+    fn succeed(
+        &mut self,
+        mechanism: Mechanism,
+        principal: super::Principal,
+        session: &mut Arc<Session>,
+        reauth_capable: bool,
+    ) {
+        self.broker
+            .metrics
+            .sasl_authentication_succeeded
+            .fetch_add(1, Ordering::Relaxed);
+        tracing::debug!(target: "kaas::sasl", %principal, mechanism = mechanism.name(), "authenticated");
+        let mut s = (**session).clone();
+        s.principal = principal;
+        *session = Arc::new(s);
+        // A client that cannot re-authenticate (v0 framing) still has its
+        // session end: it reconnects.
+        let _ = reauth_capable;
+        let expires = (!self.reauth.is_zero()).then(|| Instant::now() + self.reauth);
+        self.state = State::Authenticated {
+            mechanism,
+            expires,
+            again: None,
+        };
+    }
+
+    /// A request frame (already decoded).
+    pub fn request(&mut self, req: &Request, session: &mut Arc<Session>) -> Gate {
+        let version = req.version;
+        match (&mut self.state, &req.body) {
+            (State::Failed, _) => Gate::Close("authentication failed"),
+            // Authenticated: everything is dispatched, except the
+            // re-authentication exchange and requests after expiry.
+            (
+                State::Authenticated {
+                    mechanism,
+                    expires,
+                    again,
+                },
+                body,
+            ) => {
+                let (mechanism, expires) = (*mechanism, *expires);
+                match body {
+                    Some(RequestKind::SaslHandshake(h)) if !self.reauth.is_zero() => {
+                        let name = h.mechanism.to_string();
+                        if name != mechanism.name() {
+                            let answer = handshake(&self.sasl, codes::ILLEGAL_SASL_STATE);
+                            return self.failed(answer, "re-authentication changed the mechanism");
+                        }
+                        match self.sasl.start(&name) {
+                            Some(ex) => {
+                                *again = Some((ex, version >= 1));
+                                Gate::Answer(Handled::Now(handshake(&self.sasl, codes::NONE)))
+                            }
+                            None => Gate::Close("mechanism disabled during the session"),
+                        }
+                    }
+                    Some(RequestKind::SaslAuthenticate(a)) if again.is_some() => {
+                        let Some((mut ex, _)) = again.take() else {
+                            return Gate::Close("no re-authentication in progress");
+                        };
+                        match ex.step(&a.auth_bytes) {
+                            Outcome::Continue(reply) => {
+                                *again = Some((ex, true));
+                                Gate::Answer(Handled::Now(authenticate(
+                                    codes::NONE,
+                                    None,
+                                    reply,
+                                    0,
+                                )))
+                            }
+                            Outcome::Authenticated { principal, reply } => {
+                                if principal != session.principal {
+                                    let answer = authenticate(
+                                        codes::SASL_AUTHENTICATION_FAILED,
+                                        Some("Cannot change principals during re-authentication"),
+                                        Vec::new(),
+                                        0,
+                                    );
+                                    return self
+                                        .failed(answer, "re-authentication changed the principal");
+                                }
+                                self.broker
+                                    .metrics
+                                    .sasl_authentication_succeeded
+                                    .fetch_add(1, Ordering::Relaxed);
+                                self.state = State::Authenticated {
+                                    mechanism,
+                                    expires: Some(Instant::now() + self.reauth),
+                                    again: None,
+                                };
+                                Gate::Answer(Handled::Now(authenticate(
+                                    codes::NONE,
+                                    None,
+                                    reply,
+                                    self.lifetime_ms(),
+                                )))
+                            }
+                            Outcome::Failed(m) => {
+                                let answer = authenticate(
+                                    codes::SASL_AUTHENTICATION_FAILED,
+                                    Some(&m),
+                                    Vec::new(),
+                                    0,
+                                );
+                                self.failed(answer, &m)
+                            }
+                        }
+                    }
+                    _ => {
+                        if expires.is_some_and(|e| Instant::now() >= e) && again.is_none() {
+                            self.broker
+                                .metrics
+                                .sasl_sessions_expired
+                                .fetch_add(1, Ordering::Relaxed);
+                            return Gate::Close(
+                                "the SASL session expired (connections.max.reauth.ms)",
+                            );
+                        }
+                        Gate::Dispatch
+                    }
+                }
+            }
+            (State::Initial, Some(RequestKind::ApiVersions(_)) | None) => Gate::Dispatch,
+            (State::Initial, Some(RequestKind::SaslHandshake(h))) => {
+                let name = h.mechanism.to_string();
+                match self.sasl.start(&name) {
+                    Some(exchange) => {
+                        self.state = State::Exchanging {
+                            exchange,
+                            raw: version == 0,
+                            reauth: false,
+                        };
+                        Gate::Answer(Handled::Now(handshake(&self.sasl, codes::NONE)))
+                    }
+                    None => {
+                        let answer = handshake(&self.sasl, codes::UNSUPPORTED_SASL_MECHANISM);
+                        self.failed(answer, "unsupported SASL mechanism")
+                    }
+                }
+            }
+            (State::Initial, Some(RequestKind::SaslAuthenticate(_))) => {
+                let answer = authenticate(
+                    codes::ILLEGAL_SASL_STATE,
+                    Some("SaslAuthenticate before SaslHandshake"),
+                    Vec::new(),
+                    0,
+                );
+                self.failed(answer, "SaslAuthenticate before SaslHandshake")
+            }
+            (State::Initial, Some(_)) => {
+                self.state = State::Failed;
+                Gate::Close("a request before SASL authentication")
+            }
+            (State::Exchanging { raw: false, .. }, Some(RequestKind::SaslAuthenticate(a))) => {
+                let State::Exchanging {
+                    mut exchange,
+                    reauth,
+                    ..
+                } = std::mem::replace(&mut self.state, State::Failed)
+                else {
+                    return Gate::Close("SASL state");
+                };
+                let reauth = reauth || version >= 1;
+                match exchange.step(&a.auth_bytes) {
+                    Outcome::Continue(reply) => {
+                        self.state = State::Exchanging {
+                            exchange,
+                            raw: false,
+                            reauth,
+                        };
+                        Gate::Answer(Handled::Now(authenticate(codes::NONE, None, reply, 0)))
+                    }
+                    Outcome::Authenticated { principal, reply } => {
+                        self.succeed(exchange.mechanism(), principal, session, reauth);
+                        let lifetime = if version >= 1 { self.lifetime_ms() } else { 0 };
+                        Gate::Answer(Handled::Now(authenticate(
+                            codes::NONE,
+                            None,
+                            reply,
+                            lifetime,
+                        )))
+                    }
+                    Outcome::Failed(m) => {
+                        let answer = authenticate(
+                            codes::SASL_AUTHENTICATION_FAILED,
+                            Some(&m),
+                            Vec::new(),
+                            0,
+                        );
+                        self.failed(answer, &m)
+                    }
+                }
+            }
+            (State::Exchanging { .. }, _) => {
+                self.state = State::Failed;
+                Gate::Close("a request other than SaslAuthenticate during the SASL exchange")
+            }
+        }
+    }
+}
+
+fn handshake(sasl: &Sasl, error: i16) -> ResponseKind {
+    ResponseKind::SaslHandshake(
+        SaslHandshakeResponse::default()
+            .with_error_code(error)
+            .with_mechanisms(sasl.names().into_iter().map(sb).collect()),
+    )
+}
+
+fn authenticate(
+    error: i16,
+    message: Option<&str>,
+    reply: Vec<u8>,
+    lifetime_ms: i64,
+) -> ResponseKind {
+    ResponseKind::SaslAuthenticate(
+        SaslAuthenticateResponse::default()
+            .with_error_code(error)
+            .with_error_message(message.map(sb))
+            .with_auth_bytes(reply.into())
+            .with_session_lifetime_ms(lifetime_ms),
+    )
+}
