@@ -87,6 +87,11 @@ pub struct BrokerConfig {
     // Issue 16 (security):
     /// Whether ACLs are enforced, super users, the no-ACL default.
     pub authorizer: crate::security::authorizer::AuthorizerConfig,
+    /// ACLs the authorizer starts with (tests; the ACL store adds its own).
+    pub acls: Vec<crate::security::acl::AclBinding>,
+    /// Most producer-id bindings kept in memory (issue 16 item 4; see
+    /// `security::pid_owners`).
+    pub max_bound_producer_ids: usize,
     /// SASL and TLS settings.
     pub security: crate::security::SecurityConfig,
     /// Each listener's advertised address (empty: only
@@ -128,6 +133,8 @@ impl BrokerConfig {
             fence_push: true,
             fence_log: false,
             authorizer: Default::default(),
+            acls: Vec::new(),
+            max_bound_producer_ids: crate::security::pid_owners::DEFAULT_MAX_ENTRIES,
             security: Default::default(),
             advertised_listeners: Vec::new(),
             inter_broker_login: None,
@@ -176,6 +183,9 @@ pub struct Broker {
     pub fences: crate::cluster::fences::FenceRing,
     /// Decides what each session may do (see [`crate::security`]).
     pub authz: crate::security::Authorizer,
+    /// Producer ids bound to principals; None when the authorizer is
+    /// disabled (no file, no check).
+    pub pid_owners: Option<crate::security::pid_owners::PidOwners>,
     /// SASL mechanisms and the SCRAM credentials they check.
     pub sasl: crate::security::sasl::Sasl,
 }
@@ -268,6 +278,28 @@ impl Broker {
             )?
         };
         let fences = crate::cluster::fences::FenceRing::open(&config, !cluster.is_local())?;
+        let authz = crate::security::Authorizer::open(&config, &cluster)?;
+        // ACLs given in the configuration (tests) are created at start.
+        if !config.acls.is_empty() && cluster.is_local() {
+            for r in authz.create(config.acls.clone()) {
+                r.map_err(|e| std::io::Error::other(format!("creating a configured ACL: {e:?}")))?;
+            }
+        }
+        let pid_owners = if config.authorizer.enabled {
+            let peers = (!cluster.is_local()).then(|| {
+                (
+                    config.data_dir.join("__cluster"),
+                    format!("node-{}", config.node_id),
+                )
+            });
+            Some(crate::security::pid_owners::PidOwners::open(
+                &own_dir.join(crate::security::pid_owners::DIR),
+                peers,
+                config.max_bound_producer_ids,
+            )?)
+        } else {
+            None
+        };
         let credentials = crate::security::credentials::Credentials::open(&config.data_dir)
             .map_err(|e| std::io::Error::other(format!("{e:#}")))?;
         let sasl = crate::security::sasl::Sasl::new(
@@ -275,10 +307,10 @@ impl Broker {
             Arc::new(credentials),
         )
         .map_err(|e| std::io::Error::other(format!("{e:#}")))?;
-        let authz = crate::security::Authorizer::open(&config, &cluster)?;
         Ok(Broker {
             sasl,
             authz,
+            pid_owners,
             fences,
             groups,
             txn,

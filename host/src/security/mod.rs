@@ -15,6 +15,7 @@ pub mod authorizer;
 pub mod credentials;
 pub mod flock;
 pub mod listener;
+pub mod pid_owners;
 pub mod sasl;
 pub mod session;
 pub mod tls;

@@ -245,83 +245,107 @@ pub async fn dispatch(
         None => Handled::Now(api::api_versions::unsupported()),
         Some(RequestKind::ApiVersions(_)) => Handled::Now(api::api_versions::handle()),
         Some(RequestKind::Metadata(r)) if api::metadata::may_create(broker, &r, v) => {
+            let session = session.clone();
             off_runtime(
                 broker,
                 || ResponseKind::Metadata(Default::default()),
-                move |b| api::metadata::handle(b, r, v),
+                move |b| api::metadata::handle(b, &session, r, v),
             )
             .await
         }
-        Some(RequestKind::Metadata(r)) => Handled::Now(api::metadata::handle(broker, r, v)),
-        Some(RequestKind::Produce(r)) => api::produce::handle(broker, r, v).await,
-        Some(RequestKind::Fetch(r)) => api::fetch::handle(broker, r, v),
-        Some(RequestKind::ListOffsets(r)) => api::list_offsets::handle(broker, r, v),
+        Some(RequestKind::Metadata(r)) => {
+            Handled::Now(api::metadata::handle(broker, session, r, v))
+        }
+        Some(RequestKind::Produce(r)) => api::produce::handle(broker, session, r, v).await,
+        Some(RequestKind::Fetch(r)) => api::fetch::handle(broker, session, r, v),
+        Some(RequestKind::ListOffsets(r)) => api::list_offsets::handle(broker, session, r, v),
         Some(RequestKind::CreateTopics(r)) => {
+            let session = session.clone();
             off_runtime(
                 broker,
                 || ResponseKind::CreateTopics(Default::default()),
-                move |b| api::create_topics::handle(b, r, v),
+                move |b| api::create_topics::handle(b, &session, r, v),
             )
             .await
         }
         Some(RequestKind::DeleteTopics(r)) => {
+            let session = session.clone();
             off_runtime(
                 broker,
                 || ResponseKind::DeleteTopics(Default::default()),
-                move |b| api::delete_topics::handle(b, r, v),
+                move |b| api::delete_topics::handle(b, &session, r, v),
             )
             .await
         }
         Some(RequestKind::CreatePartitions(r)) => {
+            let session = session.clone();
             off_runtime(
                 broker,
                 || ResponseKind::CreatePartitions(Default::default()),
-                move |b| api::create_partitions::handle(b, r, v),
+                move |b| api::create_partitions::handle(b, &session, r, v),
             )
             .await
         }
         Some(RequestKind::DeleteRecords(r)) => {
-            Handled::Now(api::delete_records::handle(broker, r, v))
+            Handled::Now(api::delete_records::handle(broker, session, r, v))
         }
         Some(RequestKind::DescribeConfigs(r)) => {
-            Handled::Now(api::describe_configs::handle(broker, r, v))
+            Handled::Now(api::describe_configs::handle(broker, session, r, v))
         }
-        Some(RequestKind::InitProducerId(r)) => api::init_producer_id::handle(broker, r, v),
+        Some(RequestKind::InitProducerId(r)) => {
+            api::init_producer_id::handle(broker, session, r, v)
+        }
         Some(RequestKind::AddPartitionsToTxn(r)) => {
-            api::add_partitions_to_txn::handle(broker, r, v)
+            api::add_partitions_to_txn::handle(broker, session, r, v)
         }
-        Some(RequestKind::AddOffsetsToTxn(r)) => api::add_offsets_to_txn::handle(broker, r, v),
-        Some(RequestKind::EndTxn(r)) => api::end_txn::handle(broker, r, v),
-        Some(RequestKind::TxnOffsetCommit(r)) => api::txn_offset_commit::handle(broker, r, v),
-        Some(RequestKind::WriteTxnMarkers(r)) => api::write_txn_markers::handle(broker, r, v),
+        Some(RequestKind::AddOffsetsToTxn(r)) => {
+            api::add_offsets_to_txn::handle(broker, session, r, v)
+        }
+        Some(RequestKind::EndTxn(r)) => api::end_txn::handle(broker, session, r, v),
+        Some(RequestKind::TxnOffsetCommit(r)) => {
+            api::txn_offset_commit::handle(broker, session, r, v)
+        }
+        Some(RequestKind::WriteTxnMarkers(r)) => {
+            api::write_txn_markers::handle(broker, session, r, v)
+        }
         // Consumer groups (group::).
         Some(RequestKind::FindCoordinator(r)) => {
-            Handled::Now(api::find_coordinator::handle(broker, r, v))
+            Handled::Now(api::find_coordinator::handle(broker, session, r, v))
         }
-        Some(RequestKind::JoinGroup(r)) => api::join_group::handle(broker, &req.header, r, v),
-        Some(RequestKind::SyncGroup(r)) => api::sync_group::handle(broker, r, v),
-        Some(RequestKind::Heartbeat(r)) => Handled::Now(api::heartbeat::handle(broker, r, v)),
-        Some(RequestKind::LeaveGroup(r)) => Handled::Now(api::leave_group::handle(broker, r, v)),
+        Some(RequestKind::JoinGroup(r)) => {
+            api::join_group::handle(broker, session, &req.header, r, v)
+        }
+        Some(RequestKind::SyncGroup(r)) => api::sync_group::handle(broker, session, r, v),
+        Some(RequestKind::Heartbeat(r)) => {
+            Handled::Now(api::heartbeat::handle(broker, session, r, v))
+        }
+        Some(RequestKind::LeaveGroup(r)) => {
+            Handled::Now(api::leave_group::handle(broker, session, r, v))
+        }
         Some(RequestKind::DescribeGroups(r)) => {
-            Handled::Now(api::describe_groups::handle(broker, r, v))
+            Handled::Now(api::describe_groups::handle(broker, session, r, v))
         }
-        Some(RequestKind::ListGroups(r)) => Handled::Now(api::list_groups::handle(broker, r, v)),
-        Some(RequestKind::DeleteGroups(r)) => api::delete_groups::handle(broker, r, v),
-        Some(RequestKind::OffsetCommit(r)) => api::offset_commit::handle(broker, r, v),
-        Some(RequestKind::OffsetFetch(r)) => Handled::Now(api::offset_fetch::handle(broker, r, v)),
-        Some(RequestKind::OffsetDelete(r)) => api::offset_delete::handle(broker, r, v),
+        Some(RequestKind::ListGroups(r)) => {
+            Handled::Now(api::list_groups::handle(broker, session, r, v))
+        }
+        Some(RequestKind::DeleteGroups(r)) => api::delete_groups::handle(broker, session, r, v),
+        Some(RequestKind::OffsetCommit(r)) => api::offset_commit::handle(broker, session, r, v),
+        Some(RequestKind::OffsetFetch(r)) => {
+            Handled::Now(api::offset_fetch::handle(broker, session, r, v))
+        }
+        Some(RequestKind::OffsetDelete(r)) => api::offset_delete::handle(broker, session, r, v),
         Some(RequestKind::OffsetForLeaderEpoch(r)) => {
-            Handled::Now(api::offset_for_leader_epoch::handle(broker, r, v))
+            Handled::Now(api::offset_for_leader_epoch::handle(broker, session, r, v))
         }
         // End of consumer groups.
         Some(RequestKind::DescribeProducers(r)) => {
-            Handled::Now(api::describe_producers::handle(broker, r, v))
+            Handled::Now(api::describe_producers::handle(broker, session, r, v))
         }
         Some(RequestKind::DescribeTransactions(r)) => {
-            Handled::Now(api::describe_transactions::handle(broker, r, v))
+            Handled::Now(api::describe_transactions::handle(broker, session, r, v))
         }
         Some(RequestKind::ListTransactions(r)) => {
-            Handled::Now(api::list_transactions::handle(broker, r, v))
+            Handled::Now(api::list_transactions::handle(broker, session, r, v))
         }
         // On a listener without SASL, or after authentication (KafkaApis'
         // answer): the exchange is security::authenticate's.

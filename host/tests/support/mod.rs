@@ -5,6 +5,7 @@
 #![allow(dead_code, unreachable_pub)]
 
 pub mod records;
+pub mod sasl;
 pub mod txn;
 
 use std::path::{Path, PathBuf};

@@ -1,19 +1,46 @@
 //! AddOffsetsToTxn (key 25): the group's `__consumer_offsets` partition
 //! (hash of the group id modulo 50, as Kafka maps it) joins the
 //! transaction, decided exactly like AddPartitions (spec §2.2).
+//!
+//! Authorization (issue 16): WRITE on the transactional id
+//! (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), a producer id bound to the
+//! session's principal (INVALID_PRODUCER_ID_MAPPING), READ on the group
+//! (GROUP_AUTHORIZATION_FAILED).
 
 use std::sync::Arc;
 
-use kafka_protocol::messages::{AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, ResponseKind};
+use kafka_protocol::messages::{
+    AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, ApiKey, ResponseKind,
+};
 
 use crate::broker::Broker;
 use crate::policy::{AddPartitionsRequest, TopicPartition};
+use crate::security::Operation;
 use crate::txn::coordinator::now_ms;
-use crate::wire::Handled;
+use crate::wire::{Handled, codes};
 
-pub fn handle(broker: &Arc<Broker>, req: AddOffsetsToTxnRequest, version: i16) -> Handled {
+pub fn handle(
+    broker: &Arc<Broker>,
+    session: &Arc<crate::security::Session>,
+    req: AddOffsetsToTxnRequest,
+    version: i16,
+) -> Handled {
+    let refused = |code: i16| {
+        ResponseKind::AddOffsetsToTxn(AddOffsetsToTxnResponse::default().with_error_code(code))
+    };
+    let mut gate = super::Gate::new(broker, session, ApiKey::AddOffsetsToTxn);
+    if !gate.txn(Operation::Write, &req.transactional_id.0) {
+        return Handled::Now(refused(codes::TRANSACTIONAL_ID_AUTHORIZATION_FAILED));
+    }
+    if !gate.group(Operation::Read, &req.group_id.0) {
+        return Handled::Now(refused(codes::GROUP_AUTHORIZATION_FAILED));
+    }
     let broker = broker.clone();
+    let session = session.clone();
     Handled::Later(Box::pin(async move {
+        if !super::owns_producer_id(&broker, &session, "AddOffsetsToTxn", req.producer_id.0).await {
+            return refused(codes::INVALID_PRODUCER_ID_MAPPING);
+        }
         let tp = TopicPartition {
             topic: crate::txn::OFFSETS_TOPIC.into(),
             partition: crate::txn::offsets_partition(&req.group_id.0),

@@ -4,6 +4,14 @@
 //! TOPIC_AUTHORIZATION_FAILED, and then every other partition
 //! OPERATION_NOT_ATTEMPTED with nothing changed; otherwise the coordinator
 //! (the policy) decides and the single error is copied to every partition.
+//!
+//! Authorization (issue 16): v0–3 need WRITE on the transactional id
+//! (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED on every partition), a
+//! producer id bound to the session's principal (else
+//! INVALID_PRODUCER_ID_MAPPING), and WRITE on each topic (the refused ones
+//! TOPIC_AUTHORIZATION_FAILED, the rest OPERATION_NOT_ATTEMPTED). v4 is
+//! between brokers: CLUSTER_ACTION on the cluster, else the top-level
+//! CLUSTER_AUTHORIZATION_FAILED.
 
 use std::sync::Arc;
 
@@ -12,17 +20,63 @@ use kafka_protocol::messages::add_partitions_to_txn_response::{
     AddPartitionsToTxnPartitionResult, AddPartitionsToTxnResult, AddPartitionsToTxnTopicResult,
 };
 use kafka_protocol::messages::{
-    AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, ResponseKind,
+    AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, ApiKey, ResponseKind,
 };
 
 use crate::broker::Broker;
 use crate::policy::{AddPartitionsRequest, TopicPartition};
+use crate::security::Operation;
 use crate::txn::coordinator::now_ms;
 use crate::wire::Handled;
 
-const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
-const OPERATION_NOT_ATTEMPTED: i16 = 55;
-const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+use crate::wire::codes::{
+    INVALID_PRODUCER_ID_MAPPING, OPERATION_NOT_ATTEMPTED, TOPIC_AUTHORIZATION_FAILED,
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED, UNKNOWN_TOPIC_OR_PARTITION,
+};
+
+/// Every partition of `topics` answered `code`.
+fn all_failed(topics: &[AddPartitionsToTxnTopic], code: i16) -> Vec<AddPartitionsToTxnTopicResult> {
+    topics
+        .iter()
+        .map(|t| {
+            AddPartitionsToTxnTopicResult::default()
+                .with_name(t.name.clone())
+                .with_results_by_partition(
+                    t.partitions
+                        .iter()
+                        .map(|&p| {
+                            AddPartitionsToTxnPartitionResult::default()
+                                .with_partition_index(p)
+                                .with_partition_error_code(code)
+                        })
+                        .collect(),
+                )
+        })
+        .collect()
+}
+
+/// The client version's checks: WRITE on the transactional id, the
+/// producer id's owner, and WRITE on each topic (names refused).
+async fn client_checks(
+    broker: &Arc<Broker>,
+    session: &crate::security::Session,
+    txn_id: &str,
+    producer_id: i64,
+    topics: &[AddPartitionsToTxnTopic],
+) -> Result<std::collections::HashSet<String>, i16> {
+    let mut gate = super::Gate::new(broker, session, ApiKey::AddPartitionsToTxn);
+    if !gate.txn(Operation::Write, txn_id) {
+        return Err(TRANSACTIONAL_ID_AUTHORIZATION_FAILED);
+    }
+    if !super::owns_producer_id(broker, session, "AddPartitionsToTxn", producer_id).await {
+        return Err(INVALID_PRODUCER_ID_MAPPING);
+    }
+    Ok(topics
+        .iter()
+        .map(|t| t.name.0.to_string())
+        .filter(|n| !gate.topic(Operation::Write, n))
+        .collect())
+}
 
 /// Per-partition codes of one transaction's request.
 async fn one(
@@ -32,8 +86,12 @@ async fn one(
     producer_epoch: i16,
     topics: &[AddPartitionsToTxnTopic],
     version: i16,
-    verify_only: bool,
+    front_end: Option<&std::collections::HashSet<String>>,
 ) -> Vec<AddPartitionsToTxnTopicResult> {
+    // None: a broker's VerifyOnly check; Some: the topics refused WRITE.
+    let verify_only = front_end.is_none();
+    let empty = Default::default();
+    let denied = front_end.unwrap_or(&empty);
     let mut parts = Vec::new();
     let mut front: Vec<Option<i16>> = Vec::new();
     for t in topics {
@@ -43,7 +101,7 @@ async fn one(
             // (offsets partitions too): no front-end checks.
             let code = if verify_only {
                 None
-            } else if name.starts_with("__") {
+            } else if denied.contains(&name) || name.starts_with("__") {
                 Some(TOPIC_AUTHORIZATION_FAILED)
             } else if !broker.has_partition(&name, p) {
                 Some(UNKNOWN_TOPIC_OR_PARTITION)
@@ -99,11 +157,41 @@ async fn one(
     results
 }
 
-pub fn handle(broker: &Arc<Broker>, req: AddPartitionsToTxnRequest, version: i16) -> Handled {
+pub fn handle(
+    broker: &Arc<Broker>,
+    session: &Arc<crate::security::Session>,
+    req: AddPartitionsToTxnRequest,
+    version: i16,
+) -> Handled {
+    if version >= 4 {
+        let mut gate = super::Gate::new(broker, session, ApiKey::AddPartitionsToTxn);
+        if !gate.cluster(Operation::ClusterAction) {
+            return Handled::Now(ResponseKind::AddPartitionsToTxn(
+                AddPartitionsToTxnResponse::default()
+                    .with_error_code(crate::wire::codes::CLUSTER_AUTHORIZATION_FAILED),
+            ));
+        }
+    }
     let broker = broker.clone();
+    let session = session.clone();
     Handled::Later(Box::pin(async move {
         let mut resp = AddPartitionsToTxnResponse::default();
         if version <= 3 {
+            let denied = match client_checks(
+                &broker,
+                &session,
+                &req.v3_and_below_transactional_id.0,
+                req.v3_and_below_producer_id.0,
+                &req.v3_and_below_topics,
+            )
+            .await
+            {
+                Ok(d) => d,
+                Err(code) => {
+                    resp.results_by_topic_v3_and_below = all_failed(&req.v3_and_below_topics, code);
+                    return ResponseKind::AddPartitionsToTxn(resp);
+                }
+            };
             resp.results_by_topic_v3_and_below = one(
                 &broker,
                 req.v3_and_below_transactional_id.0.to_string(),
@@ -111,10 +199,12 @@ pub fn handle(broker: &Arc<Broker>, req: AddPartitionsToTxnRequest, version: i16
                 req.v3_and_below_producer_epoch,
                 &req.v3_and_below_topics,
                 version,
-                false,
+                Some(&denied),
             )
             .await;
         } else {
+            // Between brokers (CLUSTER_ACTION checked above): no topic check.
+            let no_topic_refused = std::collections::HashSet::new();
             for t in &req.transactions {
                 let topic_results = one(
                     &broker,
@@ -123,7 +213,7 @@ pub fn handle(broker: &Arc<Broker>, req: AddPartitionsToTxnRequest, version: i16
                     t.producer_epoch,
                     &t.topics,
                     version,
-                    t.verify_only,
+                    (!t.verify_only).then_some(&no_topic_refused),
                 )
                 .await;
                 resp.results_by_transaction.push(

@@ -5,13 +5,23 @@
 use std::sync::Arc;
 
 use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
-use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse, ResponseKind};
+use kafka_protocol::messages::{
+    ApiKey, CreatePartitionsRequest, CreatePartitionsResponse, ResponseKind,
+};
 
 use super::sb;
 use crate::broker::Broker;
+use crate::security::Operation;
 use crate::wire::codes;
 
-pub fn handle(broker: &Arc<Broker>, req: CreatePartitionsRequest, version: i16) -> ResponseKind {
+pub fn handle(
+    broker: &Arc<Broker>,
+    session: &Arc<crate::security::Session>,
+    req: CreatePartitionsRequest,
+    version: i16,
+) -> ResponseKind {
+    // ALTER on each topic (issue 16).
+    let mut gate = super::Gate::new(broker, session, ApiKey::CreatePartitions);
     let mut seen = std::collections::BTreeSet::new();
     let results = req
         .topics
@@ -28,6 +38,12 @@ pub fn handle(broker: &Arc<Broker>, req: CreatePartitionsRequest, version: i16) 
                 return fail(
                     codes::INVALID_REQUEST,
                     format!("topic {name} is named more than once"),
+                );
+            }
+            if !gate.topic(Operation::Alter, &name) {
+                return fail(
+                    codes::TOPIC_AUTHORIZATION_FAILED,
+                    "The topic authorization is failed.".into(),
                 );
             }
             if t.assignments.as_ref().is_some_and(|a| !a.is_empty()) {

@@ -14,14 +14,35 @@ use std::sync::Arc;
 use kafka_protocol::messages::create_topics_response::{
     CreatableTopicConfigs, CreatableTopicResult,
 };
-use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse, ResponseKind};
+use kafka_protocol::messages::{ApiKey, CreateTopicsRequest, CreateTopicsResponse, ResponseKind};
 
 use super::sb;
 use crate::broker::Broker;
 use crate::log::CreateError;
+use crate::security::Operation;
 use crate::wire::codes;
 
-pub fn handle(broker: &Arc<Broker>, req: CreateTopicsRequest, version: i16) -> ResponseKind {
+pub fn handle(
+    broker: &Arc<Broker>,
+    session: &Arc<crate::security::Session>,
+    req: CreateTopicsRequest,
+    version: i16,
+) -> ResponseKind {
+    // CREATE on the cluster (probe) or on each topic (issue 16); whether a
+    // created topic's configs are shown: DESCRIBE_CONFIGS on it.
+    let mut gate = super::Gate::new(broker, session, ApiKey::CreateTopics);
+    let all = gate.cluster_probe(Operation::Create);
+    let allowed: Vec<bool> = req
+        .topics
+        .iter()
+        .map(|t| all || gate.topic(Operation::Create, &t.name.0))
+        .collect();
+    let unauthorized = |t: &kafka_protocol::messages::create_topics_request::CreatableTopic| {
+        CreatableTopicResult::default()
+            .with_name(t.name.clone())
+            .with_error_code(codes::TOPIC_AUTHORIZATION_FAILED)
+            .with_error_message(Some(sb("Authorization failed.")))
+    };
     let asked = requested_partitions(&req, broker.config.default_partitions);
     let max = broker.config.max_partitions_per_request;
     if asked > max as u64 {
@@ -31,7 +52,11 @@ pub fn handle(broker: &Arc<Broker>, req: CreateTopicsRequest, version: i16) -> R
         let results = req
             .topics
             .into_iter()
-            .map(|t| {
+            .zip(&allowed)
+            .map(|(t, ok)| {
+                if !ok {
+                    return unauthorized(&t);
+                }
                 CreatableTopicResult::default()
                     .with_name(t.name)
                     .with_error_code(codes::POLICY_VIOLATION)
@@ -43,7 +68,11 @@ pub fn handle(broker: &Arc<Broker>, req: CreateTopicsRequest, version: i16) -> R
     let results = req
         .topics
         .into_iter()
-        .map(|t| {
+        .zip(allowed)
+        .map(|(t, ok)| {
+            if !ok {
+                return unauthorized(&t);
+            }
             let name = t.name.0.to_string();
             let result = CreatableTopicResult::default().with_name(t.name.clone());
             let fail = |code: i16, msg: String| {
@@ -82,6 +111,11 @@ pub fn handle(broker: &Arc<Broker>, req: CreateTopicsRequest, version: i16) -> R
                 overrides,
                 req.validate_only,
             ) {
+                Ok(_) if !gate.topic(Operation::DescribeConfigs, &name) => result
+                    .with_num_partitions(-1)
+                    .with_replication_factor(-1)
+                    .with_topic_config_error_code(codes::TOPIC_AUTHORIZATION_FAILED)
+                    .with_configs(Some(Vec::new())),
                 Ok(topic) => {
                     let configs = topic
                         .configs

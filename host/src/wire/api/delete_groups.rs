@@ -5,19 +5,45 @@
 use std::sync::Arc;
 
 use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
-use kafka_protocol::messages::{DeleteGroupsRequest, DeleteGroupsResponse, ResponseKind};
+use kafka_protocol::messages::{ApiKey, DeleteGroupsRequest, DeleteGroupsResponse, ResponseKind};
 
 use crate::broker::Broker;
+use crate::security::Operation;
 use crate::wire::Handled;
 
-pub fn handle(broker: &Arc<Broker>, req: DeleteGroupsRequest, _version: i16) -> Handled {
-    let ids: Vec<String> = req.groups_names.iter().map(|g| g.0.to_string()).collect();
+pub fn handle(
+    broker: &Arc<Broker>,
+    session: &Arc<crate::security::Session>,
+    req: DeleteGroupsRequest,
+    _version: i16,
+) -> Handled {
+    let mut gate = super::Gate::new(broker, session, ApiKey::DeleteGroups);
+    let allowed: Vec<bool> = req
+        .groups_names
+        .iter()
+        .map(|g| gate.group(Operation::Delete, &g.0))
+        .collect();
+    let ids: Vec<String> = req
+        .groups_names
+        .iter()
+        .zip(&allowed)
+        .filter(|(_, ok)| **ok)
+        .map(|(g, _)| g.0.to_string())
+        .collect();
     let (codes, durables) = broker.groups.delete_groups(&ids);
+    let mut codes = codes.into_iter();
     let results: Vec<DeletableGroupResult> = req
         .groups_names
         .into_iter()
-        .zip(codes)
-        .map(|(g, code)| {
+        .zip(allowed)
+        .map(|(g, ok)| {
+            let code = if ok {
+                codes
+                    .next()
+                    .unwrap_or(crate::wire::codes::UNKNOWN_SERVER_ERROR)
+            } else {
+                crate::wire::codes::GROUP_AUTHORIZATION_FAILED
+            };
             DeletableGroupResult::default()
                 .with_group_id(g)
                 .with_error_code(code)

@@ -5,18 +5,27 @@ use std::sync::Arc;
 use kafka_protocol::messages::delete_records_response::{
     DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
 };
-use kafka_protocol::messages::{DeleteRecordsRequest, DeleteRecordsResponse, ResponseKind};
+use kafka_protocol::messages::{ApiKey, DeleteRecordsRequest, DeleteRecordsResponse, ResponseKind};
 
 use crate::broker::Broker;
 use crate::log::partition::ReadError;
+use crate::security::Operation;
 use crate::wire::codes;
 
-pub fn handle(broker: &Arc<Broker>, req: DeleteRecordsRequest, _version: i16) -> ResponseKind {
+pub fn handle(
+    broker: &Arc<Broker>,
+    session: &Arc<crate::security::Session>,
+    req: DeleteRecordsRequest,
+    _version: i16,
+) -> ResponseKind {
+    // DELETE on each topic (issue 16).
+    let mut gate = super::Gate::new(broker, session, ApiKey::DeleteRecords);
     let topics = req
         .topics
         .into_iter()
         .map(|t| {
             let name = t.name.0.to_string();
+            let allowed = gate.topic(Operation::Delete, &name);
             let partitions = t
                 .partitions
                 .iter()
@@ -24,6 +33,9 @@ pub fn handle(broker: &Arc<Broker>, req: DeleteRecordsRequest, _version: i16) ->
                     let r = DeleteRecordsPartitionResult::default()
                         .with_partition_index(p.partition_index)
                         .with_low_watermark(-1);
+                    if !allowed {
+                        return r.with_error_code(codes::TOPIC_AUTHORIZATION_FAILED);
+                    }
                     let Some(part) = broker.logs.partition(&name, p.partition_index) else {
                         return r.with_error_code(broker.not_here(&name, p.partition_index));
                     };

@@ -5,14 +5,26 @@ use std::sync::Arc;
 
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::{
-    DeleteTopicsRequest, DeleteTopicsResponse, ResponseKind, TopicName,
+    ApiKey, DeleteTopicsRequest, DeleteTopicsResponse, ResponseKind, TopicName,
 };
 
 use super::sb;
 use crate::broker::Broker;
+use crate::security::Operation;
 use crate::wire::codes;
 
-pub fn handle(broker: &Arc<Broker>, req: DeleteTopicsRequest, version: i16) -> ResponseKind {
+pub fn handle(
+    broker: &Arc<Broker>,
+    session: &Arc<crate::security::Session>,
+    req: DeleteTopicsRequest,
+    version: i16,
+) -> ResponseKind {
+    // DELETE on the cluster (probe), else DESCRIBE and DELETE on each topic
+    // (issue 16): a topic the session may not describe is answered
+    // TOPIC_AUTHORIZATION_FAILED whether or not it exists (by id: without
+    // its name).
+    let mut gate = super::Gate::new(broker, session, ApiKey::DeleteTopics);
+    let all = gate.cluster_probe(Operation::Delete);
     let mut names: Vec<(Option<String>, uuid::Uuid)> = req
         .topic_names
         .iter()
@@ -39,6 +51,19 @@ pub fn handle(broker: &Arc<Broker>, req: DeleteTopicsRequest, version: i16) -> R
                     .with_topic_id(id)
                     .with_error_code(codes::UNKNOWN_TOPIC_ID);
             };
+            if !all && !gate.topic(Operation::Describe, &name) {
+                let shown = (id.is_nil()).then(|| TopicName(sb(&name)));
+                return DeletableTopicResult::default()
+                    .with_name(shown)
+                    .with_topic_id(id)
+                    .with_error_code(codes::TOPIC_AUTHORIZATION_FAILED);
+            }
+            if !all && !gate.topic(Operation::Delete, &name) {
+                return DeletableTopicResult::default()
+                    .with_name(Some(TopicName(sb(&name))))
+                    .with_topic_id(id)
+                    .with_error_code(codes::TOPIC_AUTHORIZATION_FAILED);
+            }
             let r = DeletableTopicResult::default()
                 .with_name(Some(TopicName(sb(&name))))
                 .with_topic_id(id);

@@ -6,15 +6,19 @@ use std::sync::Arc;
 use kafka_protocol::messages::describe_configs_response::{
     DescribeConfigsResourceResult, DescribeConfigsResult,
 };
-use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse, ResponseKind};
+use kafka_protocol::messages::{
+    ApiKey, DescribeConfigsRequest, DescribeConfigsResponse, ResponseKind,
+};
 
 use super::sb;
 use crate::broker::Broker;
 use crate::log::LogConfig;
+use crate::security::Operation;
 use crate::wire::codes;
 
 const TOPIC: i8 = 2;
 const BROKER: i8 = 4;
+const BROKER_LOGGER: i8 = 8;
 const SOURCE_DYNAMIC_TOPIC: i8 = 1;
 const SOURCE_STATIC_BROKER: i8 = 4;
 const SOURCE_DEFAULT: i8 = 5;
@@ -38,7 +42,15 @@ fn topic_entries(c: &LogConfig) -> Vec<(&'static str, String, i8)> {
     ]
 }
 
-pub fn handle(broker: &Arc<Broker>, req: DescribeConfigsRequest, version: i16) -> ResponseKind {
+pub fn handle(
+    broker: &Arc<Broker>,
+    session: &Arc<crate::security::Session>,
+    req: DescribeConfigsRequest,
+    version: i16,
+) -> ResponseKind {
+    // DESCRIBE_CONFIGS on the topic, or on the cluster for a broker
+    // (issue 16), before anything is looked up.
+    let mut gate = super::Gate::new(broker, session, ApiKey::DescribeConfigs);
     let results = req
         .resources
         .into_iter()
@@ -60,6 +72,20 @@ pub fn handle(broker: &Arc<Broker>, req: DescribeConfigsRequest, version: i16) -
                     .with_config_type(ty)
                     .with_read_only(source != SOURCE_DYNAMIC_TOPIC)
             };
+            let denied = match r.resource_type {
+                TOPIC if !gate.topic(Operation::DescribeConfigs, &name) => Some((
+                    codes::TOPIC_AUTHORIZATION_FAILED,
+                    "Topic authorization failed.",
+                )),
+                BROKER | BROKER_LOGGER if !gate.cluster(Operation::DescribeConfigs) => Some((
+                    codes::CLUSTER_AUTHORIZATION_FAILED,
+                    "Cluster authorization failed.",
+                )),
+                _ => None,
+            };
+            if let Some((code, msg)) = denied {
+                return base.with_error_code(code).with_error_message(Some(sb(msg)));
+            }
             match r.resource_type {
                 TOPIC => match broker.logs.topic(&name) {
                     None => base

@@ -6,16 +6,25 @@
 use std::sync::Arc;
 
 use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
-use kafka_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse, ResponseKind};
+use kafka_protocol::messages::{
+    ApiKey, DescribeGroupsRequest, DescribeGroupsResponse, ResponseKind,
+};
 
 use super::sb;
 use crate::broker::Broker;
+use crate::security::Operation;
 
 /// The authorized-operations bit field of a group without ACLs: READ (3),
 /// DELETE (6) and DESCRIBE (8).
 const GROUP_OPERATIONS: i32 = (1 << 3) | (1 << 6) | (1 << 8);
 
-pub fn handle(broker: &Arc<Broker>, req: DescribeGroupsRequest, version: i16) -> ResponseKind {
+pub fn handle(
+    broker: &Arc<Broker>,
+    session: &Arc<crate::security::Session>,
+    req: DescribeGroupsRequest,
+    version: i16,
+) -> ResponseKind {
+    let mut gate = super::Gate::new(broker, session, ApiKey::DescribeGroups);
     let operations = if version >= 3 && req.include_authorized_operations {
         GROUP_OPERATIONS
     } else {
@@ -28,6 +37,9 @@ pub fn handle(broker: &Arc<Broker>, req: DescribeGroupsRequest, version: i16) ->
             let base = DescribedGroup::default()
                 .with_authorized_operations(operations)
                 .with_group_id(id.clone());
+            if !gate.group(Operation::Describe, &id.0) {
+                return base.with_error_code(crate::wire::codes::GROUP_AUTHORIZATION_FAILED);
+            }
             let described = match broker.groups.for_group(&id.0) {
                 Some(groups) => groups.describe(&id.0),
                 None => Err(crate::group::codes::NOT_COORDINATOR),

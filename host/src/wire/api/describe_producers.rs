@@ -7,21 +7,33 @@ use kafka_protocol::messages::describe_producers_response::{
     PartitionResponse, ProducerState, TopicResponse,
 };
 use kafka_protocol::messages::{
-    DescribeProducersRequest, DescribeProducersResponse, ProducerId, ResponseKind,
+    ApiKey, DescribeProducersRequest, DescribeProducersResponse, ProducerId, ResponseKind,
 };
 
 use crate::broker::Broker;
+use crate::security::Operation;
 
-pub fn handle(broker: &Arc<Broker>, req: DescribeProducersRequest, _version: i16) -> ResponseKind {
+pub fn handle(
+    broker: &Arc<Broker>,
+    session: &Arc<crate::security::Session>,
+    req: DescribeProducersRequest,
+    _version: i16,
+) -> ResponseKind {
+    // READ on each topic (issue 16).
+    let mut gate = super::Gate::new(broker, session, ApiKey::DescribeProducers);
     let topics = req
         .topics
         .into_iter()
         .map(|t| {
+            let allowed = gate.topic(Operation::Read, &t.name.0);
             let partitions = t
                 .partition_indexes
                 .iter()
                 .map(|&p| {
                     let r = PartitionResponse::default().with_partition_index(p);
+                    if !allowed {
+                        return r.with_error_code(crate::wire::codes::TOPIC_AUTHORIZATION_FAILED);
+                    }
                     let Some(part) = broker.logs.partition(&t.name.0, p) else {
                         return r.with_error_code(broker.not_here(&t.name.0, p));
                     };

@@ -6,25 +6,35 @@ use std::sync::Arc;
 
 use kafka_protocol::messages::describe_transactions_response::{TopicData, TransactionState};
 use kafka_protocol::messages::{
-    DescribeTransactionsRequest, DescribeTransactionsResponse, ProducerId, ResponseKind,
+    ApiKey, DescribeTransactionsRequest, DescribeTransactionsResponse, ProducerId, ResponseKind,
 };
 
 use super::{sb, topic_name};
 use crate::broker::Broker;
 use crate::policy::state_name;
+use crate::security::{Operation, ResourceType};
 
 const TRANSACTIONAL_ID_NOT_FOUND: i16 = 105;
 
 pub fn handle(
     broker: &Arc<Broker>,
+    session: &Arc<crate::security::Session>,
     req: DescribeTransactionsRequest,
     _version: i16,
 ) -> ResponseKind {
+    // DESCRIBE on each transactional id; partitions only of topics the
+    // session may describe (issue 16).
+    let mut gate = super::Gate::new(broker, session, ApiKey::DescribeTransactions);
     let states = req
         .transactional_ids
         .into_iter()
         .map(|id| {
             let base = TransactionState::default().with_transactional_id(id.clone());
+            if !gate.txn(Operation::Describe, &id.0) {
+                return base
+                    .with_error_code(crate::wire::codes::TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+                    .with_transaction_state(sb(""));
+            }
             // Cluster mode: the id's coordinator is another broker.
             let Some(c) = broker.txn.for_txn(&id.0) else {
                 return base
@@ -39,6 +49,9 @@ pub fn handle(
             };
             let mut topics: Vec<TopicData> = Vec::new();
             for p in &e.partitions {
+                if !gate.probe(Operation::Describe, ResourceType::Topic, &p.topic) {
+                    continue;
+                }
                 match topics.iter_mut().find(|t| t.topic.0.as_str() == p.topic) {
                     Some(t) => t.partitions.push(p.partition),
                     None => topics.push(

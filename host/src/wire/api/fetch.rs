@@ -10,7 +10,13 @@
 //! the KIP-320 check ([`super::leader_epoch::check`]) is answered
 //! FENCED_LEADER_EPOCH or UNKNOWN_LEADER_EPOCH without records, and from
 //! v12 with the partition's current leader and epoch.
+//!
+//! Authorization (issue 16): READ on each topic, or for a follower's fetch
+//! (a replica id ≥ 0) CLUSTER_ACTION on the cluster; a refused partition
+//! is answered TOPIC_AUTHORIZATION_FAILED whether or not its topic exists
+//! (a v13+ topic id unknown here is UNKNOWN_TOPIC_ID first).
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -20,22 +26,68 @@ use kafka_protocol::messages::fetch_request::FetchTopic;
 use kafka_protocol::messages::fetch_response::{
     AbortedTransaction, FetchableTopicResponse, LeaderIdAndEpoch, PartitionData,
 };
-use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, ProducerId, ResponseKind};
+use kafka_protocol::messages::{
+    ApiKey, BrokerId, FetchRequest, FetchResponse, ProducerId, ResponseKind,
+};
 
 use super::{leader_epoch, topic_name};
 use crate::broker::Broker;
 use crate::log::Topic;
 use crate::log::partition::ReadError;
+use crate::security::Operation;
 use crate::wire::{Handled, codes};
 
 const FETCH_SESSION_ID_NOT_FOUND: i16 = 70;
 
-pub fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> Handled {
+/// The topics (by name) the session may not read, decided once per request.
+fn refused_topics(
+    broker: &Broker,
+    session: &crate::security::Session,
+    req: &FetchRequest,
+    version: i16,
+) -> HashSet<String> {
+    let mut gate = super::Gate::new(broker, session, ApiKey::Fetch);
+    if !gate.authz_enabled() {
+        return HashSet::new();
+    }
+    let replica = if version >= 15 {
+        req.replica_state.replica_id.0
+    } else {
+        req.replica_id.0
+    };
+    let follower_allowed = replica >= 0 && gate.cluster(Operation::ClusterAction);
+    let mut names = Vec::new();
+    for t in &req.topics {
+        match find_topic(broker, &t.topic.0, t.topic_id, version) {
+            Some(tp) => names.push(tp.name.clone()),
+            None if version < 13 => names.push(t.topic.0.to_string()),
+            None => {}
+        }
+    }
+    names
+        .into_iter()
+        .filter(|n| {
+            if replica >= 0 {
+                !follower_allowed
+            } else {
+                !gate.topic(Operation::Read, n)
+            }
+        })
+        .collect()
+}
+
+pub fn handle(
+    broker: &Arc<Broker>,
+    session: &Arc<crate::security::Session>,
+    req: FetchRequest,
+    version: i16,
+) -> Handled {
     if req.session_id != 0 {
         return Handled::Now(ResponseKind::Fetch(
             FetchResponse::default().with_error_code(FETCH_SESSION_ID_NOT_FOUND),
         ));
     }
+    let refused = refused_topics(broker, session, &req, version);
     let broker = broker.clone();
     Handled::Later(Box::pin(async move {
         let deadline = Instant::now() + Duration::from_millis(req.max_wait_ms.max(0) as u64);
@@ -43,7 +95,7 @@ pub fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> Handled 
             let notified = broker.data_ready.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            let (resp, bytes, errors) = gather(&broker, &req, version);
+            let (resp, bytes, errors) = gather(&broker, &req, version, &refused);
             let now = Instant::now();
             if bytes >= req.min_bytes.max(0) as usize || errors || now >= deadline {
                 broker
@@ -96,7 +148,12 @@ fn topic_key(t: &FetchTopic, version: i16) -> TopicKey<'_> {
 /// records. A partition named more than once is read once, at its first
 /// place, with the last occurrence's fetch offset and limit (Kafka keeps a
 /// request's partitions in an insertion-ordered map keyed by partition).
-fn gather(broker: &Broker, req: &FetchRequest, version: i16) -> (FetchResponse, usize, bool) {
+fn gather(
+    broker: &Broker,
+    req: &FetchRequest,
+    version: i16,
+    refused: &HashSet<String>,
+) -> (FetchResponse, usize, bool) {
     let read_committed = req.isolation_level == 1;
     let mut budget = usize::try_from(req.max_bytes)
         .unwrap_or(0)
@@ -125,6 +182,19 @@ fn gather(broker: &Broker, req: &FetchRequest, version: i16) -> (FetchResponse, 
             let base = PartitionData::default()
                 .with_partition_index(p.partition)
                 .with_preferred_read_replica(BrokerId(-1));
+            let shown_name = topic
+                .as_ref()
+                .map_or(t.topic.0.as_str(), |tp| tp.name.as_str());
+            if !refused.is_empty() && refused.contains(shown_name) {
+                errors = true;
+                parts.push(
+                    base.with_error_code(codes::TOPIC_AUTHORIZATION_FAILED)
+                        .with_high_watermark(-1)
+                        .with_last_stable_offset(-1)
+                        .with_log_start_offset(-1),
+                );
+                continue;
+            }
             let Some(part) = topic.as_ref().and_then(|tp| tp.partition(p.partition)) else {
                 errors = true;
                 let code = match &topic {

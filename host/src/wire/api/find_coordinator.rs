@@ -9,12 +9,13 @@ use std::sync::Arc;
 
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::{
-    BrokerId, FindCoordinatorRequest, FindCoordinatorResponse, ResponseKind,
+    ApiKey, BrokerId, FindCoordinatorRequest, FindCoordinatorResponse, ResponseKind,
 };
 use kafka_protocol::protocol::StrBytes;
 
 use super::sb;
 use crate::broker::Broker;
+use crate::security::Operation;
 use crate::wire::codes;
 
 const GROUP: i8 = 0;
@@ -61,13 +62,23 @@ fn this_broker(broker: &Broker) -> (i32, String, i32) {
     )
 }
 
-/// The coordinator of one key, or its error code and message.
+/// The coordinator of one key, or its error code and message. DESCRIBE on
+/// the group (key type 0) or the transactional id (1) first.
 fn coordinator_of(
     broker: &Broker,
+    gate: &mut super::Gate<'_>,
     key_type: i8,
     key: &str,
 ) -> Result<(i32, String, i32), (i16, &'static str)> {
     match key_type {
+        GROUP if !gate.group(Operation::Describe, key) => Err((
+            codes::GROUP_AUTHORIZATION_FAILED,
+            "Group authorization failed.",
+        )),
+        TRANSACTION if !gate.txn(Operation::Describe, key) => Err((
+            codes::TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+            "Transactional Id authorization failed.",
+        )),
         GROUP => group_coordinator(broker, key)
             .map_err(|e| (e, "the group's coordinator is not available")),
         TRANSACTION => txn_coordinator(broker, key)
@@ -76,7 +87,13 @@ fn coordinator_of(
     }
 }
 
-pub fn handle(broker: &Arc<Broker>, req: FindCoordinatorRequest, version: i16) -> ResponseKind {
+pub fn handle(
+    broker: &Arc<Broker>,
+    session: &Arc<crate::security::Session>,
+    req: FindCoordinatorRequest,
+    version: i16,
+) -> ResponseKind {
+    let mut gate = super::Gate::new(broker, session, ApiKey::FindCoordinator);
     // v0 has no key type: always a group.
     let key_type = if version == 0 { GROUP } else { req.key_type };
     if version >= 4 {
@@ -84,7 +101,7 @@ pub fn handle(broker: &Arc<Broker>, req: FindCoordinatorRequest, version: i16) -
             .coordinator_keys
             .into_iter()
             .map(|key: StrBytes| {
-                let found = coordinator_of(broker, key_type, &key);
+                let found = coordinator_of(broker, &mut gate, key_type, &key);
                 let c = Coordinator::default().with_key(key);
                 match found {
                     Ok((node, host, port)) => c
@@ -105,16 +122,18 @@ pub fn handle(broker: &Arc<Broker>, req: FindCoordinatorRequest, version: i16) -
         );
     }
     let r = FindCoordinatorResponse::default();
-    ResponseKind::FindCoordinator(match coordinator_of(broker, key_type, &req.key) {
-        Ok((node, host, port)) => r
-            .with_error_code(codes::NONE)
-            .with_node_id(BrokerId(node))
-            .with_host(sb(&host))
-            .with_port(port),
-        Err((error, message)) => r
-            .with_error_code(error)
-            .with_error_message(Some(sb(message)))
-            .with_node_id(BrokerId(-1))
-            .with_port(-1),
-    })
+    ResponseKind::FindCoordinator(
+        match coordinator_of(broker, &mut gate, key_type, &req.key) {
+            Ok((node, host, port)) => r
+                .with_error_code(codes::NONE)
+                .with_node_id(BrokerId(node))
+                .with_host(sb(&host))
+                .with_port(port),
+            Err((error, message)) => r
+                .with_error_code(error)
+                .with_error_message(Some(sb(message)))
+                .with_node_id(BrokerId(-1))
+                .with_port(-1),
+        },
+    )
 }

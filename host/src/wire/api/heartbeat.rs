@@ -3,11 +3,24 @@
 
 use std::sync::Arc;
 
-use kafka_protocol::messages::{HeartbeatRequest, HeartbeatResponse, ResponseKind};
+use kafka_protocol::messages::{ApiKey, HeartbeatRequest, HeartbeatResponse, ResponseKind};
 
 use crate::broker::Broker;
+use crate::security::Operation;
+use crate::wire::codes;
 
-pub fn handle(broker: &Arc<Broker>, req: HeartbeatRequest, _version: i16) -> ResponseKind {
+pub fn handle(
+    broker: &Arc<Broker>,
+    session: &Arc<crate::security::Session>,
+    req: HeartbeatRequest,
+    _version: i16,
+) -> ResponseKind {
+    let mut gate = super::Gate::new(broker, session, ApiKey::Heartbeat);
+    if !gate.group(Operation::Read, &req.group_id.0) {
+        return ResponseKind::Heartbeat(
+            HeartbeatResponse::default().with_error_code(codes::GROUP_AUTHORIZATION_FAILED),
+        );
+    }
     let code = match broker.groups.for_group(&req.group_id.0) {
         Some(groups) => groups.heartbeat(
             &req.group_id.0,

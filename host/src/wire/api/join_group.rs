@@ -8,12 +8,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
-use kafka_protocol::messages::{JoinGroupRequest, JoinGroupResponse, RequestHeader, ResponseKind};
+use kafka_protocol::messages::{
+    ApiKey, JoinGroupRequest, JoinGroupResponse, RequestHeader, ResponseKind,
+};
 
 use super::sb;
 use crate::broker::Broker;
 use crate::group::outcome::join_answer;
 use crate::group::{JoinOutcome, JoinRequest, Reply};
+use crate::security::Operation;
 use crate::wire::Handled;
 
 fn ms(v: i32) -> Duration {
@@ -22,6 +25,7 @@ fn ms(v: i32) -> Duration {
 
 pub fn handle(
     broker: &Arc<Broker>,
+    session: &Arc<crate::security::Session>,
     header: &RequestHeader,
     req: JoinGroupRequest,
     version: i16,
@@ -56,6 +60,11 @@ pub fn handle(
         protocols,
     };
     let member_id = join.member_id.clone();
+    let mut gate = super::Gate::new(broker, session, ApiKey::JoinGroup);
+    if !gate.group(Operation::Read, &req.group_id.0) {
+        let o = JoinOutcome::error(&member_id, crate::wire::codes::GROUP_AUTHORIZATION_FAILED);
+        return Handled::Now(response(o, version));
+    }
     let Some(groups) = broker.groups.for_group(&req.group_id.0) else {
         let o = JoinOutcome::error(&member_id, crate::group::codes::NOT_COORDINATOR);
         return Handled::Now(response(o, version));

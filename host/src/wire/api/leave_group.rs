@@ -5,13 +5,25 @@
 use std::sync::Arc;
 
 use kafka_protocol::messages::leave_group_response::MemberResponse;
-use kafka_protocol::messages::{LeaveGroupRequest, LeaveGroupResponse, ResponseKind};
+use kafka_protocol::messages::{ApiKey, LeaveGroupRequest, LeaveGroupResponse, ResponseKind};
 
 use super::sb;
 use crate::broker::Broker;
+use crate::security::Operation;
 use crate::wire::codes;
 
-pub fn handle(broker: &Arc<Broker>, req: LeaveGroupRequest, version: i16) -> ResponseKind {
+pub fn handle(
+    broker: &Arc<Broker>,
+    session: &Arc<crate::security::Session>,
+    req: LeaveGroupRequest,
+    version: i16,
+) -> ResponseKind {
+    let mut gate = super::Gate::new(broker, session, ApiKey::LeaveGroup);
+    if !gate.group(Operation::Read, &req.group_id.0) {
+        return ResponseKind::LeaveGroup(
+            LeaveGroupResponse::default().with_error_code(codes::GROUP_AUTHORIZATION_FAILED),
+        );
+    }
     let members: Vec<(String, Option<String>)> = if version >= 3 {
         req.members
             .iter()

@@ -4,12 +4,24 @@
 use std::sync::Arc;
 
 use kafka_protocol::messages::list_groups_response::ListedGroup;
-use kafka_protocol::messages::{GroupId, ListGroupsRequest, ListGroupsResponse, ResponseKind};
+use kafka_protocol::messages::{
+    ApiKey, GroupId, ListGroupsRequest, ListGroupsResponse, ResponseKind,
+};
 
 use super::sb;
 use crate::broker::Broker;
+use crate::security::{Operation, ResourceType};
 
-pub fn handle(broker: &Arc<Broker>, req: ListGroupsRequest, version: i16) -> ResponseKind {
+pub fn handle(
+    broker: &Arc<Broker>,
+    session: &Arc<crate::security::Session>,
+    req: ListGroupsRequest,
+    version: i16,
+) -> ResponseKind {
+    // DESCRIBE on the cluster lists every group; otherwise only those the
+    // session may describe (never an error, never audited).
+    let gate = super::Gate::new(broker, session, ApiKey::ListGroups);
+    let all = gate.cluster_probe(Operation::Describe);
     let states: Vec<String> = if version >= 4 {
         req.states_filter.iter().map(|s| s.to_string()).collect()
     } else {
@@ -19,6 +31,7 @@ pub fn handle(broker: &Arc<Broker>, req: ListGroupsRequest, version: i16) -> Res
         .groups
         .list(&states)
         .into_iter()
+        .filter(|g| all || gate.probe(Operation::Describe, ResourceType::Group, &g.group_id))
         .map(|g| {
             ListedGroup::default()
                 .with_group_id(GroupId(sb(&g.group_id)))

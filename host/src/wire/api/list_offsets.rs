@@ -6,35 +6,55 @@
 //! epoch of the batch holding the offset found (for earliest, the epoch at
 //! the log start; -1 when nothing was found).
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
 };
-use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse, ResponseKind};
+use kafka_protocol::messages::{ApiKey, ListOffsetsRequest, ListOffsetsResponse, ResponseKind};
 
 use super::leader_epoch;
 use crate::broker::Broker;
+use crate::security::Operation;
 use crate::wire::{Handled, codes};
 
-pub fn handle(broker: &Arc<Broker>, req: ListOffsetsRequest, version: i16) -> Handled {
+pub fn handle(
+    broker: &Arc<Broker>,
+    session: &Arc<crate::security::Session>,
+    req: ListOffsetsRequest,
+    version: i16,
+) -> Handled {
+    // DESCRIBE on each topic (issue 16), decided before anything is read.
+    let mut gate = super::Gate::new(broker, session, ApiKey::ListOffsets);
+    let denied: HashSet<String> = req
+        .topics
+        .iter()
+        .map(|t| t.name.0.to_string())
+        .filter(|n| !gate.topic(Operation::Describe, n))
+        .collect();
     let by_timestamp = req
         .topics
         .iter()
         .flat_map(|t| &t.partitions)
         .any(|p| p.timestamp >= 0 || p.timestamp < -3);
     if !by_timestamp {
-        return Handled::Now(answer(broker, req, version));
+        return Handled::Now(answer(broker, req, version, &denied));
     }
     let broker = broker.clone();
     Handled::Later(Box::pin(async move {
-        crate::log::batch::offload(move || answer(&broker, req, version))
+        crate::log::batch::offload(move || answer(&broker, req, version, &denied))
             .await
             .unwrap_or_else(|| ResponseKind::ListOffsets(ListOffsetsResponse::default()))
     }))
 }
 
-fn answer(broker: &Broker, req: ListOffsetsRequest, version: i16) -> ResponseKind {
+fn answer(
+    broker: &Broker,
+    req: ListOffsetsRequest,
+    version: i16,
+    denied: &HashSet<String>,
+) -> ResponseKind {
     let read_committed = req.isolation_level == 1;
     let topics = req
         .topics
@@ -50,6 +70,9 @@ fn answer(broker: &Broker, req: ListOffsetsRequest, version: i16) -> ResponseKin
                         .with_leader_epoch(-1)
                         .with_offset(-1)
                         .with_timestamp(-1);
+                    if denied.contains(&name) {
+                        return r.with_error_code(codes::TOPIC_AUTHORIZATION_FAILED);
+                    }
                     let Some(part) = broker.logs.partition(&name, p.partition_index) else {
                         return r.with_error_code(broker.not_here(&name, p.partition_index));
                     };

@@ -5,12 +5,14 @@ use std::sync::Arc;
 
 use kafka_protocol::messages::list_transactions_response::TransactionState;
 use kafka_protocol::messages::{
-    ListTransactionsRequest, ListTransactionsResponse, ProducerId, ResponseKind, TransactionalId,
+    ApiKey, ListTransactionsRequest, ListTransactionsResponse, ProducerId, ResponseKind,
+    TransactionalId,
 };
 
 use super::sb;
 use crate::broker::Broker;
 use crate::policy::state_name;
+use crate::security::{Operation, ResourceType};
 use crate::txn::coordinator::now_ms;
 
 const KNOWN: [&str; 6] = [
@@ -22,7 +24,14 @@ const KNOWN: [&str; 6] = [
     "CompleteAbort",
 ];
 
-pub fn handle(broker: &Arc<Broker>, req: ListTransactionsRequest, _version: i16) -> ResponseKind {
+pub fn handle(
+    broker: &Arc<Broker>,
+    session: &Arc<crate::security::Session>,
+    req: ListTransactionsRequest,
+    _version: i16,
+) -> ResponseKind {
+    // Only ids the session may describe, silently (issue 16).
+    let gate = super::Gate::new(broker, session, ApiKey::ListTransactions);
     let filters: Vec<String> = req.state_filters.iter().map(|s| s.to_string()).collect();
     let unknown: Vec<_> = filters
         .iter()
@@ -43,6 +52,13 @@ pub fn handle(broker: &Arc<Broker>, req: ListTransactionsRequest, _version: i16)
         .filter(|e| {
             req.duration_filter < 0
                 || (e.start_timestamp_ms >= 0 && now - e.start_timestamp_ms >= req.duration_filter)
+        })
+        .filter(|e| {
+            gate.probe(
+                Operation::Describe,
+                ResourceType::TransactionalId,
+                &e.transactional_id,
+            )
         })
         .map(|e| {
             TransactionState::default()

@@ -11,17 +11,23 @@
 //! request creates the next ones. A creation the broker refuses (its
 //! partition limit or open-file budget) is answered UNKNOWN_TOPIC_OR_PARTITION,
 //! and the request tries no further creations.
+//!
+//! Authorization (issue 16): a request for all topics lists only those the
+//! session may DESCRIBE (silently); a named topic without DESCRIBE is
+//! answered TOPIC_AUTHORIZATION_FAILED whether or not it exists; creating
+//! one needs CREATE on the cluster (probe) or on the topic.
 
 use std::sync::Arc;
 
 use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
-use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, ResponseKind};
+use kafka_protocol::messages::{ApiKey, BrokerId, MetadataRequest, MetadataResponse, ResponseKind};
 
 use super::{sb, topic_name};
 use crate::broker::Broker;
 use crate::log::{Topic, TopicMeta};
+use crate::security::{Operation, ResourceType};
 use crate::wire::codes;
 
 /// Whether answering `req` may create topics (file-system work the caller
@@ -51,15 +57,26 @@ fn known(broker: &Broker, name: &str) -> Option<TopicMeta> {
     }
 }
 
-pub fn handle(broker: &Arc<Broker>, req: MetadataRequest, version: i16) -> ResponseKind {
+pub fn handle(
+    broker: &Arc<Broker>,
+    session: &Arc<crate::security::Session>,
+    req: MetadataRequest,
+    version: i16,
+) -> ResponseKind {
     let node = BrokerId(broker.config.node_id);
+    let mut gate = super::Gate::new(broker, session, ApiKey::Metadata);
     let topics: Vec<MetadataResponseTopic> = match req.topics {
         None => match broker.cluster.topics() {
-            Some(all) => all.values().map(|m| describe_meta(broker, m)).collect(),
+            Some(all) => all
+                .values()
+                .filter(|m| gate.probe(Operation::Describe, ResourceType::Topic, &m.name))
+                .map(|m| describe_meta(broker, m))
+                .collect(),
             None => broker
                 .logs
                 .topics()
                 .iter()
+                .filter(|t| gate.probe(Operation::Describe, ResourceType::Topic, &t.name))
                 .map(|t| describe(t, node))
                 .collect(),
         },
@@ -73,6 +90,9 @@ pub fn handle(broker: &Arc<Broker>, req: MetadataRequest, version: i16) -> Respo
                             .with_topic_id(rt.topic_id)
                             .with_error_code(codes::UNKNOWN_TOPIC_ID);
                     };
+                    if !gate.topic(Operation::Describe, &name) {
+                        return unknown(&name, codes::TOPIC_AUTHORIZATION_FAILED);
+                    }
                     if let Some(m) = broker
                         .cluster
                         .topics()
@@ -90,6 +110,11 @@ pub fn handle(broker: &Arc<Broker>, req: MetadataRequest, version: i16) -> Respo
                         return unknown(&name, codes::INVALID_TOPIC_EXCEPTION);
                     }
                     if broker.config.auto_create_topics && allow {
+                        if !gate.cluster_probe(Operation::Create)
+                            && !gate.topic(Operation::Create, &name)
+                        {
+                            return unknown(&name, codes::TOPIC_AUTHORIZATION_FAILED);
+                        }
                         return auto.create(broker, &name, node);
                     }
                     unknown(&name, codes::UNKNOWN_TOPIC_OR_PARTITION)

@@ -49,3 +49,113 @@ pub(crate) fn topic_name(s: &str) -> TopicName {
 pub(crate) fn sb(s: &str) -> StrBytes {
     StrBytes::from_string(s.to_owned())
 }
+
+/// One request's authorization checks (issue 16): each distinct
+/// (operation, resource) is decided once, so a request naming many
+/// partitions of a topic asks the authorizer (and audits a denial) once.
+/// With the authorizer disabled every check is `true` at no cost.
+pub(crate) struct Gate<'a> {
+    authz: &'a crate::security::Authorizer,
+    session: &'a crate::security::Session,
+    api: kafka_protocol::messages::ApiKey,
+    seen: std::collections::HashMap<(Operation, ResourceType, String), bool>,
+}
+
+use crate::security::{Operation, ResourceType};
+
+impl<'a> Gate<'a> {
+    pub(crate) fn new(
+        broker: &'a crate::broker::Broker,
+        session: &'a crate::security::Session,
+        api: kafka_protocol::messages::ApiKey,
+    ) -> Self {
+        Gate {
+            authz: &broker.authz,
+            session,
+            api,
+            seen: Default::default(),
+        }
+    }
+
+    /// The decisive check (a denial is audited).
+    pub(crate) fn allows(&mut self, op: Operation, rt: ResourceType, name: &str) -> bool {
+        if !self.authz.is_enabled() {
+            return true;
+        }
+        let key = (op, rt, name.to_owned());
+        if let Some(&v) = self.seen.get(&key) {
+            return v;
+        }
+        let v = self.authz.authorize(self.session, self.api, op, rt, name);
+        self.seen.insert(key, v);
+        v
+    }
+
+    /// A check whose denial is not audited (Kafka's logIfDenied=false).
+    pub(crate) fn probe(&self, op: Operation, rt: ResourceType, name: &str) -> bool {
+        !self.authz.is_enabled() || self.authz.probe(self.session, op, rt, name)
+    }
+
+    /// `op` on the Cluster resource, decisive.
+    pub(crate) fn cluster(&mut self, op: Operation) -> bool {
+        self.allows(
+            op,
+            ResourceType::Cluster,
+            crate::security::acl::CLUSTER_NAME,
+        )
+    }
+
+    /// `op` on the Cluster resource, as a probe.
+    pub(crate) fn cluster_probe(&self, op: Operation) -> bool {
+        self.probe(
+            op,
+            ResourceType::Cluster,
+            crate::security::acl::CLUSTER_NAME,
+        )
+    }
+
+    /// `op` on a topic, decisive.
+    pub(crate) fn topic(&mut self, op: Operation, name: &str) -> bool {
+        self.allows(op, ResourceType::Topic, name)
+    }
+
+    /// `op` on a group, decisive.
+    pub(crate) fn group(&mut self, op: Operation, name: &str) -> bool {
+        self.allows(op, ResourceType::Group, name)
+    }
+
+    /// `op` on a transactional id, decisive.
+    pub(crate) fn txn(&mut self, op: Operation, name: &str) -> bool {
+        self.allows(op, ResourceType::TransactionalId, name)
+    }
+
+    /// Whether checks are enforced at all.
+    pub(crate) fn authz_enabled(&self) -> bool {
+        self.authz.is_enabled()
+    }
+}
+
+/// Whether `producer_id` may be used by `session` (issue 16 item 4): true
+/// when the authorizer is disabled, or the id is bound to the session's
+/// principal; a refusal is audited. Cluster mode: a miss reads the other
+/// brokers' bindings first.
+pub(crate) async fn owns_producer_id(
+    broker: &crate::broker::Broker,
+    session: &crate::security::Session,
+    api: &str,
+    producer_id: i64,
+) -> bool {
+    let Some(owners) = &broker.pid_owners else {
+        return true;
+    };
+    owners
+        .refresh_on_miss(&[producer_id], &session.principal)
+        .await;
+    match owners.owner(producer_id, &session.principal) {
+        crate::security::pid_owners::Owner::Mine => true,
+        other => {
+            crate::security::pid_owners::audit_refusal(&session.principal, api, producer_id, other);
+            false
+        }
+    }
+}

@@ -9,10 +9,11 @@ use std::sync::Arc;
 use kafka_protocol::messages::offset_commit_response::{
     OffsetCommitResponsePartition, OffsetCommitResponseTopic,
 };
-use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse, ResponseKind};
+use kafka_protocol::messages::{ApiKey, OffsetCommitRequest, OffsetCommitResponse, ResponseKind};
 
 use crate::broker::Broker;
 use crate::group::{Committed, codes};
+use crate::security::Operation;
 use crate::wire::Handled;
 
 /// (topic index, partition, code or None while it waits on the group).
@@ -29,7 +30,9 @@ pub(crate) struct Requested<'a> {
     pub metadata: Option<&'a str>,
 }
 
-/// Checks each requested partition: an unknown topic or partition gets
+/// Checks each requested partition: a topic `topic_allowed` refuses gets
+/// TOPIC_AUTHORIZATION_FAILED (before its existence is looked at), an
+/// unknown topic or partition gets
 /// UNKNOWN_TOPIC_OR_PARTITION, metadata over `offset.metadata.max.bytes`
 /// OFFSET_METADATA_TOO_LARGE; the rest become entries to store, their slot
 /// waiting on the group's verdict.
@@ -38,6 +41,7 @@ pub(crate) fn check<'a>(
     requested: impl Iterator<Item = Requested<'a>>,
     now_ms: i64,
     expire_ms: Option<i64>,
+    topic_allowed: &mut dyn FnMut(&str) -> bool,
 ) -> (Vec<Slot>, Vec<(String, i32, Committed)>) {
     let max_metadata = broker
         .groups
@@ -48,7 +52,9 @@ pub(crate) fn check<'a>(
     let mut entries = Vec::new();
     for r in requested {
         let metadata = r.metadata.unwrap_or_default();
-        let code = if !broker.has_partition(r.topic, r.partition) {
+        let code = if !topic_allowed(r.topic) {
+            Some(crate::wire::codes::TOPIC_AUTHORIZATION_FAILED)
+        } else if !broker.has_partition(r.topic, r.partition) {
             Some(codes::UNKNOWN_TOPIC_OR_PARTITION)
         } else if metadata.len() > max_metadata {
             Some(codes::OFFSET_METADATA_TOO_LARGE)
@@ -71,7 +77,14 @@ pub(crate) fn check<'a>(
     (slots, entries)
 }
 
-pub fn handle(broker: &Arc<Broker>, req: OffsetCommitRequest, version: i16) -> Handled {
+pub fn handle(
+    broker: &Arc<Broker>,
+    session: &Arc<crate::security::Session>,
+    req: OffsetCommitRequest,
+    version: i16,
+) -> Handled {
+    let mut gate = super::Gate::new(broker, session, ApiKey::OffsetCommit);
+    let group_allowed = gate.group(Operation::Read, &req.group_id.0);
     let now_ms = crate::txn::coordinator::now_ms();
     // v2–v4 may ask for a retention of their own (-1: the broker's).
     let expire_ms = ((2..=4).contains(&version) && req.retention_time_ms != -1)
@@ -90,8 +103,21 @@ pub fn handle(broker: &Arc<Broker>, req: OffsetCommitRequest, version: i16) -> H
             metadata: p.committed_metadata.as_deref(),
         })
     });
-    let (slots, entries) = check(broker, requested, now_ms, expire_ms);
     let names: Vec<_> = req.topics.iter().map(|t| t.name.clone()).collect();
+    if !group_allowed {
+        // Every partition, with nothing looked at.
+        let slots: Vec<Slot> = requested
+            .map(|r| (r.topic_index, r.partition, None))
+            .collect();
+        return Handled::Now(response(
+            &names,
+            &slots,
+            crate::wire::codes::GROUP_AUTHORIZATION_FAILED,
+        ));
+    }
+    let (slots, entries) = check(broker, requested, now_ms, expire_ms, &mut |t| {
+        gate.topic(Operation::Read, t)
+    });
     if entries.is_empty() {
         // Nothing to commit: Kafka answers without consulting the group.
         return Handled::Now(response(&names, &slots, codes::NONE));

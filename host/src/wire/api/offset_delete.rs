@@ -8,20 +8,39 @@ use std::sync::Arc;
 use kafka_protocol::messages::offset_delete_response::{
     OffsetDeleteResponsePartition, OffsetDeleteResponseTopic,
 };
-use kafka_protocol::messages::{OffsetDeleteRequest, OffsetDeleteResponse, ResponseKind};
+use kafka_protocol::messages::{ApiKey, OffsetDeleteRequest, OffsetDeleteResponse, ResponseKind};
 
 use crate::broker::Broker;
 use crate::group::codes;
+use crate::security::Operation;
 use crate::wire::Handled;
 
-pub fn handle(broker: &Arc<Broker>, req: OffsetDeleteRequest, _version: i16) -> Handled {
+pub fn handle(
+    broker: &Arc<Broker>,
+    session: &Arc<crate::security::Session>,
+    req: OffsetDeleteRequest,
+    _version: i16,
+) -> Handled {
+    let mut gate = super::Gate::new(broker, session, ApiKey::OffsetDelete);
+    if !gate.group(Operation::Delete, &req.group_id.0) {
+        return Handled::Now(ResponseKind::OffsetDelete(
+            OffsetDeleteResponse::default()
+                .with_error_code(crate::wire::codes::GROUP_AUTHORIZATION_FAILED),
+        ));
+    }
     // (topic index, partition, Some(code) for an unknown topic)
     let mut slots: Vec<(usize, i32, Option<i16>)> = Vec::new();
     let mut eligible: Vec<(String, i32)> = Vec::new();
     for (ti, t) in req.topics.iter().enumerate() {
         let topic = t.name.0.to_string();
         for p in &t.partitions {
-            if !broker.has_partition(&topic, p.partition_index) {
+            if !gate.topic(Operation::Read, &topic) {
+                slots.push((
+                    ti,
+                    p.partition_index,
+                    Some(crate::wire::codes::TOPIC_AUTHORIZATION_FAILED),
+                ));
+            } else if !broker.has_partition(&topic, p.partition_index) {
                 slots.push((
                     ti,
                     p.partition_index,

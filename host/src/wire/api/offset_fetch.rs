@@ -11,12 +11,13 @@ use kafka_protocol::messages::offset_fetch_response::{
     OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
     OffsetFetchResponseTopic, OffsetFetchResponseTopics,
 };
-use kafka_protocol::messages::{OffsetFetchRequest, OffsetFetchResponse, ResponseKind};
+use kafka_protocol::messages::{ApiKey, OffsetFetchRequest, OffsetFetchResponse, ResponseKind};
 
 use super::{sb, topic_name};
 use crate::broker::Broker;
 use crate::group::Committed;
 use crate::group::coordinator::FetchedTopic;
+use crate::security::{Operation, ResourceType};
 
 /// (offset, leader epoch, metadata) as answered.
 fn answer(c: Option<&Committed>) -> (i64, i32, String) {
@@ -80,7 +81,53 @@ fn wanted<T>(
     topics.map(|ts| ts.into_iter().map(split).collect())
 }
 
-pub fn handle(broker: &Arc<Broker>, req: OffsetFetchRequest, version: i16) -> ResponseKind {
+/// One group's fetch, authorized (issue 16): DESCRIBE on the group, else
+/// GROUP_AUTHORIZATION_FAILED; of the named topics, those without DESCRIBE
+/// answer TOPIC_AUTHORIZATION_FAILED on each partition (after the others,
+/// as Kafka orders them); of all topics (null), those are left out.
+fn fetch_authorized(
+    broker: &Broker,
+    gate: &mut super::Gate<'_>,
+    group: &str,
+    wanted: Option<Vec<(String, Vec<i32>)>>,
+    require_stable: bool,
+) -> Result<Vec<FetchedTopic>, i16> {
+    if !gate.group(Operation::Describe, group) {
+        return Err(crate::wire::codes::GROUP_AUTHORIZATION_FAILED);
+    }
+    let Some(groups) = broker.groups.for_group(group) else {
+        return Err(crate::group::codes::NOT_COORDINATOR);
+    };
+    match wanted {
+        None => {
+            let mut all = groups.fetch(group, None, require_stable)?;
+            all.retain(|(t, _)| gate.probe(Operation::Describe, ResourceType::Topic, t));
+            Ok(all)
+        }
+        Some(list) => {
+            let (ok, denied): (Vec<_>, Vec<_>) = list
+                .into_iter()
+                .partition(|(t, _)| gate.topic(Operation::Describe, t));
+            let mut out = groups.fetch(group, Some(ok), require_stable)?;
+            out.extend(denied.into_iter().map(|(t, ps)| {
+                let parts = ps
+                    .into_iter()
+                    .map(|p| (p, None, crate::wire::codes::TOPIC_AUTHORIZATION_FAILED))
+                    .collect();
+                (t, parts)
+            }));
+            Ok(out)
+        }
+    }
+}
+
+pub fn handle(
+    broker: &Arc<Broker>,
+    session: &Arc<crate::security::Session>,
+    req: OffsetFetchRequest,
+    version: i16,
+) -> ResponseKind {
+    let mut gate = super::Gate::new(broker, session, ApiKey::OffsetFetch);
     if version >= 8 {
         let groups = req
             .groups
@@ -88,10 +135,8 @@ pub fn handle(broker: &Arc<Broker>, req: OffsetFetchRequest, version: i16) -> Re
             .map(|g| {
                 let wanted = wanted(g.topics, |t| (t.name.0.to_string(), t.partition_indexes));
                 let base = OffsetFetchResponseGroup::default().with_group_id(g.group_id.clone());
-                let fetched = match broker.groups.for_group(&g.group_id.0) {
-                    Some(groups) => groups.fetch(&g.group_id.0, wanted, req.require_stable),
-                    None => Err(crate::group::codes::NOT_COORDINATOR),
-                };
+                let fetched =
+                    fetch_authorized(broker, &mut gate, &g.group_id.0, wanted, req.require_stable);
                 match fetched {
                     Err(code) => base.with_error_code(code),
                     Ok(topics) => base.with_topics(group_topics(topics)),
@@ -101,14 +146,13 @@ pub fn handle(broker: &Arc<Broker>, req: OffsetFetchRequest, version: i16) -> Re
         return ResponseKind::OffsetFetch(OffsetFetchResponse::default().with_groups(groups));
     }
     let requested = wanted(req.topics, |t| (t.name.0.to_string(), t.partition_indexes));
-    let fetched = match broker.groups.for_group(&req.group_id.0) {
-        Some(groups) => groups.fetch(
-            &req.group_id.0,
-            requested.clone(),
-            version >= 7 && req.require_stable,
-        ),
-        None => Err(crate::group::codes::NOT_COORDINATOR),
-    };
+    let fetched = fetch_authorized(
+        broker,
+        &mut gate,
+        &req.group_id.0,
+        requested.clone(),
+        version >= 7 && req.require_stable,
+    );
     let (topics, error): (Vec<FetchedTopic>, i16) = match fetched {
         Ok(t) => (t, 0),
         // Before v2 there is no top-level error: it goes on every

@@ -12,23 +12,30 @@ use kafka_protocol::messages::offset_for_leader_epoch_response::{
     EpochEndOffset, OffsetForLeaderTopicResult,
 };
 use kafka_protocol::messages::{
-    OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, ResponseKind,
+    ApiKey, OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, ResponseKind,
 };
 
 use super::leader_epoch;
 use crate::broker::Broker;
+use crate::security::Operation;
 use crate::wire::codes;
 
 pub fn handle(
     broker: &Arc<Broker>,
+    session: &Arc<crate::security::Session>,
     req: OffsetForLeaderEpochRequest,
     _version: i16,
 ) -> ResponseKind {
+    // CLUSTER_ACTION (a follower) may ask about every topic; others need
+    // DESCRIBE on each (issue 16).
+    let mut gate = super::Gate::new(broker, session, ApiKey::OffsetForLeaderEpoch);
+    let all = gate.cluster_probe(Operation::ClusterAction);
     let topics = req
         .topics
         .into_iter()
         .map(|t| {
             let name = t.topic.0.to_string();
+            let allowed = all || gate.topic(Operation::Describe, &name);
             let partitions = t
                 .partitions
                 .iter()
@@ -37,6 +44,9 @@ pub fn handle(
                         .with_partition(p.partition)
                         .with_leader_epoch(-1)
                         .with_end_offset(-1);
+                    if !allowed {
+                        return r.with_error_code(codes::TOPIC_AUTHORIZATION_FAILED);
+                    }
                     let Some(part) = broker.logs.partition(&name, p.partition) else {
                         return r.with_error_code(broker.not_here(&name, p.partition));
                     };

@@ -3,19 +3,29 @@
 //! the whole request) before answering; acks 0 gets no response. Produce
 //! never answers PRODUCER_FENCED (KAFKA-10687): a stale epoch is
 //! INVALID_PRODUCER_EPOCH on every version.
+//!
+//! Authorization (issue 16): a request carrying transactional batches
+//! needs a transactional id with WRITE on it, else every partition is
+//! TRANSACTIONAL_ID_AUTHORIZATION_FAILED; each topic needs WRITE, else its
+//! partitions are TOPIC_AUTHORIZATION_FAILED (before existence is looked
+//! at). Beyond Kafka, a batch under a producer id bound to another
+//! principal (or to none) is refused like one under an id never handed out
+//! (`security::pid_owners`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
-use kafka_protocol::messages::{ProduceRequest, ProduceResponse, ResponseKind};
+use kafka_protocol::messages::{ApiKey, ProduceRequest, ProduceResponse, ResponseKind};
 
 use crate::broker::Broker;
 use crate::log::batch::BatchError;
 use crate::log::partition::{AppendError, Appended};
 use crate::log::producer::ProducerError;
 use crate::log::{FsyncMode, Partition};
+use crate::security::Operation;
+use crate::security::pid_owners::Owner;
 use crate::wire::{Handled, codes};
 
 /// The Kafka error code for a refused append.
@@ -47,8 +57,114 @@ struct Outcome {
 /// runtime even when uncompressed (walking them takes a while).
 const OFFLOAD_PLAIN_BYTES: usize = 1 << 20;
 
-pub async fn handle(broker: &Arc<Broker>, req: ProduceRequest, version: i16) -> Handled {
+/// What authorization decided before any append.
+#[derive(Debug, Default)]
+struct Checks {
+    /// Topics without WRITE.
+    denied_topics: HashSet<String>,
+    /// Producer ids not bound to the session's principal.
+    foreign_pids: HashSet<i64>,
+}
+
+/// Every partition of `req` answered `code`, nothing appended.
+fn refuse_all(req: ProduceRequest, code: i16, version: i16) -> Handled {
+    if req.acks == 0 {
+        return Handled::Nothing;
+    }
+    let topics = req
+        .topic_data
+        .into_iter()
+        .map(|t| {
+            let outs = t
+                .partition_data
+                .iter()
+                .map(|p| Outcome {
+                    partition: None,
+                    index: p.index,
+                    result: Err(code),
+                })
+                .collect();
+            (t.name, outs)
+        })
+        .collect();
+    Handled::Now(respond(topics, version))
+}
+
+/// The authorization checks of `req` (nothing to check when the
+/// authorizer is disabled); Err: the code for every partition.
+async fn authorize(
+    broker: &Broker,
+    session: &crate::security::Session,
+    req: &ProduceRequest,
+) -> Result<Checks, i16> {
+    let mut checks = Checks::default();
+    if !broker.authz.is_enabled() {
+        return Ok(checks);
+    }
+    let mut gate = super::Gate::new(broker, session, ApiKey::Produce);
+    let headers = || {
+        req.topic_data.iter().flat_map(|t| {
+            t.partition_data.iter().filter_map(move |p| {
+                p.records
+                    .as_ref()
+                    .and_then(|b| crate::log::batch::parse_header(b))
+                    .map(|h| (t.name.0.as_str(), h))
+            })
+        })
+    };
+    if headers().any(|(_, h)| h.is_transactional()) {
+        let allowed = req
+            .transactional_id
+            .as_ref()
+            .is_some_and(|id| gate.txn(Operation::Write, &id.0));
+        if !allowed {
+            return Err(codes::TRANSACTIONAL_ID_AUTHORIZATION_FAILED);
+        }
+    }
+    for t in &req.topic_data {
+        if !gate.topic(Operation::Write, &t.name.0) {
+            checks.denied_topics.insert(t.name.0.to_string());
+        }
+    }
+    if let Some(owners) = &broker.pid_owners {
+        let mut pids: Vec<i64> = headers()
+            .filter(|(topic, h)| {
+                !checks.denied_topics.contains(*topic)
+                    && h.has_producer_id()
+                    && broker.producer_ids.issued(h.producer_id)
+            })
+            .map(|(_, h)| h.producer_id)
+            .collect();
+        pids.sort_unstable();
+        pids.dedup();
+        owners.refresh_on_miss(&pids, &session.principal).await;
+        for pid in pids {
+            let owner = owners.owner(pid, &session.principal);
+            if owner != Owner::Mine {
+                crate::security::pid_owners::audit_refusal(
+                    &session.principal,
+                    "Produce",
+                    pid,
+                    owner,
+                );
+                checks.foreign_pids.insert(pid);
+            }
+        }
+    }
+    Ok(checks)
+}
+
+pub async fn handle(
+    broker: &Arc<Broker>,
+    session: &Arc<crate::security::Session>,
+    req: ProduceRequest,
+    version: i16,
+) -> Handled {
     let acks = req.acks;
+    let checks = match authorize(broker, session, &req).await {
+        Ok(c) => c,
+        Err(code) => return refuse_all(req, code, version),
+    };
     // Cluster mode: a producer id above what this broker has seen may come
     // from a block another broker took a moment ago.
     if let Some(etcd) = broker.producer_ids.etcd() {
@@ -66,7 +182,7 @@ pub async fn handle(broker: &Arc<Broker>, req: ProduceRequest, version: i16) -> 
     // Cluster mode: the first transactional batch of a producer on a
     // partition is verified with its coordinator, over the wire when that
     // is another broker (KIP-890 part 1), before anything is appended.
-    let verified = verify_remotely(broker, &req).await;
+    let verified = verify_remotely(broker, &req, &checks).await;
     // Validation decompresses and walks every record (batch::walk_records):
     // for a compressed batch, up to MAX_SCAN_BYTES of work, so such a
     // request is appended on the blocking pool. The connection's reader
@@ -83,13 +199,13 @@ pub async fn handle(broker: &Arc<Broker>, req: ProduceRequest, version: i16) -> 
         });
     let mut topics = if compressed || plain > OFFLOAD_PLAIN_BYTES {
         let b = broker.clone();
-        match crate::log::batch::offload(move || append_all(&b, req, &verified)).await {
+        match crate::log::batch::offload(move || append_all(&b, req, &verified, &checks)).await {
             Some(t) => t,
             None if acks == 0 => return Handled::Nothing,
             None => return Handled::Now(ResponseKind::Produce(ProduceResponse::default())),
         }
     } else {
-        append_all(broker, req, &verified)
+        append_all(broker, req, &verified, &checks)
     };
     if acks == 0 {
         // The data is appended; durability follows the fsync mode's background path.
@@ -129,7 +245,7 @@ type Verified = BTreeMap<(String, i32), i16>;
 
 /// The transactional batches of `req` that need verification by a
 /// coordinator on another broker: asked in one request; their Produce codes.
-async fn verify_remotely(broker: &Arc<Broker>, req: &ProduceRequest) -> Verified {
+async fn verify_remotely(broker: &Arc<Broker>, req: &ProduceRequest, checks: &Checks) -> Verified {
     let mut out = Verified::new();
     let Some(txn_id) = req.transactional_id.as_ref().map(|t| t.0.to_string()) else {
         return out;
@@ -145,12 +261,19 @@ async fn verify_remotely(broker: &Arc<Broker>, req: &ProduceRequest) -> Verified
     let mut ask = Vec::new();
     let mut producer = None;
     for t in &req.topic_data {
+        if checks.denied_topics.contains(t.name.0.as_str()) {
+            continue;
+        }
         for p in &t.partition_data {
             let Some(h) = p
                 .records
                 .as_ref()
                 .and_then(|b| crate::log::batch::parse_header(b))
-                .filter(|h| h.is_transactional() && h.producer_id >= 0)
+                .filter(|h| {
+                    h.is_transactional()
+                        && h.producer_id >= 0
+                        && !checks.foreign_pids.contains(&h.producer_id)
+                })
             else {
                 continue;
             };
@@ -191,16 +314,24 @@ fn append_all(
     broker: &Broker,
     req: ProduceRequest,
     verified: &Verified,
+    checks: &Checks,
 ) -> Vec<(kafka_protocol::messages::TopicName, Vec<Outcome>)> {
     let acks = req.acks;
     let mut topics: Vec<(kafka_protocol::messages::TopicName, Vec<Outcome>)> = Vec::new();
     for t in req.topic_data {
         let name = t.name.0.to_string();
+        let denied = checks.denied_topics.contains(&name);
         let mut outs = Vec::new();
         for p in t.partition_data {
-            let part = broker.logs.partition(&name, p.index);
+            let part = if denied {
+                None
+            } else {
+                broker.logs.partition(&name, p.index)
+            };
             let result = if !matches!(acks, -1..=1) {
                 Err(codes::INVALID_REQUIRED_ACKS)
+            } else if denied {
+                Err(codes::TOPIC_AUTHORIZATION_FAILED)
             } else if let Some(part) = &part {
                 match p.records {
                     None => Err(codes::INVALID_RECORD),
@@ -210,7 +341,7 @@ fn append_all(
                             .bytes_in
                             .fetch_add(bytes.len() as u64, Ordering::Relaxed);
                         let txn_id = req.transactional_id.as_ref().map(|t| t.0.as_str());
-                        append(broker, part, bytes.to_vec(), txn_id, verified)
+                        append(broker, part, bytes.to_vec(), txn_id, verified, checks)
                     }
                 }
             } else {
@@ -238,10 +369,11 @@ fn append_all(
 }
 
 /// A batch under a producer id this broker never handed out (issue 13 item
-/// 3), and the test-only fault below.
-const UNKNOWN_PRODUCER_ID: i16 = 59;
-/// A transactional batch under a producer id this broker never handed out.
-const INVALID_PRODUCER_ID_MAPPING: i16 = 49;
+/// 3) or bound to another principal (issue 16), and the test-only fault
+/// below.
+const UNKNOWN_PRODUCER_ID: i16 = codes::UNKNOWN_PRODUCER_ID;
+/// A transactional batch under such a producer id.
+const INVALID_PRODUCER_ID_MAPPING: i16 = codes::INVALID_PRODUCER_ID_MAPPING;
 
 fn append(
     broker: &Broker,
@@ -249,13 +381,19 @@ fn append(
     bytes: Vec<u8>,
     transactional_id: Option<&str>,
     verified: &Verified,
+    checks: &Checks,
 ) -> Result<Appended, i16> {
     let header = crate::log::batch::parse_header(&bytes);
     // Only ids this broker handed out may carry state: a batch under the
     // next ids, written before InitProducerId hands them out, would make the
-    // real producer's first batch look like a duplicate of it.
+    // real producer's first batch look like a duplicate of it. With the
+    // authorizer enabled, only ids bound to the session's principal: to
+    // the sender, an id another principal holds is as good as one never
+    // handed out (the same answer, so it learns nothing of which ids are
+    // live; a client whose binding was dropped re-initialises).
     if let Some(h) = header.filter(|h| h.has_producer_id())
-        && !broker.producer_ids.issued(h.producer_id)
+        && (!broker.producer_ids.issued(h.producer_id)
+            || checks.foreign_pids.contains(&h.producer_id))
     {
         // A batch that is invalid anyway gets its own code (only on this
         // refusal path is it validated twice).

@@ -4,15 +4,26 @@
 
 use std::sync::Arc;
 
-use kafka_protocol::messages::{ResponseKind, SyncGroupRequest, SyncGroupResponse};
+use kafka_protocol::messages::{ApiKey, ResponseKind, SyncGroupRequest, SyncGroupResponse};
 
 use super::sb;
 use crate::broker::Broker;
 use crate::group::outcome::sync_answer;
 use crate::group::{Reply, SyncOutcome, SyncRequest};
+use crate::security::Operation;
 use crate::wire::Handled;
 
-pub fn handle(broker: &Arc<Broker>, req: SyncGroupRequest, version: i16) -> Handled {
+pub fn handle(
+    broker: &Arc<Broker>,
+    session: &Arc<crate::security::Session>,
+    req: SyncGroupRequest,
+    version: i16,
+) -> Handled {
+    let mut gate = super::Gate::new(broker, session, ApiKey::SyncGroup);
+    if !gate.group(Operation::Read, &req.group_id.0) {
+        let o = SyncOutcome::error(crate::wire::codes::GROUP_AUTHORIZATION_FAILED);
+        return Handled::Now(response(o, version));
+    }
     let sync = SyncRequest {
         generation: req.generation_id,
         member_id: req.member_id.to_string(),

@@ -6,6 +6,12 @@
 //! visible only when the transaction's COMMIT marker completes them.
 //! Partitions of unknown topics get UNKNOWN_TOPIC_OR_PARTITION, metadata
 //! over `offset.metadata.max.bytes` OFFSET_METADATA_TOO_LARGE.
+//!
+//! Authorization (issue 16): WRITE on the transactional id (every partition
+//! TRANSACTIONAL_ID_AUTHORIZATION_FAILED), READ on the group (every
+//! partition GROUP_AUTHORIZATION_FAILED), READ on each topic (its
+//! partitions TOPIC_AUTHORIZATION_FAILED), and a producer id bound to the
+//! session's principal (every partition INVALID_PRODUCER_ID_MAPPING).
 
 use std::sync::Arc;
 
@@ -13,15 +19,29 @@ use kafka_protocol::messages::txn_offset_commit_response::{
     TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
 };
 use kafka_protocol::messages::{
-    ResponseKind, TopicName, TxnOffsetCommitRequest, TxnOffsetCommitResponse,
+    ApiKey, ResponseKind, TopicName, TxnOffsetCommitRequest, TxnOffsetCommitResponse,
 };
 
 use super::offset_commit::{Requested, Slot, check};
 use crate::broker::Broker;
 use crate::group::codes;
+use crate::security::Operation;
 use crate::wire::Handled;
 
-pub fn handle(broker: &Arc<Broker>, req: TxnOffsetCommitRequest, version: i16) -> Handled {
+pub fn handle(
+    broker: &Arc<Broker>,
+    session: &Arc<crate::security::Session>,
+    req: TxnOffsetCommitRequest,
+    version: i16,
+) -> Handled {
+    let mut gate = super::Gate::new(broker, session, ApiKey::TxnOffsetCommit);
+    let whole = if !gate.txn(Operation::Write, &req.transactional_id.0) {
+        Some(crate::wire::codes::TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    } else if !gate.group(Operation::Read, &req.group_id.0) {
+        Some(crate::wire::codes::GROUP_AUTHORIZATION_FAILED)
+    } else {
+        None
+    };
     let requested = req.topics.iter().enumerate().flat_map(|(ti, t)| {
         t.partitions.iter().map(move |p| Requested {
             topic_index: ti,
@@ -36,8 +56,20 @@ pub fn handle(broker: &Arc<Broker>, req: TxnOffsetCommitRequest, version: i16) -
             metadata: p.committed_metadata.as_deref(),
         })
     });
-    let (slots, entries) = check(broker, requested, crate::txn::coordinator::now_ms(), None);
     let names: Vec<TopicName> = req.topics.iter().map(|t| t.name.clone()).collect();
+    if let Some(code) = whole {
+        let slots: Vec<Slot> = requested
+            .map(|r| (r.topic_index, r.partition, None))
+            .collect();
+        return Handled::Now(response(&names, &slots, code));
+    }
+    let (slots, entries) = check(
+        broker,
+        requested,
+        crate::txn::coordinator::now_ms(),
+        None,
+        &mut |t| gate.topic(Operation::Read, t),
+    );
     // Old clients know 15, not 14 (spec §2.3).
     let for_version = move |code: i16| {
         if version < 2 && code == crate::wire::codes::COORDINATOR_LOAD_IN_PROGRESS {
@@ -51,7 +83,16 @@ pub fn handle(broker: &Arc<Broker>, req: TxnOffsetCommitRequest, version: i16) -
         return Handled::Now(response(&names, &slots, codes::INVALID_GROUP_ID));
     }
     let broker = broker.clone();
+    let session = session.clone();
     Handled::Later(Box::pin(async move {
+        if !super::owns_producer_id(&broker, &session, "TxnOffsetCommit", req.producer_id.0).await {
+            let all: Vec<Slot> = slots.iter().map(|&(ti, p, _)| (ti, p, None)).collect();
+            return response(
+                &names,
+                &all,
+                crate::wire::codes::INVALID_PRODUCER_ID_MAPPING,
+            );
+        }
         let tp = crate::policy::TopicPartition {
             topic: crate::txn::OFFSETS_TOPIC.into(),
             partition: crate::txn::offsets_partition(&group),

@@ -10,18 +10,23 @@
 //! per marker. A request names at most [`MAX_PARTITIONS`] partitions in
 //! all; the ones past it are answered INVALID_REQUEST without any work.
 //!
-//! Kafka answers only a caller holding CLUSTER_ACTION; kaas has no
-//! authorization yet (see docs/design.md).
+//! Only a caller holding CLUSTER_ACTION on the cluster is answered (issue
+//! 16): every other gets CLUSTER_AUTHORIZATION_FAILED on every partition,
+//! with nothing written (in a secured cluster the brokers' own principal is
+//! a super user).
 
 use std::sync::Arc;
 
 use kafka_protocol::messages::write_txn_markers_response::{
     WritableTxnMarkerPartitionResult, WritableTxnMarkerResult, WritableTxnMarkerTopicResult,
 };
-use kafka_protocol::messages::{ResponseKind, WriteTxnMarkersRequest, WriteTxnMarkersResponse};
+use kafka_protocol::messages::{
+    ApiKey, ResponseKind, WriteTxnMarkersRequest, WriteTxnMarkersResponse,
+};
 
 use crate::broker::Broker;
 use crate::policy::TopicPartition;
+use crate::security::Operation;
 use crate::txn::markers::{self, MarkerSet};
 use crate::wire::{Handled, codes};
 
@@ -29,7 +34,14 @@ use crate::wire::{Handled, codes};
 /// written; Kafka's coordinators send far fewer.
 pub const MAX_PARTITIONS: usize = 10_000;
 
-pub fn handle(broker: &Arc<Broker>, req: WriteTxnMarkersRequest, _version: i16) -> Handled {
+pub fn handle(
+    broker: &Arc<Broker>,
+    session: &Arc<crate::security::Session>,
+    req: WriteTxnMarkersRequest,
+    _version: i16,
+) -> Handled {
+    let mut gate = super::Gate::new(broker, session, ApiKey::WriteTxnMarkers);
+    let allowed = gate.cluster(Operation::ClusterAction);
     let broker = broker.clone();
     Handled::Later(Box::pin(async move {
         // Within the budget: the sets to write; every marker keeps its
@@ -61,7 +73,13 @@ pub fn handle(broker: &Arc<Broker>, req: WriteTxnMarkersRequest, _version: i16) 
                 }
             })
             .collect();
-        let written = markers::write_all_here(&broker, &sets).await;
+        let written = if allowed {
+            markers::write_all_here(&broker, &sets).await
+        } else {
+            sets.iter()
+                .map(|s| vec![codes::CLUSTER_AUTHORIZATION_FAILED; s.partitions.len()])
+                .collect()
+        };
         let results = req
             .markers
             .into_iter()
