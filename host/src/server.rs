@@ -190,6 +190,7 @@ async fn accept_loop(
                                     .and_then(|c| c.first())
                                     .and_then(crate::security::tls::principal_of)
                             {
+                                tracing::debug!(target: "kaas::tls", %peer, listener = %listener.name, principal = %p, "TLS client authenticated");
                                 session.principal = p;
                             }
                             let (rd, wr) = tokio::io::split(stream);

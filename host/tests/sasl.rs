@@ -619,3 +619,24 @@ async fn kip554_alter_upserts_a_credential_a_new_connection_logs_in_with_and_ref
         .await;
     assert_eq!(r.results[0].error_code, 92);
 }
+
+#[tokio::test]
+async fn a_reauthentication_started_and_never_finished_does_not_extend_the_session() {
+    let (_tmp, b) = start(&["--connections-max-reauth-ms", "1000"]);
+    let mut w = connect(&b).await;
+    let start = Instant::now();
+    assert_eq!(
+        plain_login(&mut w, "alice", "alice-secret", 2)
+            .await
+            .error_code,
+        0
+    );
+    // The re-authentication's SaslHandshake, and no SaslAuthenticate.
+    assert_eq!(w.call(&handshake("PLAIN"), 1).await.error_code, 0);
+    metadata_served(&mut w).await;
+    tokio::time::sleep(Duration::from_millis(1100).saturating_sub(start.elapsed())).await;
+    assert!(
+        w.try_call(&metadata(), 12).await.is_none(),
+        "served after the session ended"
+    );
+}

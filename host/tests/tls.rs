@@ -179,9 +179,11 @@ fn mixed_client(trusted: &Pki, issuer: &Pki, identity: &str) -> tokio_rustls::Tl
 #[tokio::test]
 async fn a_sasl_ssl_listener_authenticates_scram_end_to_end() {
     let (_tmp, pki, b) = start(
+        // SECURE first: Metadata advertises the first listener's address
+        // whichever listener asked (per-listener answers are not built).
         &[
-            "PLAIN=PLAINTEXT://127.0.0.1:0",
             "SECURE=SASL_SSL://127.0.0.1:0",
+            "PLAIN=PLAINTEXT://127.0.0.1:0",
         ],
         &["--connections-max-reauth-ms", "30000"],
         "warn",
