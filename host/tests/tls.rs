@@ -213,3 +213,36 @@ async fn a_sasl_ssl_listener_authenticates_scram_end_to_end() {
     let mut w = Wire::tcp(b.addr("PLAIN")).await;
     assert!(!w.call(&metadata(), 12).await.brokers.is_empty());
 }
+
+#[tokio::test]
+async fn requested_client_auth_serves_a_client_without_a_certificate_as_anonymous() {
+    let tmp = tempfile::tempdir().unwrap();
+    let pki = Pki::new(&tmp.path().join("pki"));
+    pki.issue("bob", "bob", &[]);
+    let data = tmp.path().join("data");
+    let mut flags = tls_flags(&pki);
+    flags.extend([
+        "--ssl-client-auth".into(),
+        "requested".into(),
+        "--ssl-client-ca".into(),
+        pki.path("ca.pem"),
+    ]);
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let b = Secured::spawn(
+        &data,
+        &["SSL=SSL://127.0.0.1:0"],
+        &flags,
+        "warn,kaas::tls=debug",
+    );
+    let mut w = Wire::new(tls_connect(&pki.client(None), b.addr("SSL")).await.unwrap());
+    assert!(!w.call(&metadata(), 12).await.brokers.is_empty());
+    let mut w = Wire::new(
+        tls_connect(&pki.client(Some("bob")), b.addr("SSL"))
+            .await
+            .unwrap(),
+    );
+    assert!(!w.call(&metadata(), 12).await.brokers.is_empty());
+    b.await_log(&["TLS client authenticated", "User:CN=bob"])
+        .await;
+    assert_eq!(b.metric(HANDSHAKES_FAILED).await, 0);
+}
