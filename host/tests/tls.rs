@@ -246,3 +246,37 @@ async fn requested_client_auth_serves_a_client_without_a_certificate_as_anonymou
         .await;
     assert_eq!(b.metric(HANDSHAKES_FAILED).await, 0);
 }
+
+#[tokio::test]
+async fn on_sasl_ssl_the_authentication_deadline_counts_from_connecting_not_from_the_tls_handshake()
+{
+    let (_tmp, pki, b) = start(
+        &["SECURE=SASL_SSL://127.0.0.1:0"],
+        &["--authentication-timeout-ms", "1000"],
+        "warn",
+    );
+    let connected = Instant::now();
+    let tcp = tokio::net::TcpStream::connect(b.addr("SECURE"))
+        .await
+        .unwrap();
+    // The TLS handshake starts late and finishes within the deadline.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let name = rustls::pki_types::ServerName::try_from("127.0.0.1")
+        .unwrap()
+        .to_owned();
+    let s = pki.client(None).connect(name, tcp).await.expect("TLS");
+    let mut w = Wire::new(s);
+    // Then nothing: closed 1 s after connecting, not 1 s after the handshake.
+    let mut buf = [0u8; 16];
+    let r = tokio::time::timeout(Duration::from_secs(5), async {
+        use tokio::io::AsyncReadExt as _;
+        let _ = w.stream_mut().read(&mut buf).await;
+    })
+    .await;
+    assert!(r.is_ok(), "never closed");
+    let took = connected.elapsed();
+    assert!(
+        took >= Duration::from_millis(900) && took < Duration::from_millis(1450),
+        "closed {took:?} after connecting"
+    );
+}

@@ -280,6 +280,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Wire<S> {
     pub fn get_ref(&self) -> &S {
         self.stream.get_ref()
     }
+
+    pub fn stream_mut(&mut self) -> &mut BufReader<S> {
+        &mut self.stream
+    }
 }
 
 fn framed(frame: &[u8]) -> Vec<u8> {
