@@ -170,19 +170,21 @@ async fn accept_loop(
             let _ = sock.set_nodelay(true);
             let registered = Registered { registry, conn };
             let session = crate::security::Session::anonymous(listener.name.clone(), peer.ip());
-            let sasl = listener.protocol.uses_sasl();
+            // The TLS handshake and the SASL exchange share one deadline,
+            // counted from connecting.
+            let deadline =
+                tokio::time::Instant::now() + broker.config.security.authentication_timeout;
+            let sasl = listener.protocol.uses_sasl().then_some(deadline);
             let result = match &listener.tls {
                 None => {
                     let (rd, wr) = sock.into_split();
                     connection(rd, wr, broker, &registered, budget, session, sasl).await
                 }
                 Some(acceptor) => {
-                    let deadline =
-                        tokio::time::Instant::now() + broker.config.security.authentication_timeout;
                     match within(&registered.conn, deadline, acceptor.accept(sock)).await {
                         Ok(Ok(stream)) => {
                             let mut session = session;
-                            if !sasl
+                            if sasl.is_none()
                                 && let Some(p) = stream
                                     .get_ref()
                                     .1
@@ -190,6 +192,7 @@ async fn accept_loop(
                                     .and_then(|c| c.first())
                                     .and_then(crate::security::tls::principal_of)
                             {
+                                tracing::debug!(target: "kaas::tls", %peer, listener = %listener.name, principal = %p, "TLS client authenticated");
                                 session.principal = p;
                             }
                             let (rd, wr) = tokio::io::split(stream);
@@ -504,7 +507,7 @@ async fn connection<R, W>(
     registered: &Registered,
     budget: Arc<Budget>,
     session: crate::security::Session,
-    sasl: bool,
+    sasl_deadline: Option<tokio::time::Instant>,
 ) -> anyhow::Result<()>
 where
     R: AsyncRead + Unpin + Send,
@@ -512,8 +515,10 @@ where
 {
     let conn = registered.conn.clone();
     let mut session = Arc::new(session);
-    let mut auth = sasl.then(|| crate::security::authenticate::Authenticator::new(&broker));
-    let auth_deadline = tokio::time::Instant::now() + broker.config.security.authentication_timeout;
+    // On a SASL listener: the authenticator, and when it must be done by.
+    let mut auth =
+        sasl_deadline.map(|_| crate::security::authenticate::Authenticator::new(&broker));
+    let auth_deadline = sasl_deadline.unwrap_or_else(tokio::time::Instant::now);
     // Reads the size and the body of a request (and whatever pipelined
     // requests arrived with them) in one syscall, not two per request.
     let mut rd = BufReader::with_capacity(READ_BUFFER, rd);

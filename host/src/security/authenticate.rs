@@ -263,7 +263,9 @@ impl Authenticator {
                         }
                     }
                     _ => {
-                        if expires.is_some_and(|e| Instant::now() >= e) && again.is_none() {
+                        // A re-authentication begun (its SaslHandshake)
+                        // but not finished does not extend the session.
+                        if expires.is_some_and(|e| Instant::now() >= e) {
                             self.broker
                                 .metrics
                                 .sasl_sessions_expired

@@ -260,11 +260,21 @@ impl Credentials {
         self.refresh();
         let creds: Vec<(ScramMechanism, ScramCredential)> = {
             let l = self.loaded.read().unwrap_or_else(|p| p.into_inner());
-            match l.users.get(user) {
-                Some(m) => m.iter().map(|(k, c)| (*k, c.clone())).collect(),
-                None => return false,
-            }
+            l.users
+                .get(user)
+                .map(|m| m.iter().map(|(k, c)| (*k, c.clone())).collect())
+                .unwrap_or_default()
         };
+        if creds.is_empty() {
+            // An unknown name costs what a known one with the default
+            // iterations does: the answer's timing does not tell names apart.
+            std::hint::black_box(ScramMechanism::Sha512.salted_password(
+                password,
+                b"kaas: no such user",
+                MIN_ITERATIONS,
+            ));
+            return false;
+        }
         // One derivation suffices: the strongest mechanism the user has.
         let Some((mech, cred)) = creds.into_iter().last() else {
             return false;
@@ -371,6 +381,31 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 mod tests {
     use super::*;
     use base64::Engine as _;
+
+    /// The shortest of five runs of `f`.
+    fn fastest(f: impl Fn() -> bool) -> std::time::Duration {
+        (0..5)
+            .map(|_| {
+                let t = std::time::Instant::now();
+                std::hint::black_box(f());
+                t.elapsed()
+            })
+            .min()
+            .unwrap()
+    }
+
+    #[test]
+    fn a_plain_login_for_an_unknown_user_costs_what_a_known_users_does() {
+        let c = Credentials::empty();
+        c.set_password("alice", ScramMechanism::Sha512, "alice-secret", 4096)
+            .unwrap();
+        let known = fastest(|| c.verify_password("alice", b"wrong"));
+        let unknown = fastest(|| c.verify_password("mallory", b"wrong"));
+        assert!(
+            unknown * 3 >= known,
+            "unknown user {unknown:?}, known user {known:?}: the time tells names apart"
+        );
+    }
 
     #[test]
     fn a_password_is_never_stored_and_plain_checks_against_the_scram_credential() {

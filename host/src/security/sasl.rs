@@ -108,7 +108,7 @@ impl Sasl {
                 let session = SASLServer::<Authenticated>::new(self.scram.clone())
                     .start_suggested(name)
                     .ok()?;
-                Inner::Scram(Box::new(session))
+                Inner::Scram(Box::new(session), 0)
             }
         };
         Some(Exchange {
@@ -121,7 +121,8 @@ impl Sasl {
 
 enum Inner {
     Plain,
-    Scram(Box<Session<Authenticated>>),
+    /// The session and how many client messages it has taken.
+    Scram(Box<Session<Authenticated>>, u8),
     Done,
 }
 
@@ -150,11 +151,24 @@ impl Exchange {
         match std::mem::replace(&mut self.inner, Inner::Done) {
             Inner::Done => Outcome::Failed("the SASL exchange has already ended".into()),
             Inner::Plain => self.plain(token),
-            Inner::Scram(mut s) => {
+            Inner::Scram(mut s, taken) => {
+                if !scram_shape_ok(taken, token) {
+                    tracing::debug!(target: "kaas::sasl", "a malformed SCRAM message");
+                    return invalid(self.mech);
+                }
                 let mut out = Vec::new();
-                match s.step(Some(token), &mut out) {
+                // Backstop: a parser panic on some input we did not
+                // foresee fails this exchange, not the connection's task.
+                let stepped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    s.step(Some(token), &mut out)
+                }));
+                let Ok(stepped) = stepped else {
+                    tracing::warn!(target: "kaas::sasl", "the SCRAM parser panicked on a client message");
+                    return invalid(self.mech);
+                };
+                match stepped {
                     Ok(state) if state.is_running() => {
-                        self.inner = Inner::Scram(s);
+                        self.inner = Inner::Scram(s, taken.saturating_add(1));
                         Outcome::Continue(out)
                     }
                     Ok(_) => match s.validation() {
@@ -208,6 +222,24 @@ impl Exchange {
         } else {
             Outcome::Failed("Authentication failed: Invalid username or password".into())
         }
+    }
+}
+
+/// Whether a SCRAM client message has the attribute shape rsasl's parser
+/// indexes without checking (rsasl 2.3.1 slices `[0..2]` of attributes and
+/// `[2..]` of the authzid, so `n,,` or a trailing comma would panic it):
+/// client-first (`taken` 0) is `gs2-cbind-flag,[a=authzid],n=user,r=nonce[,ext...]`,
+/// client-final is `c=...,r=...[,ext...],p=...`, every attribute `x=...`.
+fn scram_shape_ok(taken: u8, token: &[u8]) -> bool {
+    let attribute = |a: &[u8]| a.len() >= 2 && a.get(1) == Some(&b'=');
+    let mut parts = token.split(|b| *b == b',');
+    if taken == 0 {
+        let (Some(_flag), Some(authzid)) = (parts.next(), parts.next()) else {
+            return false;
+        };
+        (authzid.is_empty() || authzid.starts_with(b"a=")) && parts.all(attribute)
+    } else {
+        parts.all(attribute)
     }
 }
 
@@ -364,12 +396,41 @@ mod tests {
             b"p=tls-unique,,n=alice,r=abc",
             b"\xff\xfe",
             b"n,,n=alice",
+            b"n,,",
+            b"n,,n=alice,r=abc,",
+            b"n,a,n=alice,r=abc",
+            b"n,,n,r=abc",
+            b"n,,n=alice,r",
         ] {
             let mut ex = s.start("SCRAM-SHA-512").unwrap();
             let first = ex.step(token);
             assert!(
                 matches!(first, Outcome::Failed(_)),
                 "{token:?} gave {first:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_malformed_scram_final_message_fails_cleanly() {
+        let s = sasl();
+        for token in [
+            &b""[..],
+            b"c",
+            b"c=biws,r",
+            b"c=biws,r=x,p=abc,",
+            b"c=biws,r=x,,p=abc",
+            b"c=biws,r=clientnonce",
+        ] {
+            let mut ex = s.start("SCRAM-SHA-512").unwrap();
+            assert!(matches!(
+                ex.step(b"n,,n=alice,r=clientnonce"),
+                Outcome::Continue(_)
+            ));
+            let last = ex.step(token);
+            assert!(
+                matches!(last, Outcome::Failed(_)),
+                "{token:?} gave {last:?}"
             );
         }
     }
