@@ -653,3 +653,46 @@ async fn a_reauthentication_started_and_never_finished_does_not_extend_the_sessi
         "served after the session ended"
     );
 }
+
+/// Issue 16 item 1: Metadata and FindCoordinator give a client the address
+/// of the listener it came in on.
+#[tokio::test]
+async fn each_listener_advertises_its_own_address() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    user_set(&data, "SCRAM-SHA-512", "alice", "alice-secret");
+    let b = Secured::spawn(
+        &data,
+        &["PLAIN=PLAINTEXT://127.0.0.1:0", SASL],
+        &["--super-user", "User:alice", "--authorizer", "none"],
+        "warn",
+    );
+    for (listener, login) in [("PLAIN", false), ("SASL", true)] {
+        let addr = b.addr(listener).to_string();
+        let port: i32 = addr.rsplit_once(':').unwrap().1.parse().unwrap();
+        let mut w = Wire::tcp(&addr).await;
+        if login {
+            assert_eq!(
+                plain_login(&mut w, "alice", "alice-secret", 2)
+                    .await
+                    .error_code,
+                0
+            );
+        }
+        let m = w.call(&metadata(), 12).await;
+        assert_eq!(
+            m.brokers.iter().map(|n| n.port).collect::<Vec<_>>(),
+            vec![port],
+            "Metadata on {listener}"
+        );
+        let fc = FindCoordinatorRequest::default()
+            .with_key_type(0)
+            .with_coordinator_keys(vec![StrBytes::from_static_str("g")]);
+        let r = w.call(&fc, 4).await;
+        assert_eq!(r.coordinators[0].error_code, 0);
+        assert_eq!(
+            r.coordinators[0].port, port,
+            "FindCoordinator on {listener}"
+        );
+    }
+}

@@ -24,16 +24,23 @@ const TRANSACTION: i8 = 1;
 /// The coordinator of `group_id`: (node id, host, port) of this broker
 /// when the group's shard is open here, else COORDINATOR_NOT_AVAILABLE
 /// (the client asks again).
-pub fn group_coordinator(broker: &Broker, group_id: &str) -> Result<(i32, String, i32), i16> {
+pub fn group_coordinator(
+    broker: &Broker,
+    group_id: &str,
+    listener: &str,
+) -> Result<(i32, String, i32), i16> {
     if broker.groups.for_group(group_id).is_some() {
-        return Ok(this_broker(broker));
+        return Ok(this_broker(broker, listener));
     }
     // Cluster mode: the live leader of the group's shard.
     match broker
         .cluster
         .group_coordinator(broker.groups.shard_of(group_id))
     {
-        Some(n) if !broker.cluster.is_local() => Ok((n.id, n.host, n.port)),
+        Some(n) if !broker.cluster.is_local() => {
+            let (host, port) = n.endpoint(listener);
+            Ok((n.id, host, port))
+        }
         _ => Err(codes::COORDINATOR_NOT_AVAILABLE),
     }
 }
@@ -41,31 +48,37 @@ pub fn group_coordinator(broker: &Broker, group_id: &str) -> Result<(i32, String
 /// The coordinator of `transactional_id`: this broker when its shard is
 /// open here, else (cluster mode) the shard's live leader; otherwise
 /// COORDINATOR_NOT_AVAILABLE (the client asks again).
-pub fn txn_coordinator(broker: &Broker, transactional_id: &str) -> Result<(i32, String, i32), i16> {
+pub fn txn_coordinator(
+    broker: &Broker,
+    transactional_id: &str,
+    listener: &str,
+) -> Result<(i32, String, i32), i16> {
     if broker.txn.for_txn(transactional_id).is_some() {
-        return Ok(this_broker(broker));
+        return Ok(this_broker(broker, listener));
     }
     match broker
         .cluster
         .txn_coordinator(broker.txn.shard_of(transactional_id))
     {
-        Some(n) if !broker.cluster.is_local() => Ok((n.id, n.host, n.port)),
+        Some(n) if !broker.cluster.is_local() => {
+            let (host, port) = n.endpoint(listener);
+            Ok((n.id, host, port))
+        }
         _ => Err(codes::COORDINATOR_NOT_AVAILABLE),
     }
 }
 
-fn this_broker(broker: &Broker) -> (i32, String, i32) {
-    (
-        broker.config.node_id,
-        broker.config.advertised_host.clone(),
-        broker.config.advertised_port,
-    )
+/// This broker's address on `listener` (the listener the request came in on).
+fn this_broker(broker: &Broker, listener: &str) -> (i32, String, i32) {
+    let (host, port) = broker.cluster.me().endpoint(listener);
+    (broker.config.node_id, host, port)
 }
 
 /// The coordinator of one key, or its error code and message. DESCRIBE on
 /// the group (key type 0) or the transactional id (1) first.
 fn coordinator_of(
     broker: &Broker,
+    listener: &str,
     gate: &mut super::Gate<'_>,
     key_type: i8,
     key: &str,
@@ -79,9 +92,9 @@ fn coordinator_of(
             codes::TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
             "Transactional Id authorization failed.",
         )),
-        GROUP => group_coordinator(broker, key)
+        GROUP => group_coordinator(broker, key, listener)
             .map_err(|e| (e, "the group's coordinator is not available")),
-        TRANSACTION => txn_coordinator(broker, key)
+        TRANSACTION => txn_coordinator(broker, key, listener)
             .map_err(|e| (e, "the transaction coordinator is not available")),
         _ => Err((codes::INVALID_REQUEST, "unknown coordinator key type")),
     }
@@ -101,7 +114,7 @@ pub fn handle(
             .coordinator_keys
             .into_iter()
             .map(|key: StrBytes| {
-                let found = coordinator_of(broker, &mut gate, key_type, &key);
+                let found = coordinator_of(broker, &session.listener, &mut gate, key_type, &key);
                 let c = Coordinator::default().with_key(key);
                 match found {
                     Ok((node, host, port)) => c
@@ -123,7 +136,7 @@ pub fn handle(
     }
     let r = FindCoordinatorResponse::default();
     ResponseKind::FindCoordinator(
-        match coordinator_of(broker, &mut gate, key_type, &req.key) {
+        match coordinator_of(broker, &session.listener, &mut gate, key_type, &req.key) {
             Ok((node, host, port)) => r
                 .with_error_code(codes::NONE)
                 .with_node_id(BrokerId(node))

@@ -129,10 +129,12 @@ pub fn handle(
         .brokers()
         .iter()
         .map(|b| {
+            // The address of the listener this request came in on.
+            let (host, port) = b.endpoint(&session.listener);
             MetadataResponseBroker::default()
                 .with_node_id(BrokerId(b.id))
-                .with_host(sb(&b.host))
-                .with_port(b.port)
+                .with_host(sb(&host))
+                .with_port(port)
         })
         .collect();
     let mut resp = MetadataResponse::default()
