@@ -543,6 +543,20 @@ async fn broker(args: BrokerArgs) -> anyhow::Result<()> {
         .clone()
         .unwrap_or_else(|| addr.ip().to_string());
     config.advertised_port = i32::from(addr.port());
+    for l in &listeners {
+        let a = l.socket.local_addr()?;
+        config
+            .security
+            .listener_addresses
+            .push(kaas::security::advertise::ListenerAddress {
+                name: l.name.to_string(),
+                host: args
+                    .advertised_host
+                    .clone()
+                    .unwrap_or_else(|| a.ip().to_string()),
+                port: i32::from(a.port()),
+            });
+    }
     config.auto_create_topics = !args.no_auto_create_topics;
     config.default_partitions = args.default_partitions;
     config.max_request_bytes = args.max_request_bytes;

@@ -729,7 +729,11 @@ where
                     }
                 }
             }
-            let handled = wire::dispatch(&broker, &session, req).await;
+            let handled = crate::security::advertise::for_listener(
+                &broker,
+                &session,
+                wire::dispatch(&broker, &session, req).await,
+            );
             // The request's bytes are dropped: its share of the budget is free.
             drop(held);
             if tx

@@ -7,6 +7,7 @@
 //! know how the principal was established.
 
 pub mod acl;
+pub mod advertise;
 pub mod authenticate;
 pub mod authorizer;
 pub mod credentials;
@@ -34,6 +35,10 @@ pub struct SecurityConfig {
     pub authentication_timeout: std::time::Duration,
     /// The SASL mechanisms SaslHandshake offers.
     pub sasl_mechanisms: Vec<sasl::Mechanism>,
+    /// Each listener's advertised address (Metadata and FindCoordinator
+    /// answer a client with its own listener's); empty: the broker's
+    /// `advertised_host`/`advertised_port` for every listener.
+    pub listener_addresses: Vec<advertise::ListenerAddress>,
 }
 
 impl Default for SecurityConfig {
@@ -48,6 +53,7 @@ impl Default for SecurityConfig {
                 sasl::Mechanism::Scram(credentials::ScramMechanism::Sha256),
                 sasl::Mechanism::Scram(credentials::ScramMechanism::Sha512),
             ],
+            listener_addresses: Vec::new(),
         }
     }
 }
