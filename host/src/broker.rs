@@ -89,6 +89,12 @@ pub struct BrokerConfig {
     pub authorizer: crate::security::authorizer::AuthorizerConfig,
     /// SASL and TLS settings.
     pub security: crate::security::SecurityConfig,
+    /// Each listener's advertised address (empty: only
+    /// `advertised_host:advertised_port`).
+    pub advertised_listeners: Vec<crate::cluster::keys::Endpoint>,
+    /// SASL PLAIN user and password this broker logs in with on other
+    /// brokers' inter-broker (first) listener when it is SASL_PLAINTEXT.
+    pub inter_broker_login: Option<(String, String)>,
 }
 
 impl BrokerConfig {
@@ -123,6 +129,8 @@ impl BrokerConfig {
             fence_log: false,
             authorizer: Default::default(),
             security: Default::default(),
+            advertised_listeners: Vec::new(),
+            inter_broker_login: None,
         }
     }
 }
@@ -184,6 +192,7 @@ impl Broker {
             host: config.advertised_host.clone(),
             port: config.advertised_port,
             incarnation: 0,
+            listeners: config.advertised_listeners.clone(),
         };
         Self::with_cluster(config, logs, policy, crate::cluster::Cluster::Local(me))
     }
@@ -236,10 +245,14 @@ impl Broker {
                 config.transactional_id_expiration_ms,
             )?
         };
-        let peers = Arc::new(crate::cluster::peer::Peers::new(
+        let mut peers = crate::cluster::peer::Peers::new(
             &format!("kaas-broker-{}", config.node_id),
             PEER_TIMEOUT,
-        ));
+        );
+        if let Some((user, password)) = &config.inter_broker_login {
+            peers = peers.with_login(user, password);
+        }
+        let peers = Arc::new(peers);
         let groups = if config.sharded_groups || !cluster.is_local() {
             crate::group::GroupShards::cluster(
                 &config.data_dir,
@@ -360,6 +373,7 @@ pub async fn open_clustered(
         host: config.advertised_host.clone(),
         port: config.advertised_port,
         incarnation: 0,
+        listeners: config.advertised_listeners.clone(),
     };
     let group_commit = crate::log::GroupCommit::new(fsync);
     let logs = LogManager::open_clustered(&config.data_dir, config.log.clone(), group_commit)?

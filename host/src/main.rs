@@ -255,6 +255,14 @@ struct BrokerArgs {
     /// handshake, within this long of connecting.
     #[arg(long, default_value_t = 10_000)]
     authentication_timeout_ms: u64,
+    /// Cluster mode with a SASL_PLAINTEXT first listener: the user this
+    /// broker logs in as (SASL PLAIN) on the other brokers; it must be a
+    /// --super-user. Its password is read from --inter-broker-password-file.
+    #[arg(long, requires = "inter_broker_password_file")]
+    inter_broker_user: Option<String>,
+    /// File holding the inter-broker user's password (first line).
+    #[arg(long)]
+    inter_broker_password_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -522,6 +530,26 @@ async fn broker(args: BrokerArgs) -> anyhow::Result<()> {
     };
     let addr = first.socket.local_addr()?;
     let mut config = BrokerConfig::new(&args.data_dir);
+    if let Some(user) = &args.inter_broker_user {
+        let file = args
+            .inter_broker_password_file
+            .as_ref()
+            .context("--inter-broker-user needs --inter-broker-password-file")?;
+        let text =
+            std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+        let password = text.lines().next().unwrap_or_default().to_owned();
+        anyhow::ensure!(!password.is_empty(), "{} holds no password", file.display());
+        config.inter_broker_login = Some((user.clone(), password));
+    }
+    if let Some(l) = listeners.first()
+        && !args.etcd.is_empty()
+        && l.protocol.uses_tls()
+    {
+        anyhow::bail!(
+            "in cluster mode the first listener ({}) is the brokers' own and must be PLAINTEXT or SASL_PLAINTEXT (on a private address)",
+            l.name
+        );
+    }
     config.security.failed_authentication_delay =
         std::time::Duration::from_millis(args.connection_failed_authentication_delay_ms);
     config.security.connections_max_reauth =
@@ -546,9 +574,8 @@ async fn broker(args: BrokerArgs) -> anyhow::Result<()> {
     for l in &listeners {
         let a = l.socket.local_addr()?;
         config
-            .security
-            .listener_addresses
-            .push(kaas::security::advertise::ListenerAddress {
+            .advertised_listeners
+            .push(kaas::cluster::keys::Endpoint {
                 name: l.name.to_string(),
                 host: args
                     .advertised_host

@@ -345,3 +345,52 @@ async fn an_oversize_response_is_refused_without_allocating_it() {
     let msg = r.unwrap_err().to_string();
     assert!(msg.contains(&addr), "the error names the peer: {msg}");
 }
+
+/// Issue 16: on a SASL_PLAINTEXT inter-broker listener the pool logs in
+/// with SASL PLAIN on each new connection; without the login, or with a
+/// wrong password, the peer refuses every request but ApiVersions.
+#[tokio::test]
+async fn a_peer_logs_in_with_sasl_plain_on_a_sasl_listener() {
+    let dir = tempfile::tempdir().unwrap();
+    let set = std::process::Command::new(env!("CARGO_BIN_EXE_kaas"))
+        .args(["user", "set", "--data-dir"])
+        .arg(dir.path())
+        .args([
+            "--mechanism",
+            "SCRAM-SHA-256",
+            "--name",
+            "broker",
+            "--password",
+            "inter-secret",
+        ])
+        .output()
+        .unwrap();
+    assert!(set.status.success(), "{set:?}");
+    let b = support::Process::spawn(
+        dir.path(),
+        &["--listener", "INTERNAL=SASL_PLAINTEXT://127.0.0.1:0"],
+    );
+    let metadata = MetadataRequest::default().with_topics(None);
+
+    let peers =
+        Peers::new("kaas-peer-test", Duration::from_secs(5)).with_login("broker", "inter-secret");
+    let md: MetadataResponse = peers.call(&b.addr, 12, &metadata).await.unwrap();
+    assert!(!md.brokers.is_empty());
+    // The pooled, logged-in connection is reused.
+    let md: MetadataResponse = peers.call(&b.addr, 12, &metadata).await.unwrap();
+    assert!(!md.brokers.is_empty());
+
+    let anonymous = Peers::new("kaas-peer-test", Duration::from_secs(5));
+    let r: Result<MetadataResponse, _> = anonymous.call(&b.addr, 12, &metadata).await;
+    assert!(
+        r.is_err(),
+        "an unauthenticated Metadata is not answered: {r:?}"
+    );
+
+    let wrong = Peers::new("kaas-peer-test", Duration::from_secs(5)).with_login("broker", "nope");
+    let r: Result<MetadataResponse, _> = wrong.call(&b.addr, 12, &metadata).await;
+    assert!(
+        matches!(&r, Err(PeerError::Connect(m)) if m.contains("SaslAuthenticate error 58")),
+        "{r:?}"
+    );
+}

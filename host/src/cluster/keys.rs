@@ -32,6 +32,33 @@ pub struct NodeInfo {
     /// directory (see [`wal_dir_name`]).
     #[serde(default)]
     pub incarnation: i64,
+    /// Every listener's advertised address (issue 16); Metadata answers a
+    /// client with the address of the listener it came in on. `host` and
+    /// `port` are the first listener's, which brokers use among themselves.
+    #[serde(default)]
+    pub listeners: Vec<Endpoint>,
+}
+
+/// One listener's advertised address.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Endpoint {
+    pub name: String,
+    pub host: String,
+    pub port: i32,
+}
+
+impl NodeInfo {
+    /// The address a client that came in on `listener` should use: that
+    /// listener's, or the broker's first one if it has no such listener.
+    pub fn endpoint(&self, listener: &str) -> (String, i32) {
+        self.listeners
+            .iter()
+            .find(|e| e.name == listener)
+            .map_or_else(
+                || (self.host.clone(), self.port),
+                |e| (e.host.clone(), e.port),
+            )
+    }
 }
 
 /// Who leads a unit now.

@@ -121,6 +121,9 @@ pub struct Peers {
     /// One entry per peer ever called and not forgotten: the cluster's
     /// brokers, so bounded by the membership.
     pools: Mutex<HashMap<String, Arc<Pool>>>,
+    /// SASL PLAIN login for a SASL_PLAINTEXT inter-broker listener
+    /// (issue 16): user and password.
+    login: Option<(String, String)>,
 }
 
 /// How one exchange on one connection failed.
@@ -140,7 +143,51 @@ impl Peers {
             timeout,
             correlation: AtomicI32::new(0),
             pools: Mutex::new(HashMap::new()),
+            login: None,
         }
+    }
+
+    /// Logs in with SASL PLAIN as `user` on every new connection (the
+    /// inter-broker listener is SASL_PLAINTEXT).
+    pub fn with_login(mut self, user: &str, password: &str) -> Peers {
+        self.login = Some((user.to_owned(), password.to_owned()));
+        self
+    }
+
+    /// A new connection to `addr`, logged in when a login is configured.
+    async fn open(&self, addr: &str) -> Result<TcpStream, PeerError> {
+        let conn = connect(addr).await?;
+        let Some((user, password)) = &self.login else {
+            return Ok(conn);
+        };
+        use kafka_protocol::messages::{SaslAuthenticateRequest, SaslHandshakeRequest};
+        let fail = |what: String| PeerError::Connect(format!("{addr}: SASL login: {what}"));
+        let hs = SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str("PLAIN"));
+        let c = self.next_correlation();
+        let frame = self.frame(&hs, 1, c).map_err(|e| fail(e.to_string()))?;
+        let (conn, body) = exchange(conn, &frame)
+            .await
+            .map_err(|_| fail("no handshake answer".into()))?;
+        let r = decode::<SaslHandshakeRequest>(body, 1, c).map_err(fail)?;
+        if r.error_code != 0 {
+            return Err(fail(format!("SaslHandshake error {}", r.error_code)));
+        }
+        let mut token = Vec::with_capacity(2 + user.len() + password.len());
+        token.push(0);
+        token.extend_from_slice(user.as_bytes());
+        token.push(0);
+        token.extend_from_slice(password.as_bytes());
+        let auth = SaslAuthenticateRequest::default().with_auth_bytes(token.into());
+        let c = self.next_correlation();
+        let frame = self.frame(&auth, 2, c).map_err(|e| fail(e.to_string()))?;
+        let (conn, body) = exchange(conn, &frame)
+            .await
+            .map_err(|_| fail("no answer".into()))?;
+        let r = decode::<SaslAuthenticateRequest>(body, 2, c).map_err(fail)?;
+        if r.error_code != 0 {
+            return Err(fail(format!("SaslAuthenticate error {}", r.error_code)));
+        }
+        Ok(conn)
     }
 
     fn pool(&self, addr: &str) -> Arc<Pool> {
@@ -182,11 +229,11 @@ impl Peers {
                     Ok((conn, body)) => Ok((conn, body)),
                     // The peer closed it while it sat idle: once more anew.
                     Err(Failure::ClosedBeforeAnswer(_)) => {
-                        exchange(connect(addr).await?, &frame).await
+                        exchange(self.open(addr).await?, &frame).await
                     }
                     Err(e) => Err(e),
                 },
-                None => exchange(connect(addr).await?, &frame).await,
+                None => exchange(self.open(addr).await?, &frame).await,
             };
             let (conn, body) = body.map_err(|f| match f {
                 Failure::ClosedBeforeAnswer(e) | Failure::Io(e) => {

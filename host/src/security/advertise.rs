@@ -1,12 +1,12 @@
-//! Which address this broker advertises to a client: the one of the
+//! Which address a client is told to use for a broker: the one of the
 //! listener the client came in on (issue 16 item 1, Kafka's per-listener
 //! `advertised.listeners`).
 //!
-//! Handlers build Metadata and FindCoordinator answers with the broker's
-//! first listener (`config.advertised_host/port`, the address other brokers
-//! use); [`for_listener`] then rewrites this broker's own entries for the
-//! session's listener. It touches only those two responses. In cluster mode
-//! other brokers are still advertised at their first listener's address.
+//! Handlers build Metadata and FindCoordinator answers with each broker's
+//! first listener (`NodeInfo::host/port`, the address brokers use among
+//! themselves); [`for_listener`] then rewrites every node of those two
+//! responses to `NodeInfo::endpoint(session.listener)`. It reads the
+//! cluster view and touches nothing else.
 
 use kafka_protocol::messages::ResponseKind;
 use kafka_protocol::protocol::StrBytes;
@@ -15,53 +15,46 @@ use crate::broker::Broker;
 use crate::security::Session;
 use crate::wire::Handled;
 
-/// One listener's advertised address.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ListenerAddress {
-    pub name: String,
-    pub host: String,
-    pub port: i32,
-}
-
-/// `handled`, with this broker's address in Metadata and FindCoordinator
-/// answers replaced by the address of `session`'s listener.
+/// `handled`, with every broker address in a Metadata or FindCoordinator
+/// answer replaced by that broker's address on `session`'s listener.
 pub fn for_listener(broker: &Broker, session: &Session, handled: Handled) -> Handled {
     let Handled::Now(mut resp) = handled else {
         return handled;
     };
-    let cfg = &broker.config;
-    let Some(own) = cfg
-        .security
-        .listener_addresses
-        .iter()
-        .find(|l| *l.name == *session.listener)
-    else {
-        return Handled::Now(resp);
-    };
-    if own.host == cfg.advertised_host && own.port == cfg.advertised_port {
+    if !matches!(
+        resp,
+        ResponseKind::Metadata(_) | ResponseKind::FindCoordinator(_)
+    ) {
         return Handled::Now(resp);
     }
-    let me = cfg.node_id;
-    let host = || StrBytes::from_string(own.host.clone());
+    let nodes = broker.cluster.brokers();
+    let endpoint = |id: i32| {
+        nodes
+            .iter()
+            .find(|n| n.id == id)
+            .map(|n| n.endpoint(&session.listener))
+    };
     match &mut resp {
         ResponseKind::Metadata(m) => {
-            for b in m.brokers.iter_mut().filter(|b| b.node_id.0 == me) {
-                b.host = host();
-                b.port = own.port;
+            for b in &mut m.brokers {
+                if let Some((host, port)) = endpoint(b.node_id.0) {
+                    b.host = StrBytes::from_string(host);
+                    b.port = port;
+                }
             }
         }
         ResponseKind::FindCoordinator(f) => {
-            if f.node_id.0 == me && f.port == cfg.advertised_port {
-                f.host = host();
-                f.port = own.port;
-            }
-            for c in f
-                .coordinators
-                .iter_mut()
-                .filter(|c| c.node_id.0 == me && c.port == cfg.advertised_port)
+            if f.error_code == 0
+                && let Some((host, port)) = endpoint(f.node_id.0)
             {
-                c.host = host();
-                c.port = own.port;
+                f.host = StrBytes::from_string(host);
+                f.port = port;
+            }
+            for c in f.coordinators.iter_mut().filter(|c| c.error_code == 0) {
+                if let Some((host, port)) = endpoint(c.node_id.0) {
+                    c.host = StrBytes::from_string(host);
+                    c.port = port;
+                }
             }
         }
         _ => {}

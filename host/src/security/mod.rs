@@ -35,10 +35,6 @@ pub struct SecurityConfig {
     pub authentication_timeout: std::time::Duration,
     /// The SASL mechanisms SaslHandshake offers.
     pub sasl_mechanisms: Vec<sasl::Mechanism>,
-    /// Each listener's advertised address (Metadata and FindCoordinator
-    /// answer a client with its own listener's); empty: the broker's
-    /// `advertised_host`/`advertised_port` for every listener.
-    pub listener_addresses: Vec<advertise::ListenerAddress>,
 }
 
 impl Default for SecurityConfig {
@@ -53,7 +49,6 @@ impl Default for SecurityConfig {
                 sasl::Mechanism::Scram(credentials::ScramMechanism::Sha256),
                 sasl::Mechanism::Scram(credentials::ScramMechanism::Sha512),
             ],
-            listener_addresses: Vec::new(),
         }
     }
 }
