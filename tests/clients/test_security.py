@@ -105,7 +105,7 @@ def _has_authorizer() -> bool:
                              timeout=30).stdout
     except OSError:
         return False
-    return "--super-user" in out
+    return "--allow-everyone-if-no-acl-found" in out
 
 
 @pytest.fixture(scope="module")
