@@ -54,6 +54,7 @@ class Secure:
     def __init__(self, broker: KaasBroker, certs):
         self.broker = broker
         self.certs = certs
+        self._admin = None
 
     def address(self, listener: str) -> str:
         return self.broker.address(listener)
@@ -75,7 +76,10 @@ class Secure:
         return conf
 
     def admin(self) -> AdminClient:
-        return AdminClient(self.rdkafka("admin"))
+        """User:admin's client (one, kept: a dropped AdminClient fails its futures)."""
+        if self._admin is None:
+            self._admin = AdminClient(self.rdkafka("admin"))
+        return self._admin
 
     def create_topic(self, name: str, partitions: int = 2) -> None:
         fs = self.admin().create_topics([NewTopic(name, num_partitions=partitions,
@@ -143,8 +147,8 @@ def _watch_broker(request, secure):
 
 @pytest.fixture
 def names(request):
-    tag = f"{request.node.name}-{uuid.uuid4().hex[:6]}"
-    tag = "".join(c if c.isalnum() or c in "._-" else "-" for c in tag)[:100]
+    tag = "".join(c if c.isalnum() or c in "._-" else "-" for c in request.node.name)
+    tag = f"{tag[:80]}-{uuid.uuid4().hex[:8]}"
     return {"topic": f"t-{tag}", "group": f"g-{tag}", "txn": f"x-{tag}"}
 
 
