@@ -268,7 +268,6 @@ impl Broker {
             )?
         };
         let fences = crate::cluster::fences::FenceRing::open(&config, !cluster.is_local())?;
-        let authz = crate::security::Authorizer::in_memory(config.authorizer.clone(), Vec::new());
         let credentials = crate::security::credentials::Credentials::open(&config.data_dir)
             .map_err(|e| std::io::Error::other(format!("{e:#}")))?;
         let sasl = crate::security::sasl::Sasl::new(
@@ -276,6 +275,7 @@ impl Broker {
             Arc::new(credentials),
         )
         .map_err(|e| std::io::Error::other(format!("{e:#}")))?;
+        let authz = crate::security::Authorizer::open(&config, &cluster)?;
         Ok(Broker {
             sasl,
             authz,
@@ -383,6 +383,8 @@ pub async fn open_clustered(
         });
     let cluster = crate::cluster::Cluster::Etcd { etcd, me };
     let broker = Broker::with_cluster(config, logs, policy, cluster)?.share();
+    // Every broker reads the ACLs before it serves a request.
+    broker.authz.load().await?;
     let weak = Arc::downgrade(&broker);
     broker.groups.set_topic_exists(Arc::new(move |topic| {
         weak.upgrade()
@@ -410,6 +412,9 @@ pub fn spawn_tasks(broker: &Arc<Broker>, reaper_every: std::time::Duration) {
             host,
         ));
         crate::cluster::fences::spawn(broker);
+        // ACLs created or deleted on any broker apply here too.
+        let b = broker.clone();
+        tokio::spawn(async move { b.authz.follow().await });
     }
     if broker.logs.wal().is_some() || broker.logs.is_clustered() {
         tokio::spawn(run_wal_checkpoints(broker.clone()));

@@ -263,6 +263,23 @@ struct BrokerArgs {
     /// File holding the inter-broker user's password (first line).
     #[arg(long)]
     inter_broker_password_file: Option<PathBuf>,
+    // Issue 16 (the authorizer):
+    /// Whether ACLs are enforced: acl, none, or auto (acl when some
+    /// listener authenticates its clients).
+    #[arg(long, default_value = "auto")]
+    authorizer: kaas::security::authorizer::AuthorizerMode,
+    /// A principal allowed everything, whatever the ACLs (repeatable),
+    /// e.g. User:admin.
+    #[arg(long = "super-user", value_name = "User:NAME", value_parser = parse_principal)]
+    super_users: Vec<kaas::security::Principal>,
+    /// allow.everyone.if.no.acl.found: an action on a resource no ACL
+    /// names at all is allowed.
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
+    allow_everyone_if_no_acl_found: bool,
+    /// Most ACLs the broker (in cluster mode: the cluster) holds; a
+    /// creation past it is refused with POLICY_VIOLATION.
+    #[arg(long, default_value_t = kaas::security::authorizer::DEFAULT_MAX_ACLS)]
+    max_acls: usize,
 }
 
 #[derive(Debug, Subcommand)]
@@ -297,6 +314,11 @@ enum UserCommand {
         #[arg(long, default_value = "./data")]
         data_dir: PathBuf,
     },
+}
+
+fn parse_principal(s: &str) -> Result<kaas::security::Principal, String> {
+    kaas::security::Principal::parse(s)
+        .ok_or_else(|| format!("{s:?}: expected Type:name, e.g. User:admin"))
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -613,6 +635,18 @@ async fn broker(args: BrokerArgs) -> anyhow::Result<()> {
     config.lease_ttl = std::time::Duration::from_millis(args.lease_ttl_ms.max(2_000));
     config.fence_poll = std::time::Duration::from_millis(args.fence_poll_ms.max(10));
     config.fence_push = args.fence_push;
+    config.authorizer.mode = args.authorizer;
+    config.authorizer.super_users = args.super_users.iter().cloned().collect();
+    config.authorizer.allow_everyone_if_no_acl_found = args.allow_everyone_if_no_acl_found;
+    config.authorizer.max_acls = args.max_acls;
+    // `auto` enforces ACLs when some listener authenticates: none does yet.
+    // ACLs are enforced by default once some listener authenticates.
+    let authenticates = specs.iter().any(|s| {
+        s.protocol.uses_sasl()
+            || (s.protocol.uses_tls()
+                && args.ssl_client_auth != kaas::security::tls::ClientAuth::None)
+    });
+    config.authorizer.resolve(authenticates);
     let started = std::time::Instant::now();
     let broker = if config.etcd.is_empty() {
         kaas::broker::open(config, args.fsync, Arc::new(policy))

@@ -136,6 +136,13 @@ impl Metrics {
         ] {
             sample(&mut out, name, kind, v.load(Ordering::Relaxed));
         }
+        // Issue 16: decisive authorization denials (each audited, rate-limited).
+        sample(
+            &mut out,
+            "kaas_authorization_denied_total",
+            "counter",
+            broker.authz.denied_total(),
+        );
         fsync_counters(&mut out, "kaas_fsync", broker.logs.group_commit().stats());
         // The transaction state log has its own flusher.
         fsync_counters(&mut out, "kaas_txn_state_fsync", broker.txn.sync_stats());

@@ -56,6 +56,10 @@ static UNANSWERED: crate::ratelimit::RateLimit = crate::ratelimit::RateLimit::pe
 static UNWATCHED: crate::ratelimit::RateLimit = crate::ratelimit::RateLimit::per_second();
 static FENCES_DROPPED: crate::ratelimit::RateLimit = crate::ratelimit::RateLimit::per_second();
 
+/// Most operations one transaction may hold (etcd's default
+/// `--max-txn-ops` is 128).
+pub const MAX_TXN_OPS: usize = 100;
+
 /// Bounds every etcd call, so a partitioned etcd cannot hold a request.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(3);
 
@@ -594,6 +598,59 @@ impl Etcd {
             .iter()
             .map(|kv| decode::<EpochRec>(kv.key(), kv.value()))
             .collect()
+    }
+
+    // Issue 16: the ACL store (security::acl_store) keeps ACLs under
+    // `acls/`, read and followed by its own watch, not by the view's.
+
+    /// Every key and value under `prefix`, and the revision they were read at.
+    pub async fn get_prefix(
+        &self,
+        prefix: &str,
+    ) -> Result<(Vec<(Vec<u8>, Vec<u8>)>, i64), EtcdError> {
+        let all = bounded(
+            self.client()
+                .get(prefix, Some(GetOptions::new().with_prefix())),
+        )
+        .await?;
+        let revision = all.header().map_or(0, |h| h.revision());
+        let kvs = all
+            .kvs()
+            .iter()
+            .map(|kv| (kv.key().to_vec(), kv.value().to_vec()))
+            .collect();
+        Ok((kvs, revision))
+    }
+
+    /// A watch of every key under `prefix`, from revision `start`.
+    pub async fn watch_prefix(
+        &self,
+        prefix: &str,
+        start: i64,
+    ) -> Result<etcd_client::WatchStream, EtcdError> {
+        bounded(self.client().watch(
+            prefix,
+            Some(WatchOptions::new().with_prefix().with_start_revision(start)),
+        ))
+        .await
+    }
+
+    /// Puts and deletes keys in one transaction (at most [`MAX_TXN_OPS`]).
+    pub async fn put_and_delete(
+        &self,
+        puts: Vec<(String, Vec<u8>)>,
+        deletes: Vec<String>,
+    ) -> Result<(), EtcdError> {
+        let ops: Vec<TxnOp> = puts
+            .into_iter()
+            .map(|(k, v)| TxnOp::put(k, v, None))
+            .chain(deletes.into_iter().map(|k| TxnOp::delete(k, None)))
+            .collect();
+        if ops.is_empty() {
+            return Ok(());
+        }
+        bounded(self.client().txn(Txn::new().and_then(ops))).await?;
+        Ok(())
     }
 
     /// Waits until the view changes or `max` passes.

@@ -15,6 +15,8 @@
 //!   last producer-epoch bump that broker's coordinator made (the push path
 //!   of the cross-broker fence ring, [`super::fences`]). One key per broker;
 //!   every put is a revision of its own, so the watch sees each bump.
+//! - `acls/<sha-256 of the record>` → one ACL (issue 16; persistent),
+//!   read and watched by [`crate::security::acl_store`], not by the view.
 //!
 //! A unit is a topic partition (`p/<topic>/<n>`) or a group-coordinator
 //! shard (`g/<n>`). Topic names cannot contain `/` (see
@@ -165,6 +167,12 @@ impl Keys {
     }
     pub fn fence(&self, node: i32) -> String {
         format!("{}fences/{node}", self.root)
+    }
+    pub fn acls_prefix(&self) -> String {
+        format!("{}acls/", self.root)
+    }
+    pub fn acl(&self, id: &str) -> String {
+        format!("{}acls/{id}", self.root)
     }
 }
 

@@ -7,6 +7,9 @@
 //! know how the principal was established.
 
 pub mod acl;
+pub mod acl_filter;
+pub mod acl_index;
+pub mod acl_store;
 pub mod advertise;
 pub mod authenticate;
 pub mod authorizer;

@@ -46,3 +46,6 @@ pub const SASL_AUTHENTICATION_FAILED: i16 = 58;
 pub const RESOURCE_NOT_FOUND: i16 = 91;
 pub const DUPLICATE_RESOURCE: i16 = 92;
 pub const UNACCEPTABLE_CREDENTIAL: i16 = 93;
+// The ACL admin APIs (issue 16):
+pub const CLUSTER_AUTHORIZATION_FAILED: i16 = 31;
+pub const SECURITY_DISABLED: i16 = 54;

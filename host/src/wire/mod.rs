@@ -61,6 +61,11 @@ pub const VERSIONS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::SaslAuthenticate, 0, 2),
     (ApiKey::DescribeUserScramCredentials, 0, 0),
     (ApiKey::AlterUserScramCredentials, 0, 0),
+    // ACL admin (issue 16): Kafka 3.7 speaks 0-3; kafka-protocol decodes
+    // 1-3 (v0 lacks the pattern type fields; clients use v1+).
+    (ApiKey::DescribeAcls, 1, 3),
+    (ApiKey::CreateAcls, 1, 3),
+    (ApiKey::DeleteAcls, 1, 3),
 ];
 
 /// The advertised range of an API, if we implement it.
@@ -336,6 +341,28 @@ pub async fn dispatch(
         }
         Some(RequestKind::AlterUserScramCredentials(r)) => {
             api::scram_credentials::alter(broker, session, r)
+        }
+        // ACL admin (issue 16); changes are stored (file, etcd) off the runtime.
+        Some(RequestKind::DescribeAcls(r)) => {
+            Handled::Now(api::describe_acls::handle(broker, session, r, v))
+        }
+        Some(RequestKind::CreateAcls(r)) => {
+            let session = session.clone();
+            off_runtime(
+                broker,
+                || ResponseKind::CreateAcls(Default::default()),
+                move |b| api::create_acls::handle(b, &session, r, v),
+            )
+            .await
+        }
+        Some(RequestKind::DeleteAcls(r)) => {
+            let session = session.clone();
+            off_runtime(
+                broker,
+                || ResponseKind::DeleteAcls(Default::default()),
+                move |b| api::delete_acls::handle(b, &session, r, v),
+            )
+            .await
         }
         // Only the APIs of VERSIONS reach here; decode refused the rest.
         Some(_) => Handled::Nothing,

@@ -24,8 +24,6 @@ use crate::security::credentials::{CredentialError, ScramMechanism};
 use crate::security::{Operation, ResourceType, Session};
 use crate::wire::{Handled, codes};
 
-const CLUSTER_AUTHORIZATION_FAILED: i16 = 31;
-
 /// Most users one request may name.
 const MAX_USERS_PER_REQUEST: usize = 1000;
 /// Longest salt accepted.
@@ -46,7 +44,7 @@ pub fn describe(
     ) {
         return ResponseKind::DescribeUserScramCredentials(
             DescribeUserScramCredentialsResponse::default()
-                .with_error_code(CLUSTER_AUTHORIZATION_FAILED),
+                .with_error_code(codes::CLUSTER_AUTHORIZATION_FAILED),
         );
     }
     let all = broker.sasl.credentials().describe();
@@ -139,7 +137,7 @@ pub fn alter(
     let check = |name: &str, mech: i8| -> Result<ScramMechanism, (i16, String)> {
         if !allowed {
             return Err((
-                CLUSTER_AUTHORIZATION_FAILED,
+                codes::CLUSTER_AUTHORIZATION_FAILED,
                 "Cluster authorization failed.".into(),
             ));
         }
