@@ -147,13 +147,31 @@ def confluent_read_all(bootstrap: str, topic: str, partitions: int,
                        timeout: float = 60.0) -> dict[int, list[tuple[int, bytes]]]:
     """Every record of every partition, from offset 0 to the high watermark
     at the time of the call, with librdkafka (no group)."""
-    from confluent_kafka import Consumer, TopicPartition, OFFSET_BEGINNING
+    from confluent_kafka import (Consumer, KafkaError, KafkaException, TopicPartition,
+                                 OFFSET_BEGINNING)
 
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "kaas-cluster-reader",
                   "enable.auto.commit": False, "topic.metadata.refresh.interval.ms": 1000})
+
+    moving = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
+              KafkaError._TRANSPORT}
+
+    def high_watermark(p: int, deadline: float) -> int:
+        # librdkafka does not retry this query: a partition moving between
+        # brokers just now (placement settling after a rejoin) answers
+        # NOT_LEADER_OR_FOLLOWER once; ask again, as kafka-python does.
+        while True:
+            try:
+                return c.get_watermark_offsets(TopicPartition(topic, p),
+                                               timeout=max(deadline - time.monotonic(), 1))[1]
+            except KafkaException as e:
+                if e.args[0].code() not in moving or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+
     try:
-        ends = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)[1]
-                for p in range(partitions)}
+        until = time.monotonic() + timeout
+        ends = {p: high_watermark(p, until) for p in range(partitions)}
         out = {p: [] for p in range(partitions)}
         c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
         pos = {p: 0 for p in range(partitions)}

@@ -17,6 +17,7 @@ pub mod batch;
 pub mod epochs;
 pub mod partition;
 pub mod producer;
+pub mod refusals;
 pub mod segment;
 pub mod sync;
 pub mod wal;
@@ -48,6 +49,9 @@ pub struct Topic {
     /// One slot per partition: the partition when this broker has it open
     /// (single-node mode: always; cluster mode: while it leads it).
     slots: Vec<RwLock<Option<Arc<Partition>>>>,
+    /// One per slot: the producer batches refused there, shared by every
+    /// partition opened in the slot ([`refusals`]).
+    refusals: Vec<Arc<refusals::Refusals>>,
     pub config: LogConfig,
     /// The configs as given (DescribeConfigs shows them as dynamic).
     pub overrides: BTreeMap<String, String>,
@@ -61,13 +65,17 @@ impl Topic {
         config: LogConfig,
         overrides: BTreeMap<String, String>,
         mut open: Vec<Option<Arc<Partition>>>,
+        mut refused: Vec<Arc<refusals::Refusals>>,
     ) -> Topic {
-        open.resize(usize::try_from(count).unwrap_or(0), None);
+        let n = usize::try_from(count).unwrap_or(0);
+        open.resize(n, None);
+        refused.resize_with(n, Default::default);
         Topic {
             name: name.into(),
             id,
             partition_count: count,
             slots: open.into_iter().map(RwLock::new).collect(),
+            refusals: refused,
             config,
             overrides,
         }
@@ -85,6 +93,15 @@ impl Topic {
             .iter()
             .filter_map(|s| s.read().unwrap_or_else(|p| p.into_inner()).clone())
             .collect()
+    }
+
+    /// The refusals of slot `id` (a fresh set for an id out of range).
+    fn refusals(&self, id: i32) -> Arc<refusals::Refusals> {
+        usize::try_from(id)
+            .ok()
+            .and_then(|i| self.refusals.get(i))
+            .cloned()
+            .unwrap_or_default()
     }
 
     fn take(&self, id: i32) -> Option<Arc<Partition>> {
@@ -330,6 +347,7 @@ impl LogManager {
                     config,
                     m.configs,
                     open,
+                    Vec::new(),
                 )),
             );
         }
@@ -435,6 +453,10 @@ impl LogManager {
                             .collect()
                     })
                     .unwrap_or_default();
+                let refused = topics
+                    .get(name)
+                    .map(|t| t.refusals.clone())
+                    .unwrap_or_default();
                 let t = Topic::new(
                     name,
                     parse_id(&m.id),
@@ -442,6 +464,7 @@ impl LogManager {
                     config,
                     m.configs.clone(),
                     open,
+                    refused,
                 );
                 topics.insert(name.clone(), Arc::new(t));
             }
@@ -495,7 +518,8 @@ impl LogManager {
         let immediate = self.group_commit.mode() != FsyncMode::Always;
         let mut part =
             Partition::take_over(&self.root, topic, p, t.config.clone(), immediate, &batches)?
-                .with_gate(gate);
+                .with_gate(gate)
+                .with_refusals(t.refusals(p));
         if let Some(w) = self.wal() {
             part = part.with_wal(w, t.id);
         }
@@ -505,6 +529,17 @@ impl LogManager {
             return Err(io::Error::other("partition slot vanished"));
         }
         Ok(part)
+    }
+
+    /// Cluster mode: a client batch for partition `p` of `topic`, which is
+    /// not held here, was refused as not leader; remembered for when this
+    /// broker leads it again ([`refusals`]).
+    pub fn refused_unheld(&self, topic: &str, p: i32, batch: &[u8]) {
+        if let (Some(t), Some(h)) = (self.topic(topic), batch::parse_header(batch))
+            && (0..t.partition_count).contains(&p)
+        {
+            t.refusals(p).refused(&h, None);
+        }
     }
 
     /// Cluster mode: closes a partition this broker gives up.
@@ -729,6 +764,7 @@ impl LogManager {
                 config,
                 overrides,
                 Vec::new(),
+                Vec::new(),
             )));
         }
         creating.insert(name.into(), count);
@@ -751,7 +787,15 @@ impl LogManager {
             return Err(e.into());
         }
         let open = ps.into_iter().map(Some).collect();
-        let t = Arc::new(Topic::new(name, id, partitions, config, overrides, open));
+        let t = Arc::new(Topic::new(
+            name,
+            id,
+            partitions,
+            config,
+            overrides,
+            open,
+            Vec::new(),
+        ));
         self.topics
             .write()
             .unwrap_or_else(|p| p.into_inner())
@@ -865,6 +909,7 @@ impl LogManager {
             t.config.clone(),
             t.overrides.clone(),
             open,
+            t.refusals.clone(),
         );
         self.topics
             .write()
@@ -1048,6 +1093,34 @@ mod tests {
                 .expect("take over");
         }
         logs
+    }
+
+    #[test]
+    fn a_batch_refused_while_the_partition_was_not_held_holds_back_its_producer_after_the_takeover()
+    {
+        let dir = tempfile::tempdir().expect("tmp");
+        let logs = clustered(dir.path(), "1-a");
+        let batch = |seq| small(format!("v{seq}").as_bytes(), Some((9, 0, seq)), false);
+        durable_file(&logs.partition("t", 0).expect("p0"), batch(0))
+            .sync_data()
+            .expect("sync");
+        logs.abandon("t", 0);
+        // The lease was lost: a pipelined batch finds the partition gone,
+        // NOT_LEADER (not written) ...
+        logs.refused_unheld("t", 0, &batch(1));
+        // ... and the one behind it arrives once the partition is back.
+        let p = logs
+            .take_over("t", 0, 1, &["1-a".to_string()], Arc::new(|| true))
+            .expect("take over again");
+        assert_eq!(p.log_end_offset(), 1);
+        let behind = p.append(batch(2));
+        assert!(
+            matches!(behind, Err(partition::AppendError::NotLeader)),
+            "the batch behind the refused one: NOT_LEADER, got {behind:?}"
+        );
+        p.append(batch(1)).expect("the refused batch again");
+        p.append(batch(2)).expect("then the one behind it");
+        assert_eq!(p.log_end_offset(), 3);
     }
 
     #[test]

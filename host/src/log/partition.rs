@@ -32,6 +32,8 @@ use super::producer::{ProducerError, ProducerTable, Verdict};
 use super::segment::Segment;
 use super::wal::{self, PartitionKey, Wal};
 
+#[cfg(test)]
+mod gap_tests;
 pub mod seal;
 #[cfg(test)]
 mod takeover_tests;
@@ -110,11 +112,13 @@ pub fn is_not_leader(e: &io::Error) -> bool {
 /// lease is valid (cluster mode); always true alone.
 pub type WriteGate = Arc<dyn Fn() -> bool + Send + Sync>;
 
-/// The write gate and the abandoned flag of a partition.
+/// The write gate and the abandoned flag of a partition, and the producer
+/// batches refused through them ([`super::refusals`]).
 #[derive(Default)]
 struct Gate {
     check: Option<WriteGate>,
     abandoned: std::sync::atomic::AtomicBool,
+    refusals: Arc<super::refusals::Refusals>,
 }
 
 impl Gate {
@@ -461,6 +465,13 @@ impl Partition {
         self
     }
 
+    /// Shares `refusals` with the other partitions opened in this slot,
+    /// before and after this one (cluster mode: see [`super::refusals`]).
+    pub fn with_refusals(mut self, refusals: Arc<super::refusals::Refusals>) -> Self {
+        self.gate.refusals = refusals;
+        self
+    }
+
     /// Whether an append made durable may be acknowledged: the write gate,
     /// asked again after the data is durable and before the answer.
     pub fn may_acknowledge(&self) -> bool {
@@ -486,6 +497,17 @@ impl Partition {
         } else {
             Err(not_leader())
         }
+    }
+
+    /// [`Self::check_gate`] for a client batch `h`: a refusal is
+    /// remembered, so that no batch behind it gets through before it comes
+    /// again ([`super::refusals`]).
+    fn check_gate_for(&self, st: &State, h: &BatchHeader) -> Result<(), AppendError> {
+        if self.gate.open() {
+            return Ok(());
+        }
+        self.gate.refusals.refused(h, Some(&st.producers));
+        Err(AppendError::NotLeader)
     }
 
     /// Makes small appends durable through `wal`, where this partition's
@@ -623,22 +645,30 @@ impl Partition {
     pub fn append(&self, mut bytes: Vec<u8>) -> Result<Appended, AppendError> {
         let mut h = batch::validate_client_batch(&bytes, self.config.max_message_bytes)?;
         let mut st = self.lock();
-        match st.producers.check(&h).map_err(AppendError::Producer)? {
-            Verdict::Duplicate(meta) => {
-                return Ok(Appended {
-                    base_offset: meta.base_offset,
-                    duplicate: true,
-                    end_offset: st.log_end(),
-                    file: None,
-                });
-            }
-            Verdict::Append => {}
+        let verdict = st.producers.check(&h);
+        if let Ok(Verdict::Duplicate(meta)) = verdict {
+            // Written already: answered as such (possibly written, by the
+            // caller, when the gate has closed meanwhile).
+            return Ok(Appended {
+                base_offset: meta.base_offset,
+                duplicate: true,
+                end_offset: st.log_end(),
+                file: None,
+            });
         }
+        // Not leading comes before any producer-state error (as in Kafka):
+        // an OUT_OF_ORDER_SEQUENCE_NUMBER for the batch behind one refused
+        // as not leader is a gap the client did not make.
+        self.check_gate_for(&st, &h)?;
+        if self.gate.refusals.holds_back(&h, &st.producers) {
+            return Err(AppendError::NotLeader);
+        }
+        verdict.map_err(AppendError::Producer)?;
         let base = st.log_end();
         let leader_epoch = stamp_epoch(&mut st, base)?;
         batch::assign_offset(&mut bytes, base, leader_epoch);
         h.base_offset = base;
-        self.check_gate()?;
+        self.check_gate_for(&st, &h)?;
         self.maybe_roll(&mut st, bytes.len() as u64)?;
         st.active()?.append(&bytes, &h)?;
         let file = self.durable_file(&mut st, &bytes)?;
@@ -689,6 +719,7 @@ impl Partition {
         timestamp: i64,
     ) -> Result<Appended, AppendError> {
         let mut st = self.lock();
+        self.check_gate()?;
         st.producers
             .check_marker(producer_id, epoch, coordinator_epoch)
             .map_err(AppendError::Producer)?;

@@ -134,6 +134,26 @@ impl ProducerTable {
         Ok(Verdict::Append)
     }
 
+    /// Whether the batch of `producer_id` at `epoch` starting at `seq` is
+    /// still to come here: the partition knows nothing of the producer or
+    /// only an older epoch, or `seq` is the next sequence it expects.
+    pub fn awaits(&self, producer_id: i64, epoch: i16, seq: i32) -> bool {
+        let Some(e) = self.entries.get(&producer_id) else {
+            return true;
+        };
+        if e.epoch != epoch {
+            return e.epoch < epoch;
+        }
+        e.batches.back().is_none_or(|b| {
+            let next = if b.last_seq == i32::MAX {
+                0
+            } else {
+                b.last_seq + 1
+            };
+            next == seq
+        })
+    }
+
     /// Records an appended data batch (its offsets assigned).
     pub fn record(&mut self, h: &BatchHeader) {
         if !h.has_producer_id() {

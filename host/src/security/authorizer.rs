@@ -760,6 +760,7 @@ mod tests {
             host: "h".into(),
             port: 1,
             incarnation: 0,
+            listeners: Vec::new(),
         };
         let cluster = crate::cluster::Cluster::Local(me);
         let a = Authorizer::open(&config, &cluster).unwrap();

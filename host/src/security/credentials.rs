@@ -3,8 +3,8 @@
 //! password itself is never stored; PLAIN logins are checked by deriving
 //! StoredKey from the offered password and the stored salt.
 //!
-//! Kept in `<data dir>/__security/scram.json` (written temp + fsync + rename
-//! + directory fsync). In cluster mode the data dir is the shared volume, so
+//! Kept in `<data dir>/__security/scram.json`, written as a temp file that is
+//! fsynced, renamed over it, and made durable with a directory fsync. In cluster mode the data dir is the shared volume, so
 //! every broker reads the same file; a broker re-reads it when its
 //! modification time changes, so a credential altered on one broker applies
 //! to new logins on all. Writers take an exclusive `flock` on the file's

@@ -214,7 +214,17 @@ fn append_all(
                     }
                 }
             } else {
-                Err(broker.not_here(&name, p.index))
+                let code = broker.not_here(&name, p.index);
+                // Cluster mode: remembered, so that a batch of the same
+                // producer pipelined behind this one is not appended should
+                // the partition come back here before it (a gap the client
+                // would answer with an epoch bump and duplicates).
+                if code == codes::NOT_LEADER_OR_FOLLOWER
+                    && let Some(bytes) = &p.records
+                {
+                    broker.logs.refused_unheld(&name, p.index, bytes);
+                }
+                Err(code)
             };
             outs.push(Outcome {
                 partition: part,
