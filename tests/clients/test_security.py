@@ -334,6 +334,7 @@ def test_kafka_python_produces_consumes_in_a_group_and_commits_a_transaction_wit
 def test_kafka_python_is_refused_without_the_acls(secure, names):
     import kafka.errors as E
     from kafka import KafkaConsumer, KafkaProducer, TopicPartition as KTP
+    from kafka.structs import OffsetAndMetadata
     topic, group, txn_id = names["topic"], names["group"], names["txn"]
     readable = topic + "-readable"
     secure.create_topic(topic)
@@ -356,6 +357,12 @@ def test_kafka_python_is_refused_without_the_acls(secure, names):
         "mallory", group_id=group, enable_auto_commit=False, auto_offset_reset="earliest"))
     with pytest.raises(E.GroupAuthorizationFailedError):
         poll_until_raises(c)
+    c.close()
+
+    c = KafkaConsumer(**secure.kafka_python("mallory", group_id=group, enable_auto_commit=False))
+    c.assign([KTP(readable, 0)])
+    with pytest.raises(E.GroupAuthorizationFailedError):
+        c.commit({KTP(readable, 0): OffsetAndMetadata(0, "", -1)})
     c.close()
 
     t = KafkaProducer(**secure.kafka_python("mallory", transactional_id=txn_id))
