@@ -6,13 +6,15 @@
 //   { ca, secure, users: {jess, mallory}, records, txnRecords,
 //     cases: { "SCRAM-SHA-512": {broker, ssl, mechanism, topic, group, txn},
 //              "PLAIN": {...} },
-//     refused: { topic, readable, group, txn } }
+//     refused: { topic, readable, hidden, group, txn } }
 //
 // 1-2. jess (WRITE+READ on its topic, READ on its group, WRITE on its
 //      transactional id) logs in with SCRAM-SHA-512 over TLS and with PLAIN,
 //      produces (idempotent), commits a transaction, and reads everything in
 //      a group (read_committed), committing offsets.
-// 3.   mallory (READ on `readable` only) is refused: produce and fetch with
+// 3.   mallory (READ on `readable`, DESCRIBE on `topic`, the group and the
+//      transactional id) is
+//      refused: produce to `topic` and the offsets of `hidden` (no ACL) with
 //      TOPIC_AUTHORIZATION_FAILED, the group with GROUP_AUTHORIZATION_FAILED,
 //      the transactional id with TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
 // 4.   A wrong password is a KafkaJSSASLAuthenticationError.
@@ -120,7 +122,7 @@ async function errorType(f) {
   return 'no error'
 }
 
-test('without the ACLs: 29 on produce and fetch, 30 on the group, 53 on the transactional id',
+test('without the ACLs: 29 on produce and offsets, 30 on the group, 53 on the transactional id',
   { timeout: TEST_TIMEOUT_MS }, async () => {
     const r = CONFIG.refused
     const kafka = client(CONFIG.secure, true, 'scram-sha-512', 'mallory', CONFIG.users.mallory)
@@ -131,11 +133,10 @@ test('without the ACLs: 29 on produce and fetch, 30 on the group, 53 on the tran
       'TOPIC_AUTHORIZATION_FAILED')
     await producer.disconnect()
 
-    // A member of a group on an unreadable topic: the fetch is refused
-    // (mallory has no group ACL either, so the first refusal may be the group's).
+    // The offsets of a topic mallory has no ACL on at all.
     const admin = kafka.admin()
     await admin.connect()
-    assert.equal(await errorType(() => admin.fetchTopicOffsets(r.topic)), 'TOPIC_AUTHORIZATION_FAILED')
+    assert.equal(await errorType(() => admin.fetchTopicOffsets(r.hidden)), 'TOPIC_AUTHORIZATION_FAILED')
     await admin.disconnect()
 
     const consumer = kafka.consumer({ groupId: r.group })
@@ -150,8 +151,13 @@ test('without the ACLs: 29 on produce and fetch, 30 on the group, 53 on the tran
     assert.equal(err.type, 'GROUP_AUTHORIZATION_FAILED')
     await consumer.disconnect()
 
-    const txn = kafka.producer({ transactionalId: r.txn, idempotent: true, maxInFlightRequests: 1 })
-    assert.equal(await errorType(() => txn.connect()), 'TRANSACTIONAL_ID_AUTHORIZATION_FAILED')
+    // idempotent: false, because connect() of an idempotent producer first gets a
+    // non-transactional producer id, which needs WRITE on some topic (KIP-679)
+    // and is refused CLUSTER_AUTHORIZATION_FAILED; transaction() then asks for
+    // the transactional one.
+    const txn = kafka.producer({ transactionalId: r.txn, idempotent: false, maxInFlightRequests: 1 })
+    await txn.connect()
+    assert.equal(await errorType(() => txn.transaction()), 'TRANSACTIONAL_ID_AUTHORIZATION_FAILED')
     await txn.disconnect()
   })
 

@@ -218,7 +218,12 @@ def test_confluent_is_refused_without_the_acls(secure, names):
     readable = topic + "-readable"
     secure.create_topic(topic)
     secure.create_topic(readable)
-    secure.grant("mallory", (ResourceType.TOPIC, readable, AclOperation.READ))
+    # DESCRIBE only on `topic` and the group: Metadata names the leader and
+    # FindCoordinator the coordinator, and Produce, Fetch, JoinGroup and
+    # OffsetCommit themselves are refused.
+    secure.grant("mallory", (ResourceType.TOPIC, readable, AclOperation.READ),
+                 (ResourceType.TOPIC, topic, AclOperation.DESCRIBE),
+                 (ResourceType.GROUP, group, AclOperation.DESCRIBE))
 
     # Produce to a topic without WRITE (not idempotent: that would need
     # IDEMPOTENT_WRITE or WRITE on some topic first).
@@ -339,7 +344,9 @@ def test_kafka_python_is_refused_without_the_acls(secure, names):
     readable = topic + "-readable"
     secure.create_topic(topic)
     secure.create_topic(readable)
-    secure.grant("mallory", (ResourceType.TOPIC, readable, AclOperation.READ))
+    secure.grant("mallory", (ResourceType.TOPIC, readable, AclOperation.READ),
+                 (ResourceType.TOPIC, topic, AclOperation.DESCRIBE),
+                 (ResourceType.GROUP, group, AclOperation.DESCRIBE))
 
     p = KafkaProducer(**secure.kafka_python("mallory", enable_idempotence=False,
                                             max_block_ms=10000))
@@ -411,9 +418,17 @@ def test_kafkajs_security(secure, names, tmp_path):
                             "mechanism": mechanism.lower(), **n}
     refused = {k: f"{v}-js-refused" for k, v in names.items()}
     refused["readable"] = refused["topic"] + "-readable"
+    refused["hidden"] = refused["topic"] + "-hidden"  # no ACL at all
+    secure.create_topic(refused["hidden"])
     secure.create_topic(refused["topic"])
     secure.create_topic(refused["readable"])
-    secure.grant("mallory", (ResourceType.TOPIC, refused["readable"], AclOperation.READ))
+    secure.grant("mallory", (ResourceType.TOPIC, refused["readable"], AclOperation.READ),
+                 (ResourceType.TOPIC, refused["topic"], AclOperation.DESCRIBE),
+                 (ResourceType.GROUP, refused["group"], AclOperation.DESCRIBE),
+                 # kafkajs reports a refused FindCoordinator only as
+                 # KafkaJSGroupCoordinatorNotFound: let it find the
+                 # coordinator, and InitProducerId is refused.
+                 (ResourceType.TRANSACTIONAL_ID, refused["txn"], AclOperation.DESCRIBE))
     config = {"ca": str(secure.certs.ca), "secure": secure.address("SECURE"),
               "users": {u: USERS[u][0] for u in ("jess", "mallory")},
               "cases": cases, "refused": refused, "records": RECORDS, "txnRecords": TXN_RECORDS}
