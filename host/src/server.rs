@@ -435,6 +435,16 @@ async fn within<F: Future>(
     }
 }
 
+/// How long a connection whose authentication failed stays open after its
+/// answer, for the client to read it and close first.
+const LINGER: Duration = Duration::from_millis(500);
+
+/// Reads and drops whatever the client still sends, until it closes.
+async fn discard_until_eof<R: AsyncRead + Unpin>(rd: &mut R) {
+    let mut buf = [0u8; 512];
+    while matches!(rd.read(&mut buf).await, Ok(n) if n > 0) {}
+}
+
 /// What the wait for the next frame ended with.
 enum Next {
     /// Its first byte is buffered.
@@ -725,6 +735,12 @@ where
                     }
                     Gate::AnswerAndClose(h) => {
                         let _ = tx.send((key, reply_version, correlation, started, h)).await;
+                        // The client closes once it has read the failure:
+                        // closing first can make it lose the answer
+                        // (kafka-python 3.0 drops data that arrives with the
+                        // FIN). Bounded: the answer's delay plus LINGER.
+                        let linger = broker.config.security.failed_authentication_delay + LINGER;
+                        let _ = tokio::time::timeout(linger, discard_until_eof(&mut rd)).await;
                         return Ok(());
                     }
                     Gate::Close(why) => anyhow::bail!("{why}"),

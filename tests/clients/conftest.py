@@ -3,7 +3,9 @@
 `broker` yields the bootstrap address ("127.0.0.1:PORT") of a fresh broker
 with its own data directory; `kaas` yields the `KaasBroker` object behind it,
 for tests that stop, SIGKILL or restart the broker on the same data directory.
-Both are function-scoped: every test gets its own broker.
+Both are function-scoped: every test gets its own broker. A KaasBroker can
+also have several listeners (`listeners=`, `address(name)`): test_security.py
+shares one secured broker per module.
 
 The broker binary is target/release/kaas unless KAAS_BIN says otherwise. It
 is started as `kaas broker --listen 127.0.0.1:PORT --data-dir DIR`, and it is
@@ -73,12 +75,19 @@ class KaasBroker:
     """
 
     def __init__(self, data_dir: Path, log_dir: Path, port: int | None = None,
-                 binary: Path = KAAS_BIN, extra_args: tuple[str, ...] = ()):
+                 binary: Path = KAAS_BIN, extra_args: tuple[str, ...] = (),
+                 listeners: tuple[tuple[str, str], ...] = ()):
         self.data_dir = Path(data_dir)
         self.log_dir = Path(log_dir)
         self.port = port if port is not None else free_port()
         self.binary = Path(binary)
         self.extra_args = tuple(extra_args)
+        # (NAME, PROTOCOL) pairs: `--listener NAME=PROTOCOL://127.0.0.1:PORT`
+        # each, the first on self.port (the listening line's address), the
+        # others on fresh ports (see address()).
+        self.listeners = {}
+        for i, (name, protocol) in enumerate(listeners):
+            self.listeners[name] = (protocol, self.port if i == 0 else free_port())
         self.proc: subprocess.Popen | None = None
         self.runs = 0
         self._lines: queue.Queue = queue.Queue()
@@ -96,8 +105,15 @@ class KaasBroker:
     def _paths(self, run: int) -> tuple[Path, Path]:
         return (self.log_dir / f"broker-{run}.stdout", self.log_dir / f"broker-{run}.stderr")
 
+    def address(self, listener: str) -> str:
+        """"127.0.0.1:PORT" of the listener named `listener`."""
+        return f"127.0.0.1:{self.listeners[listener][1]}"
+
     def command(self) -> list[str]:
-        return [str(self.binary), "broker", "--listen", self.bootstrap,
+        listen = ["--listen", self.bootstrap]
+        for name, (protocol, port) in self.listeners.items():
+            listen += ["--listener", f"{name}={protocol}://127.0.0.1:{port}"]
+        return [str(self.binary), "broker", *listen,
                 "--data-dir", str(self.data_dir), *self.extra_args]
 
     def start(self, timeout: float = LISTEN_TIMEOUT_S) -> None:
@@ -221,10 +237,16 @@ POLICIES = {
 }
 
 
+def report_broker_output(item, b: KaasBroker) -> None:
+    """Puts `b`'s output into `item`'s report if that test fails (for a
+    broker a module-scoped fixture shares between tests)."""
+    item.stash.setdefault(_BROKERS, []).append(b)
+
+
 def _serve(request, b: KaasBroker):
     """Starts `b` for a fixture: its output goes into a failing test's report,
     and a broker that exits by itself during the test fails it."""
-    request.node.stash.setdefault(_BROKERS, []).append(b)
+    report_broker_output(request.node, b)
     try:
         b.start()
         error = None

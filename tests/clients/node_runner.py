@@ -11,8 +11,8 @@ HERE = Path(__file__).resolve().parent
 
 
 def run_node_tests(test_file: str, bootstrap: str, expected: int, out_path: Path,
-                   timeout_s: float) -> None:
-    """Runs `test_file` and asserts that exactly `expected` node tests ran and
+                   timeout_s: float, env: dict[str, str] | None = None) -> None:
+    """Runs `test_file` (with `env` added to the environment) and asserts that exactly `expected` node tests ran and
     passed (a file that stopped registering some fails instead of passing
     quietly). Output goes to `out_path`, not a pipe, so it can be shown even
     when the test is stopped by a timeout; --test-force-exit: a client that
@@ -21,7 +21,8 @@ def run_node_tests(test_file: str, bootstrap: str, expected: int, out_path: Path
     assert node, "node is not on PATH (scripts/setup-clients needs node and npm)"
     assert (HERE / "node_modules" / "kafkajs").is_dir(), \
         "tests/clients/node_modules is missing: run scripts/setup-clients"
-    env = dict(os.environ, KAAS_BOOTSTRAP=bootstrap, KAFKAJS_NO_PARTITIONER_WARNING="1")
+    env = dict(os.environ, KAAS_BOOTSTRAP=bootstrap, KAFKAJS_NO_PARTITIONER_WARNING="1",
+               **(env or {}))
     try:
         with open(out_path, "w") as out:
             proc = subprocess.run(
