@@ -691,65 +691,56 @@ where
             conn.incomplete.store(false, Ordering::Relaxed);
             let started = Instant::now();
             use crate::security::authenticate::Gate;
-            if let Some(a) = auth.as_mut()
-                && a.expects_raw_token()
-            {
-                // SaslHandshake v0: this frame is a bare token.
-                let gate = a.raw_token(&buf, &mut session);
-                drop(held);
-                match gate {
-                    Gate::Answer(h) => {
-                        if tx
-                            .send((ApiKey::SaslAuthenticate, 0, 0, started, h))
-                            .await
-                            .is_err()
-                        {
-                            return Ok(());
-                        }
-                        continue;
-                    }
-                    Gate::CloseAfter(d) => {
-                        tokio::time::sleep(d).await;
-                        anyhow::bail!("SASL authentication failed");
-                    }
-                    _ => anyhow::bail!("SASL authentication failed"),
+            // On a SASL listener the authenticator sees every frame first;
+            // after SaslHandshake v0 a frame is a bare token, not a request.
+            let (gate, reply_to, req) = match auth.as_mut() {
+                Some(a) if a.expects_raw_token() => (
+                    a.raw_token(&buf, &mut session),
+                    (ApiKey::SaslAuthenticate, 0, 0),
+                    None,
+                ),
+                a => {
+                    let req = wire::decode(Bytes::from(buf))?;
+                    // A too-new ApiVersions is answered in the v0 format (KIP-511).
+                    let reply_version = if req.body.is_none() { 0 } else { req.version };
+                    let reply_to = (req.api_key, reply_version, req.correlation_id);
+                    let gate = a.map_or(Gate::Dispatch, |a| a.request(&req, &mut session));
+                    (gate, reply_to, Some(req))
                 }
-            }
-            let req = wire::decode(Bytes::from(buf))?;
-            let (key, version, correlation) = (req.api_key, req.version, req.correlation_id);
-            // A too-new ApiVersions is answered in the v0 format (KIP-511).
-            let reply_version = if req.body.is_none() { 0 } else { version };
-            if let Some(a) = auth.as_mut() {
-                match a.request(&req, &mut session) {
-                    Gate::Dispatch => {}
-                    Gate::Answer(h) => {
-                        drop(held);
-                        if tx
-                            .send((key, reply_version, correlation, started, h))
-                            .await
-                            .is_err()
-                        {
-                            return Ok(());
-                        }
-                        continue;
-                    }
-                    Gate::AnswerAndClose(h) => {
-                        let _ = tx.send((key, reply_version, correlation, started, h)).await;
-                        // The client closes once it has read the failure:
-                        // closing first can make it lose the answer
-                        // (kafka-python 3.0 drops data that arrives with the
-                        // FIN). Bounded: the answer's delay plus LINGER.
-                        let linger = broker.config.security.failed_authentication_delay + LINGER;
-                        let _ = tokio::time::timeout(linger, discard_until_eof(&mut rd)).await;
+            };
+            let (key, reply_version, correlation) = reply_to;
+            match gate {
+                Gate::Dispatch => {}
+                Gate::Answer(h) => {
+                    drop(held);
+                    if tx
+                        .send((key, reply_version, correlation, started, h))
+                        .await
+                        .is_err()
+                    {
                         return Ok(());
                     }
-                    Gate::Close(why) => anyhow::bail!("{why}"),
-                    Gate::CloseAfter(d) => {
-                        tokio::time::sleep(d).await;
-                        anyhow::bail!("SASL authentication failed");
-                    }
+                    continue;
+                }
+                Gate::AnswerAndClose(h) => {
+                    let _ = tx.send((key, reply_version, correlation, started, h)).await;
+                    // The client closes once it has read the failure:
+                    // closing first can make it lose the answer
+                    // (kafka-python 3.0 drops data that arrives with the
+                    // FIN). Bounded: the answer's delay plus LINGER.
+                    let linger = broker.config.security.failed_authentication_delay + LINGER;
+                    let _ = tokio::time::timeout(linger, discard_until_eof(&mut rd)).await;
+                    return Ok(());
+                }
+                Gate::Close(why) => anyhow::bail!("{why}"),
+                Gate::CloseAfter(d) => {
+                    tokio::time::sleep(d).await;
+                    anyhow::bail!("SASL authentication failed");
                 }
             }
+            let Some(req) = req else {
+                anyhow::bail!("a raw SASL token was not answered");
+            };
             let handled = wire::dispatch(&broker, &session, req).await;
             // The request's bytes are dropped: its share of the budget is free.
             drop(held);

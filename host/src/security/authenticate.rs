@@ -51,8 +51,6 @@ enum State {
         exchange: Exchange,
         /// SaslHandshake v0: tokens are raw frames.
         raw: bool,
-        /// A SaslAuthenticate v1+ was seen (the client re-authenticates).
-        reauth: bool,
     },
     Authenticated {
         mechanism: Mechanism,
@@ -100,13 +98,19 @@ impl Authenticator {
         matches!(self.state, State::Exchanging { raw: true, .. })
     }
 
-    fn failed(&mut self, answer: ResponseKind, why: &str) -> Gate {
+    /// Ends the exchange as failed: counted and audited.
+    fn record_failure(&mut self, why: &str) {
         self.state = State::Failed;
         self.broker
             .metrics
             .sasl_authentication_failed
             .fetch_add(1, Ordering::Relaxed);
         tracing::info!(target: "kaas::audit", reason = why, "SASL authentication failed");
+    }
+
+    /// Answers `answer` after the failure delay, then closes.
+    fn failed(&mut self, answer: ResponseKind, why: &str) -> Gate {
+        self.record_failure(why);
         let delay = self.delay;
         Gate::AnswerAndClose(Handled::Later(Box::pin(async move {
             tokio::time::sleep(delay).await;
@@ -114,13 +118,19 @@ impl Authenticator {
         })))
     }
 
+    /// The exchange refused the client's credentials.
+    fn refused(&mut self, message: &str) -> Gate {
+        let answer = authenticate(
+            codes::SASL_AUTHENTICATION_FAILED,
+            Some(message),
+            Vec::new(),
+            0,
+        );
+        self.failed(answer, message)
+    }
+
     fn failed_raw(&mut self, why: &str) -> Gate {
-        self.state = State::Failed;
-        self.broker
-            .metrics
-            .sasl_authentication_failed
-            .fetch_add(1, Ordering::Relaxed);
-        tracing::info!(target: "kaas::audit", reason = why, "SASL authentication failed");
+        self.record_failure(why);
         // Handshake v0 has no error frame: close after the delay.
         Gate::CloseAfter(self.delay)
     }
@@ -141,12 +151,11 @@ impl Authenticator {
                 self.state = State::Exchanging {
                     exchange,
                     raw: true,
-                    reauth: false,
                 };
                 Gate::Answer(Handled::Raw(reply))
             }
             Outcome::Authenticated { principal, reply } => {
-                self.succeed(exchange.mechanism(), principal, session, false);
+                self.succeed(exchange.mechanism(), principal, session);
                 Gate::Answer(Handled::Raw(reply))
             }
             Outcome::Failed(m) => self.failed_raw(&m),
@@ -158,7 +167,6 @@ impl Authenticator {
         mechanism: Mechanism,
         principal: super::Principal,
         session: &mut Arc<Session>,
-        reauth_capable: bool,
     ) {
         self.broker
             .metrics
@@ -170,7 +178,6 @@ impl Authenticator {
         *session = Arc::new(s);
         // A client that cannot re-authenticate (v0 framing) still has its
         // session end: it reconnects.
-        let _ = reauth_capable;
         let expires = (!self.reauth.is_zero()).then(|| Instant::now() + self.reauth);
         self.state = State::Authenticated {
             mechanism,
@@ -235,15 +242,7 @@ impl Authenticator {
                                     return self
                                         .failed(answer, "re-authentication changed the principal");
                                 }
-                                self.broker
-                                    .metrics
-                                    .sasl_authentication_succeeded
-                                    .fetch_add(1, Ordering::Relaxed);
-                                self.state = State::Authenticated {
-                                    mechanism,
-                                    expires: Some(Instant::now() + self.reauth),
-                                    again: None,
-                                };
+                                self.succeed(mechanism, principal, session);
                                 Gate::Answer(Handled::Now(authenticate(
                                     codes::NONE,
                                     None,
@@ -251,15 +250,7 @@ impl Authenticator {
                                     self.lifetime_ms(),
                                 )))
                             }
-                            Outcome::Failed(m) => {
-                                let answer = authenticate(
-                                    codes::SASL_AUTHENTICATION_FAILED,
-                                    Some(&m),
-                                    Vec::new(),
-                                    0,
-                                );
-                                self.failed(answer, &m)
-                            }
+                            Outcome::Failed(m) => self.refused(&m),
                         }
                     }
                     _ => {
@@ -286,7 +277,6 @@ impl Authenticator {
                         self.state = State::Exchanging {
                             exchange,
                             raw: version == 0,
-                            reauth: false,
                         };
                         Gate::Answer(Handled::Now(handshake(&self.sasl, codes::NONE)))
                     }
@@ -310,26 +300,21 @@ impl Authenticator {
                 Gate::Close("a request before SASL authentication")
             }
             (State::Exchanging { raw: false, .. }, Some(RequestKind::SaslAuthenticate(a))) => {
-                let State::Exchanging {
-                    mut exchange,
-                    reauth,
-                    ..
-                } = std::mem::replace(&mut self.state, State::Failed)
+                let State::Exchanging { mut exchange, .. } =
+                    std::mem::replace(&mut self.state, State::Failed)
                 else {
                     return Gate::Close("SASL state");
                 };
-                let reauth = reauth || version >= 1;
                 match exchange.step(&a.auth_bytes) {
                     Outcome::Continue(reply) => {
                         self.state = State::Exchanging {
                             exchange,
                             raw: false,
-                            reauth,
                         };
                         Gate::Answer(Handled::Now(authenticate(codes::NONE, None, reply, 0)))
                     }
                     Outcome::Authenticated { principal, reply } => {
-                        self.succeed(exchange.mechanism(), principal, session, reauth);
+                        self.succeed(exchange.mechanism(), principal, session);
                         let lifetime = if version >= 1 { self.lifetime_ms() } else { 0 };
                         Gate::Answer(Handled::Now(authenticate(
                             codes::NONE,
@@ -338,15 +323,7 @@ impl Authenticator {
                             lifetime,
                         )))
                     }
-                    Outcome::Failed(m) => {
-                        let answer = authenticate(
-                            codes::SASL_AUTHENTICATION_FAILED,
-                            Some(&m),
-                            Vec::new(),
-                            0,
-                        );
-                        self.failed(answer, &m)
-                    }
+                    Outcome::Failed(m) => self.refused(&m),
                 }
             }
             (State::Exchanging { .. }, _) => {
