@@ -354,7 +354,10 @@ impl Credentials {
         let bytes = serde_json::to_vec_pretty(&File { users })
             .context("encoding")
             .map_err(io)?;
-        crate::security::flock::write_atomically(path, &bytes).map_err(io)?;
+        crate::log::partition::write_atomically(path, &bytes)
+            .and_then(|()| crate::log::sync::sync_dir(dir))
+            .with_context(|| format!("writing {}", path.display()))
+            .map_err(io)?;
         self.reload().map_err(io)?;
         Ok(())
     }

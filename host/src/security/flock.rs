@@ -1,13 +1,8 @@
-//! Small file helpers for the security stores: an exclusive advisory lock
-//! (for read-modify-write of a file other brokers on the shared volume may
-//! write too) and an atomic, durable replace.
+//! An exclusive advisory lock for the security stores' read-modify-write
+//! of a file other brokers on the shared volume may write too.
 
 use std::fs::File;
-use std::io::Write as _;
 use std::os::fd::AsRawFd;
-use std::path::Path;
-
-use anyhow::Context as _;
 
 /// Holds `flock(LOCK_EX)` on a file until dropped.
 #[derive(Debug)]
@@ -32,17 +27,4 @@ impl Drop for Exclusive<'_> {
 fn flock(f: &File, op: libc::c_int) -> libc::c_int {
     // SAFETY: the descriptor is valid while `f` is borrowed.
     unsafe { libc::flock(f.as_raw_fd(), op) }
-}
-
-/// Replaces `path` with `bytes`: temp file, fsync, rename, directory fsync.
-pub fn write_atomically(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
-    let dir = path.parent().context("path has no directory")?;
-    let tmp = path.with_extension("tmp");
-    let mut f = File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
-    f.write_all(bytes)?;
-    f.sync_all()?;
-    drop(f);
-    std::fs::rename(&tmp, path).with_context(|| format!("renaming to {}", path.display()))?;
-    File::open(dir)?.sync_all()?;
-    Ok(())
 }

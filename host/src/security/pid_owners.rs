@@ -180,11 +180,6 @@ fn decode_one(buf: &[u8]) -> Option<((i64, i16, Principal), usize)> {
     Some(((pid, epoch, principal), 8 + len))
 }
 
-/// fsyncs a directory (a rename or creation in it becomes durable).
-fn sync_dir(dir: &Path) -> io::Result<()> {
-    File::open(dir)?.sync_all()
-}
-
 #[derive(Debug)]
 struct Writer {
     file: File,
@@ -243,7 +238,7 @@ impl PidOwners {
             .open(&path)?;
         if !existed {
             file.sync_all()?;
-            sync_dir(dir)?;
+            crate::log::sync::sync_dir(dir)?;
         }
         let mut buf = Vec::new();
         file.read_to_end(&mut buf)?;
@@ -345,7 +340,7 @@ impl PidOwners {
         }
         fs::rename(&tmp, &self.path)?;
         if let Some(dir) = self.path.parent() {
-            sync_dir(dir)?;
+            crate::log::sync::sync_dir(dir)?;
         }
         let mut file = OpenOptions::new().append(true).open(&self.path)?;
         file.seek(SeekFrom::End(0))?;
