@@ -28,22 +28,10 @@ struct Cli {
 enum Command {
     /// Run the broker.
     Broker(Box<BrokerArgs>),
-    /// Run the conformance vectors against a policy component, or the wire
-    /// probes against a live broker (--bootstrap).
-    Conformance {
-        /// The policy component (.wasm).
-        #[arg(long, required_unless_present = "bootstrap")]
-        policy: Option<PathBuf>,
-        /// Probe a live broker at HOST:PORT instead of running vectors.
-        #[arg(long, conflicts_with = "policy")]
-        bootstrap: Option<String>,
-        /// Directory of *.json vector files.
-        #[arg(long)]
-        suite: Option<PathBuf>,
-        /// Also write a JUnit XML report here.
-        #[arg(long)]
-        junit: Option<PathBuf>,
-    },
+    /// Run the conformance vectors against a policy component, compare two
+    /// policies (--against), or run the wire probes against a live broker
+    /// (--bootstrap).
+    Conformance(ConformanceArgs),
     /// Test-only (built with the fault-injection feature): writes one
     /// transaction entry through the real state store before a broker
     /// starts, as a previous run would have left it.
@@ -59,6 +47,33 @@ enum Command {
         #[command(subcommand)]
         command: PolicyCommand,
     },
+}
+
+#[derive(Debug, clap::Args)]
+struct ConformanceArgs {
+    /// The policy component (.wasm).
+    #[arg(long, required_unless_present = "bootstrap")]
+    policy: Option<PathBuf>,
+    /// Probe a live broker at HOST:PORT instead of running vectors.
+    #[arg(long, conflicts_with_all = ["policy", "suite", "expect", "against"])]
+    bootstrap: Option<String>,
+    /// A directory of *.json vector files, or one such file; may be given
+    /// more than once (the cases of all, ids unique). Default tests/conformance.
+    #[arg(long)]
+    suite: Vec<PathBuf>,
+    /// The policy's declared differences (JSON: {"policy", "differences":
+    /// [{"case", "step", expected fields, "reason"}]}): those steps must
+    /// answer as declared instead of as the suite expects.
+    #[arg(long, conflicts_with = "against")]
+    expect: Option<PathBuf>,
+    /// The differential report: run every case under --policy and this
+    /// policy and list every step where they decide differently (exit 0
+    /// when the report completed).
+    #[arg(long, conflicts_with = "junit")]
+    against: Option<PathBuf>,
+    /// Also write a JUnit XML report here.
+    #[arg(long)]
+    junit: Option<PathBuf>,
 }
 
 #[cfg(feature = "fault-injection")]
@@ -377,6 +392,71 @@ fn default_suite() -> PathBuf {
     }
 }
 
+/// `kaas conformance`: wire probes, the vectors (with a policy's declared
+/// differences), or the differential report between two policies.
+fn conformance_cmd(args: ConformanceArgs) -> anyhow::Result<ExitCode> {
+    let ok = |all: bool| {
+        if all {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        }
+    };
+    if let Some(addr) = args.bootstrap {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let results = rt.block_on(conformance::probes::run(&addr))?;
+        print!("{}", conformance::report(&results));
+        if let Some(path) = args.junit {
+            std::fs::write(&path, conformance::junit("wire-probes", &results))
+                .with_context(|| format!("writing {}", path.display()))?;
+        }
+        return Ok(ok(results.iter().all(|r| r.failure.is_none())));
+    }
+    let policy = args
+        .policy
+        .context("--policy is required without --bootstrap")?;
+    let rt = runtime()?;
+    let policy = Arc::new(
+        rt.load_file(&policy)
+            .with_context(|| format!("loading {}", policy.display()))?,
+    );
+    let suites = if args.suite.is_empty() {
+        vec![default_suite()]
+    } else {
+        args.suite
+    };
+    let cases = conformance::load_suites(&suites)?;
+    if let Some(other) = args.against {
+        let other = Arc::new(
+            rt.load_file(&other)
+                .with_context(|| format!("loading {}", other.display()))?,
+        );
+        let d = conformance::differential(&policy, &other, &cases);
+        print!("{}", conformance::diff::report(&d));
+        return Ok(ok(d.errors.is_empty()));
+    }
+    let declared = match &args.expect {
+        Some(path) => {
+            let d = conformance::Differences::load(path)?;
+            d.check_against(&policy.identity().name, &cases)?;
+            d
+        }
+        None => conformance::Differences::none(),
+    };
+    let run = conformance::run_suite(&policy, &cases, &declared);
+    print!("{}", conformance::report_suite(&run));
+    if let Some(path) = args.junit {
+        std::fs::write(
+            &path,
+            conformance::junit(&policy.identity().name, &run.results),
+        )
+        .with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(ok(run.results.iter().all(|r| r.failure.is_none())))
+}
+
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Broker(args) => {
@@ -387,51 +467,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             rt.block_on(broker(*args))?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Conformance {
-            bootstrap: Some(addr),
-            junit,
-            ..
-        } => {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()?;
-            let results = rt.block_on(conformance::probes::run(&addr))?;
-            print!("{}", conformance::report(&results));
-            if let Some(path) = junit {
-                std::fs::write(&path, conformance::junit("wire-probes", &results))
-                    .with_context(|| format!("writing {}", path.display()))?;
-            }
-            let ok = results.iter().all(|r| r.failure.is_none());
-            Ok(if ok {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::FAILURE
-            })
-        }
-        Command::Conformance {
-            policy,
-            suite,
-            junit,
-            ..
-        } => {
-            let policy = policy.context("--policy is required without --bootstrap")?;
-            let rt = runtime()?;
-            let policy = Arc::new(rt.load_file(&policy)?);
-            let suite = suite.unwrap_or_else(default_suite);
-            let cases = conformance::load_suite(&suite)?;
-            let results = conformance::run_cases(&policy, &cases);
-            print!("{}", conformance::report(&results));
-            if let Some(path) = junit {
-                std::fs::write(&path, conformance::junit(&policy.identity().name, &results))
-                    .with_context(|| format!("writing {}", path.display()))?;
-            }
-            let ok = results.iter().all(|r| r.failure.is_none());
-            Ok(if ok {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::FAILURE
-            })
-        }
+        Command::Conformance(args) => conformance_cmd(args),
         #[cfg(feature = "fault-injection")]
         Command::TxnSeed(a) => {
             let state = match a.state.as_str() {

@@ -1,58 +1,73 @@
 //! `kaas conformance`: data-driven vectors (tests/conformance/*.json) run
 //! through the real wasmtime runtime and the coordinator state machine.
-//! Prints `PASS <id>` / `FAIL <id> <diff>` per case and a summary.
+//! Prints `PASS <id>` / `FAIL <id> <diff>` per case and a summary; with a
+//! policy's declared differences (`--expect`, see `declared.rs`) it checks
+//! those steps against the declaration, and with `--against` it prints the
+//! differential report between two policies (`diff.rs`).
 
 pub mod client;
+pub mod declared;
+pub mod diff;
 pub mod probes;
 pub mod runner;
+mod show;
+pub mod suite;
 pub mod vectors;
 
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
 
-use anyhow::Context as _;
-
-pub use runner::{CaseResult, run_cases};
+pub use declared::Differences;
+pub use diff::{Differential, Divergence, differential};
+pub use runner::{CaseResult, Confirmed, SuiteRun, run_cases, run_suite};
+pub use suite::{load_suite, load_suites};
 pub use vectors::{Case, VectorFile};
-
-/// Reads every `*.json` file under `dir` (sorted by name) into one case list.
-pub fn load_suite(dir: &Path) -> anyhow::Result<Vec<Case>> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .with_context(|| format!("reading the conformance suite {}", dir.display()))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "json"))
-        .collect();
-    files.sort();
-    let mut cases = Vec::new();
-    for f in files {
-        let text =
-            std::fs::read_to_string(&f).with_context(|| format!("reading {}", f.display()))?;
-        let file: VectorFile =
-            serde_json::from_str(&text).with_context(|| format!("parsing {}", f.display()))?;
-        cases.extend(file.cases);
-    }
-    let mut seen = std::collections::BTreeSet::new();
-    for c in &cases {
-        anyhow::ensure!(seen.insert(c.id.clone()), "case id {} appears twice", c.id);
-    }
-    Ok(cases)
-}
 
 /// The report lines: one per case, then `N passed, M failed`.
 pub fn report(results: &[CaseResult]) -> String {
+    report_suite(&SuiteRun {
+        results: results.to_vec(),
+        confirmed: Vec::new(),
+    })
+}
+
+/// The report lines of a run with declared differences: `PASS <id>` or
+/// `FAIL <id> <what differed>` per case, after a passing case one
+/// `DIFF <id> step N confirmed: <reason>` per declared difference it
+/// confirmed, then `N passed, M failed[, K declared differences confirmed]`.
+pub fn report_suite(run: &SuiteRun) -> String {
     let mut out = String::new();
-    for r in results {
+    for r in &run.results {
         match &r.failure {
             None => {
                 let _ = writeln!(out, "PASS {}", r.id);
+                for c in run.confirmed.iter().filter(|c| c.case == r.id) {
+                    let _ = writeln!(
+                        out,
+                        "DIFF {} step {} confirmed: {}",
+                        c.case, c.step, c.reason
+                    );
+                }
             }
             Some(diff) => {
                 let _ = writeln!(out, "FAIL {} {}", r.id, diff);
             }
         }
     }
-    let failed = results.iter().filter(|r| r.failure.is_some()).count();
-    let _ = writeln!(out, "{} passed, {} failed", results.len() - failed, failed);
+    let failed = run.results.iter().filter(|r| r.failure.is_some()).count();
+    let _ = write!(
+        out,
+        "{} passed, {} failed",
+        run.results.len() - failed,
+        failed
+    );
+    if !run.confirmed.is_empty() {
+        let _ = write!(
+            out,
+            ", {} declared difference(s) confirmed",
+            run.confirmed.len()
+        );
+    }
+    out.push('\n');
     out
 }
 
@@ -81,7 +96,7 @@ pub fn junit(policy: &str, results: &[CaseResult]) -> String {
                     out,
                     "  <testcase name=\"{}\"><failure message=\"{}\"/></testcase>",
                     esc(&r.id),
-                    esc(diff)
+                    esc(diff).replace('\n', "&#10;")
                 );
             }
         }

@@ -1,10 +1,16 @@
 //! Runs conformance cases through the real policy runtime and the real
-//! coordinator state machine, with the real state-record codec on failover.
+//! coordinator state machine, with the real state-record codec on failover,
+//! and checks each step against the suite's expectation or the policy's
+//! declared difference. Replaying a case step by step ([`CaseRun`]) is shared
+//! with the differential report (`diff.rs`).
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde_json::Value;
 
+use super::declared::Differences;
+use super::show;
 use super::vectors::{Case, Expect, Step, error_code};
 use crate::policy::{
     AddPartitionsRequest, EndTxnRequest, Entry, Policy, TopicPartition, TxnState, state_name,
@@ -128,7 +134,7 @@ pub fn parse_partition(s: &str) -> Result<TopicPartition, String> {
     })
 }
 
-fn show_partition(p: &TopicPartition) -> String {
+pub(crate) fn show_partition(p: &TopicPartition) -> String {
     format!("{}-{}", p.topic, p.partition)
 }
 
@@ -153,82 +159,196 @@ pub fn show_entry(e: Option<&Entry>) -> String {
 
 pub use crate::txn::offsets_partition;
 
-/// Runs every case against `policy`.
+/// A declared difference the run confirmed: the step answered as declared,
+/// not as the suite expects.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Confirmed {
+    pub case: String,
+    pub step: usize,
+    pub reason: String,
+}
+
+/// The outcome of a suite run: one result per case, and the declared
+/// differences that were confirmed (in case order).
+#[derive(Debug, Clone)]
+pub struct SuiteRun {
+    pub results: Vec<CaseResult>,
+    pub confirmed: Vec<Confirmed>,
+}
+
+/// Runs every case against `policy`, checking every step against the
+/// suite's own expectations.
 pub fn run_cases(policy: &Arc<Policy>, cases: &[Case]) -> Vec<CaseResult> {
-    cases
-        .iter()
-        .map(|case| CaseResult {
+    run_suite(policy, cases, &Differences::none()).results
+}
+
+/// Runs every case against `policy`; a step with a declared difference is
+/// checked against the declaration instead, and must differ from the
+/// suite's expectation (else the declaration is stale and the case fails).
+/// The caller validates `declared` against `cases` first
+/// ([`Differences::check_against`]).
+pub fn run_suite(policy: &Arc<Policy>, cases: &[Case], declared: &Differences) -> SuiteRun {
+    let mut results = Vec::with_capacity(cases.len());
+    let mut confirmed = Vec::new();
+    for case in cases {
+        let mut mine = Vec::new();
+        let failure = run_case(policy, case, declared, &mut mine).err();
+        if failure.is_none() {
+            confirmed.append(&mut mine);
+        }
+        results.push(CaseResult {
             id: case.id.clone(),
-            failure: run_case(policy, case).err(),
-        })
-        .collect()
+            failure,
+        });
+    }
+    SuiteRun { results, confirmed }
 }
 
 /// What one step produced, for comparison.
-struct Observed {
-    answer: Option<Answer>,
-    markers: Vec<MarkerJob>,
-    candidate_used: bool,
-    fence: Option<(i64, i16)>,
+#[derive(Debug, Clone)]
+pub(crate) struct Observed {
+    pub answer: Option<Answer>,
+    pub markers: Vec<MarkerJob>,
+    pub candidate_used: bool,
+    pub fence: Option<(i64, i16)>,
+    /// The step set `append_error` but made no write (so nothing failed).
+    pub unused_append_error: bool,
+    /// Every entry before and after the step, by transactional id.
+    pub before: BTreeMap<String, Entry>,
+    pub after: BTreeMap<String, Entry>,
 }
 
-struct CaseRun<'a> {
+impl Observed {
+    fn empty() -> Self {
+        Observed {
+            answer: None,
+            markers: Vec::new(),
+            candidate_used: false,
+            fence: None,
+            unused_append_error: false,
+            before: BTreeMap::new(),
+            after: BTreeMap::new(),
+        }
+    }
+}
+
+/// One policy replaying one case, step by step, on its own state.
+pub(crate) struct CaseRun<'a> {
     machine: TxnMachine,
     next_pid: i64,
     now: i64,
     case: &'a Case,
 }
 
-fn run_case(policy: &Arc<Policy>, case: &Case) -> Result<(), String> {
-    let mut run = CaseRun {
-        machine: TxnMachine::new(policy.clone(), machine::DEFAULT_LIMITS),
-        next_pid: case.next_pid,
-        now: NOW0,
-        case,
-    };
-    if let Some(v) = &case.entry
-        && !v.is_null()
-    {
-        run.machine.install(parse_entry(&case.txn, v)?);
-        if case.pending {
-            run.machine.set_external_pending(&case.txn);
-        }
-    }
-    let name = policy.identity().name.clone();
+fn run_case(
+    policy: &Arc<Policy>,
+    case: &Case,
+    declared: &Differences,
+    confirmed: &mut Vec<Confirmed>,
+) -> Result<(), String> {
+    let mut run = CaseRun::start(policy, case).map_err(|e| format!("initial entry: {e}"))?;
     for (i, step) in case.steps.iter().enumerate() {
-        let before = run.machine.entry(&case.txn).cloned();
-        run.now += step.advance_ms.unwrap_or(1);
-        let observed = run.step(step).map_err(|e| format!("step {i}: {e}"))?;
-        let expect = case
-            .by_policy
-            .get(&name)
-            .and_then(|m| m.get(&i.to_string()))
-            .unwrap_or(&step.expect);
-        run.check(expect, before.as_ref(), &observed)
-            .map_err(|e| format!("step {i}: {e}"))?;
+        let fail = |detail: String| show::failure(case, i, &detail);
+        let observed = run.play(i).map_err(&fail)?;
+        let txn = &case.txn;
+        match declared.get(&case.id, i) {
+            None => {
+                if observed.unused_append_error {
+                    return Err(fail(
+                        "append_error was set but the step made no write".into(),
+                    ));
+                }
+                let misses = check(txn, &step.expect, &observed).map_err(&fail)?;
+                if !misses.is_empty() {
+                    return Err(fail(show::mismatch(
+                        "expected",
+                        txn,
+                        &step.expect,
+                        &observed,
+                        &misses,
+                    )));
+                }
+            }
+            Some(d) => {
+                let misses = check(txn, &d.expect, &observed).map_err(&fail)?;
+                if !misses.is_empty() {
+                    return Err(fail(format!(
+                        "the declared difference did not hold ({})\n{}",
+                        d.reason,
+                        show::mismatch("declared", txn, &d.expect, &observed, &misses)
+                    )));
+                }
+                if check(txn, &step.expect, &observed)
+                    .map_err(&fail)?
+                    .is_empty()
+                {
+                    return Err(fail(format!(
+                        "stale declaration: the step meets the suite's expectation, so there is no difference ({})\n{}",
+                        d.reason,
+                        show::mismatch("suite", txn, &step.expect, &observed, &[])
+                    )));
+                }
+                confirmed.push(Confirmed {
+                    case: case.id.clone(),
+                    step: i,
+                    reason: d.reason.clone(),
+                });
+            }
+        }
     }
     Ok(())
 }
 
-impl CaseRun<'_> {
+impl<'a> CaseRun<'a> {
+    /// The case's initial state under `policy`.
+    pub(crate) fn start(policy: &Arc<Policy>, case: &'a Case) -> Result<Self, String> {
+        let mut run = CaseRun {
+            machine: TxnMachine::new(policy.clone(), machine::DEFAULT_LIMITS),
+            next_pid: case.next_pid,
+            now: NOW0,
+            case,
+        };
+        if let Some(v) = &case.entry
+            && !v.is_null()
+        {
+            run.machine.install(parse_entry(&case.txn, v)?);
+            if case.pending {
+                run.machine.set_external_pending(&case.txn);
+            }
+        }
+        Ok(run)
+    }
+
+    /// Plays step `i` of the case (steps are played in order).
+    pub(crate) fn play(&mut self, i: usize) -> Result<Observed, String> {
+        let step = &self.case.steps[i];
+        let before = self.all_entries();
+        self.now += step.advance_ms.unwrap_or(1);
+        let mut obs = self.step(step)?;
+        obs.before = before;
+        obs.after = self.all_entries();
+        Ok(obs)
+    }
+
+    fn all_entries(&self) -> BTreeMap<String, Entry> {
+        self.machine
+            .entries()
+            .map(|e| (e.transactional_id.clone(), e.clone()))
+            .collect()
+    }
+
     fn txn(&self, t: &Option<String>) -> String {
         t.clone().unwrap_or_else(|| self.case.txn.clone())
     }
 
     fn step(&mut self, step: &Step) -> Result<Observed, String> {
-        let mut obs = Observed {
-            answer: None,
-            markers: Vec::new(),
-            candidate_used: false,
-            fence: None,
-        };
-        let append_error = match step.append_error.as_deref() {
+        let mut obs = Observed::empty();
+        let mut append_error = match step.append_error.as_deref() {
             None => None,
             Some("NOT_ENOUGH_REPLICAS") => Some(AppendError::NotEnoughReplicas),
             Some("NOT_COORDINATOR") => Some(AppendError::NotCoordinator),
             Some(other) => return Err(format!("unknown append_error {other}")),
         };
-        let mut append_error = append_error;
         if let Some(init) = &step.init {
             let txn = match &init.txn {
                 None => Some(self.case.txn.clone()),
@@ -328,9 +448,7 @@ impl CaseRun<'_> {
                     .into(),
             );
         }
-        if append_error.is_some() {
-            return Err("append_error was set but the step made no write".into());
-        }
+        obs.unused_append_error = append_error.is_some();
         if obs.candidate_used {
             self.next_pid += 1;
         }
@@ -367,12 +485,7 @@ impl CaseRun<'_> {
                     .machine
                     .markers_written(&job.transactional_id, self.now, None);
                 let mut none = None;
-                let mut inner = Observed {
-                    answer: None,
-                    markers: Vec::new(),
-                    candidate_used: false,
-                    fence: None,
-                };
+                let mut inner = Observed::empty();
                 self.resolve(s, &mut none, false, &mut inner);
             }
         }
@@ -380,129 +493,110 @@ impl CaseRun<'_> {
             obs.answer = Some(answer);
         }
     }
+}
 
-    fn check(&self, x: &Expect, before: Option<&Entry>, obs: &Observed) -> Result<(), String> {
-        let after = self.machine.entry(&self.case.txn);
-        if let Some(r) = &x.expect {
-            let a = obs.answer.as_ref().ok_or("no reply was produced")?;
-            let want = error_code(&r.error)?;
-            if a.reply.error_code != want {
-                return Err(format!(
-                    "expected error {want}, got {} (pid {}, epoch {}); entry now {}",
-                    a.reply.error_code,
-                    a.reply.producer_id,
-                    a.reply.producer_epoch,
-                    show_entry(after)
-                ));
-            }
-            let (pid, epoch) = if want == 0 {
-                (r.pid, r.epoch)
-            } else {
-                (Some(r.pid.unwrap_or(-1)), Some(r.epoch.unwrap_or(-1)))
-            };
-            if pid.is_some_and(|p| p != a.reply.producer_id)
-                || epoch.is_some_and(|e| e != a.reply.producer_epoch)
-            {
-                return Err(format!(
-                    "expected reply ({}, {}), got ({}, {})",
-                    pid.map_or("_".into(), |p| p.to_string()),
-                    epoch.map_or("_".into(), |e| e.to_string()),
-                    a.reply.producer_id,
-                    a.reply.producer_epoch
-                ));
+/// Which expected fields of `x` the observation misses, each with what was
+/// wanted and what happened. Empty = the step met `x`. An Err is a malformed
+/// expectation (a vector bug), not a mismatch.
+pub(crate) fn check(txn: &str, x: &Expect, obs: &Observed) -> Result<Vec<String>, String> {
+    let mut misses = Vec::new();
+    let before = obs.before.get(txn);
+    let after = obs.after.get(txn);
+    if let Some(r) = &x.expect {
+        let want = error_code(&r.error)?;
+        match obs.answer.as_ref() {
+            None => misses.push("no reply was produced".to_owned()),
+            Some(a) if a.reply.error_code != want => misses.push("error".to_owned()),
+            Some(a) => {
+                let (pid, epoch) = if want == 0 {
+                    (r.pid, r.epoch)
+                } else {
+                    (Some(r.pid.unwrap_or(-1)), Some(r.epoch.unwrap_or(-1)))
+                };
+                if pid.is_some_and(|p| p != a.reply.producer_id)
+                    || epoch.is_some_and(|e| e != a.reply.producer_epoch)
+                {
+                    misses.push("reply pid/epoch".to_owned());
+                }
             }
         }
-        if let Some(v) = &x.entry {
-            match v {
-                Value::Null if after.is_some() => {
-                    return Err(format!("expected no entry, got {}", show_entry(after)));
+    }
+    if let Some(v) = &x.entry {
+        match v {
+            Value::Null => {
+                if after.is_some() {
+                    misses.push("entry".to_owned());
                 }
-                Value::Null => {}
-                Value::String(s) if s == "unchanged" => {
-                    if after != before {
-                        return Err(format!(
-                            "expected the entry unchanged at {}, got {}",
-                            show_entry(before),
-                            show_entry(after)
-                        ));
-                    }
+            }
+            Value::String(s) if s == "unchanged" => {
+                if after != before {
+                    misses.push("entry".to_owned());
                 }
-                v => {
-                    let want = parse_entry(&self.case.txn, v)?;
-                    let got = after.ok_or_else(|| {
-                        format!("expected {}, got no entry", show_entry(Some(&want)))
-                    })?;
-                    let same = got.state == want.state
+            }
+            v => {
+                let want = parse_entry(txn, v)?;
+                let same = after.is_some_and(|got| {
+                    got.state == want.state
                         && got.producer_id == want.producer_id
                         && got.producer_epoch == want.producer_epoch
                         && got.last_producer_id == want.last_producer_id
-                        && got.last_producer_epoch == want.last_producer_epoch;
-                    let has_parts = v.as_str().is_some_and(|s| s.contains('{'));
-                    if !same || (has_parts && got.partitions != want.partitions) {
-                        return Err(format!(
-                            "expected entry {}, got {}",
-                            show_entry(Some(&want)),
-                            show_entry(Some(got))
-                        ));
-                    }
+                        && got.last_producer_epoch == want.last_producer_epoch
+                });
+                let has_parts = v.as_str().is_some_and(|s| s.contains('{'));
+                let parts_ok =
+                    !has_parts || after.is_some_and(|got| got.partitions == want.partitions);
+                if !same || !parts_ok {
+                    misses.push("entry".to_owned());
                 }
             }
         }
-        if let Some(parts) = &x.partitions {
-            let got: Vec<String> = after
-                .map(|e| e.partitions.iter().map(show_partition).collect())
-                .unwrap_or_default();
-            if &got != parts {
-                return Err(format!("expected partitions {parts:?}, got {got:?}"));
-            }
-        }
-        if let Some(codes) = &x.partition_errors {
-            let want = codes
-                .iter()
-                .map(error_code)
-                .collect::<Result<Vec<_>, _>>()?;
-            let got = obs
-                .answer
-                .as_ref()
-                .map(|a| a.partition_errors.clone())
-                .unwrap_or_default();
-            if got != want {
-                return Err(format!("expected partition errors {want:?}, got {got:?}"));
-            }
-        }
-        if let Some(m) = &x.markers {
-            let job = obs
-                .markers
-                .first()
-                .ok_or_else(|| format!("expected {} markers, none were written", m.result))?;
-            let result = if job.commit { "commit" } else { "abort" };
-            let parts: Vec<String> = job.partitions.iter().map(show_partition).collect();
-            if result != m.result
-                || m.pid.is_some_and(|p| p != job.producer_id)
-                || m.epoch.is_some_and(|e| e != job.producer_epoch)
-                || m.partitions.as_ref().is_some_and(|p| p != &parts)
-            {
-                return Err(format!(
-                    "expected {} markers {:?}/{:?} to {:?}, got {result} markers ({}, {}) to {parts:?}",
-                    m.result, m.pid, m.epoch, m.partitions, job.producer_id, job.producer_epoch
-                ));
-            }
-        }
-        if let Some(allocated) = x.new_pid_allocated
-            && allocated != obs.candidate_used
-        {
-            return Err(format!(
-                "expected new_pid_allocated {allocated}, got {}",
-                obs.candidate_used
-            ));
-        }
-        if let Some(f) = &x.fence {
-            let want: Option<(i64, i16)> =
-                serde_json::from_value(f.clone()).map_err(|e| format!("fence: {e}"))?;
-            if want != obs.fence {
-                return Err(format!("expected fence {want:?}, got {:?}", obs.fence));
-            }
-        }
-        Ok(())
     }
+    if let Some(parts) = &x.partitions
+        && &show::partitions_of(after) != parts
+    {
+        misses.push("partitions".to_owned());
+    }
+    if let Some(codes) = &x.partition_errors {
+        let want = codes
+            .iter()
+            .map(error_code)
+            .collect::<Result<Vec<_>, _>>()?;
+        let got = obs
+            .answer
+            .as_ref()
+            .map(|a| a.partition_errors.clone())
+            .unwrap_or_default();
+        if got != want {
+            misses.push("partition errors".to_owned());
+        }
+    }
+    if let Some(m) = &x.markers {
+        match obs.markers.first() {
+            None => misses.push("markers".to_owned()),
+            Some(job) => {
+                let result = if job.commit { "commit" } else { "abort" };
+                let parts: Vec<String> = job.partitions.iter().map(show_partition).collect();
+                if result != m.result
+                    || m.pid.is_some_and(|p| p != job.producer_id)
+                    || m.epoch.is_some_and(|e| e != job.producer_epoch)
+                    || m.partitions.as_ref().is_some_and(|p| p != &parts)
+                {
+                    misses.push("markers".to_owned());
+                }
+            }
+        }
+    }
+    if let Some(allocated) = x.new_pid_allocated
+        && allocated != obs.candidate_used
+    {
+        misses.push("new pid allocation".to_owned());
+    }
+    if let Some(f) = &x.fence {
+        let want: Option<(i64, i16)> =
+            serde_json::from_value(f.clone()).map_err(|e| format!("fence: {e}"))?;
+        if want != obs.fence {
+            misses.push("fence".to_owned());
+        }
+    }
+    Ok(misses)
 }

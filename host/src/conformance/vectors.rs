@@ -12,14 +12,15 @@
 //!       "entry": "Empty(1000,6,1000,5)" },
 //!     { "failover": true },
 //!     ...
-//!   ],
-//!   "by_policy": { "strict": { "1": { "expect": {...}, "entry": "unchanged" } } } }
+//!   ] }
 //! ```
 //! Entries are written `State(pid,epoch,lastPid,lastEpoch)` optionally
 //! followed by `{topic-partition,...}`; `null` means absent and `"unchanged"`
 //! means equal to the entry before the step.
-
-use std::collections::BTreeMap;
+//!
+//! The suite states one expectation per step: the reference policy's
+//! (apache37's). A policy that decides some steps differently declares those
+//! steps beside itself, in a differences file (see `declared.rs`), not here.
 
 use serde::Deserialize;
 use serde_json::Value;
@@ -30,8 +31,11 @@ pub struct VectorFile {
     pub cases: Vec<Case>,
 }
 
-/// One scenario.
+/// One scenario. Unknown fields are refused, so a misspelt field (or a
+/// leftover `by_policy` from before differences files) is an error, not a
+/// silently unchecked expectation.
 #[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Case {
     /// Spec scenario id (IT-04) or a seed/strict id.
     pub id: String,
@@ -53,10 +57,6 @@ pub struct Case {
     #[serde(default)]
     pub pending: bool,
     pub steps: Vec<Step>,
-    /// Per-policy replacements of step expectations, keyed by policy name then
-    /// step index (as a string).
-    #[serde(default)]
-    pub by_policy: BTreeMap<String, BTreeMap<String, Expect>>,
 }
 
 fn default_next_pid() -> i64 {
@@ -126,6 +126,7 @@ fn some_value<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D
 }
 
 #[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ReplyExpect {
     /// Error name ("PRODUCER_FENCED") or number.
     pub error: Value,
@@ -134,6 +135,7 @@ pub struct ReplyExpect {
 }
 
 #[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct MarkersExpect {
     /// "commit" or "abort".
     pub result: String,
@@ -204,6 +206,32 @@ pub struct EndStep {
     pub version: i16,
 }
 
+/// The Kafka error names the vectors may use, with their codes.
+const ERRORS: &[(&str, i16)] = &[
+    ("NONE", 0),
+    ("UNKNOWN_SERVER_ERROR", -1),
+    ("UNKNOWN_TOPIC_OR_PARTITION", 3),
+    ("COORDINATOR_LOAD_IN_PROGRESS", 14),
+    ("COORDINATOR_NOT_AVAILABLE", 15),
+    ("NOT_COORDINATOR", 16),
+    ("INVALID_REQUEST", 42),
+    ("INVALID_PRODUCER_EPOCH", 47),
+    ("INVALID_TXN_STATE", 48),
+    ("INVALID_PRODUCER_ID_MAPPING", 49),
+    ("INVALID_TRANSACTION_TIMEOUT", 50),
+    ("CONCURRENT_TRANSACTIONS", 51),
+    ("OPERATION_NOT_ATTEMPTED", 55),
+    ("PRODUCER_FENCED", 90),
+];
+
+/// `NAME(code)` for reports, or the bare number for a code without a name here.
+pub fn error_label(code: i16) -> String {
+    match ERRORS.iter().find(|(_, c)| *c == code) {
+        Some((name, _)) => format!("{name}({code})"),
+        None => code.to_string(),
+    }
+}
+
 /// Kafka error names the vectors may use.
 pub fn error_code(v: &Value) -> Result<i16, String> {
     if let Some(n) = v.as_i64() {
@@ -212,21 +240,9 @@ pub fn error_code(v: &Value) -> Result<i16, String> {
     let name = v
         .as_str()
         .ok_or_else(|| format!("error must be a name or number, not {v}"))?;
-    Ok(match name {
-        "NONE" => 0,
-        "UNKNOWN_SERVER_ERROR" => -1,
-        "UNKNOWN_TOPIC_OR_PARTITION" => 3,
-        "COORDINATOR_LOAD_IN_PROGRESS" => 14,
-        "COORDINATOR_NOT_AVAILABLE" => 15,
-        "NOT_COORDINATOR" => 16,
-        "INVALID_REQUEST" => 42,
-        "INVALID_PRODUCER_EPOCH" => 47,
-        "INVALID_TXN_STATE" => 48,
-        "INVALID_PRODUCER_ID_MAPPING" => 49,
-        "INVALID_TRANSACTION_TIMEOUT" => 50,
-        "CONCURRENT_TRANSACTIONS" => 51,
-        "OPERATION_NOT_ATTEMPTED" => 55,
-        "PRODUCER_FENCED" => 90,
-        other => return Err(format!("unknown error name {other}")),
-    })
+    ERRORS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, c)| *c)
+        .ok_or_else(|| format!("unknown error name {name}"))
 }
