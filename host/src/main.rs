@@ -496,7 +496,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         } => {
             let path = kaas::policy_kit::new_policy(&name, from, &dir)?;
             println!("created policy crate {} (from {from})", path.display());
-            println!("next: cd {} && cargo test && cargo build --release --target wasm32-wasip2 (see README.md)", path.display());
+            println!(
+                "next: cd {} && cargo test && cargo build --release --target wasm32-wasip2 (see README.md)",
+                path.display()
+            );
             Ok(ExitCode::SUCCESS)
         }
     }

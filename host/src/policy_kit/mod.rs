@@ -48,8 +48,7 @@ mod embedded {
     pub const WIT: &str = include_str!("../../../policy-wit/txn-policy.wit");
     pub const SDK_LIB: &str = include_str!("../../../policies/sdk/src/lib.rs");
     pub const RULES_LIB: &str = include_str!("../../../policies/apache37/rules/src/lib.rs");
-    pub const RULES_VARIANT: &str =
-        include_str!("../../../policies/apache37/rules/src/variant.rs");
+    pub const RULES_VARIANT: &str = include_str!("../../../policies/apache37/rules/src/variant.rs");
     pub const STRICT_LIB: &str = include_str!("../../../policies/strict/src/lib.rs");
     pub const STRICT_RULES: &str = include_str!("../../../policies/strict/src/rules.rs");
     pub const STRICT_DIFFERENCES: &str = include_str!("../../../policies/strict/differences.json");
@@ -144,7 +143,10 @@ pub fn render(name: &str, template: Template) -> anyhow::Result<Vec<File>> {
         ("kaas_version", kaas_version),
         ("wit_version", &wit_version),
         ("wit_major", &wit_major),
-        ("wit_bindgen", &wit_bindgen_pin(embedded::WORKSPACE_MANIFEST)?),
+        (
+            "wit_bindgen",
+            &wit_bindgen_pin(embedded::WORKSPACE_MANIFEST)?,
+        ),
         ("dependencies", &dependencies),
         ("members", &members),
         ("intro", intro),
@@ -175,7 +177,10 @@ pub fn render(name: &str, template: Template) -> anyhow::Result<Vec<File>> {
                 "kaas/apache37-rules/Cargo.toml",
                 fill("kaas/apache37-rules/Cargo.toml", embedded::RULES_CARGO_TOML)?,
             ),
-            file("kaas/apache37-rules/src/lib.rs", embedded::RULES_LIB.to_owned()),
+            file(
+                "kaas/apache37-rules/src/lib.rs",
+                embedded::RULES_LIB.to_owned(),
+            ),
             file(
                 "kaas/apache37-rules/src/variant.rs",
                 embedded::RULES_VARIANT.to_owned(),
@@ -427,8 +432,7 @@ pub fn write_crate(dir: &Path, files: &[File]) -> anyhow::Result<()> {
     for f in files {
         let path = dir.join(&f.path);
         if let Some(parent) = path.parent() {
-            fs::create_dir_all(parent)
-                .with_context(|| format!("creating {}", parent.display()))?;
+            fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
         }
         let mut out = fs::OpenOptions::new()
             .write(true)

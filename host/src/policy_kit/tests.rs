@@ -46,7 +46,11 @@ fn apache37_crate_has_its_files_and_bundles_wit_sdk_and_rules() {
     );
     let manifest = get(&files, "Cargo.toml");
     assert!(manifest.contains("name = \"my-policy\""), "{manifest}");
-    assert!(manifest.contains("[package.metadata.component.target]\npath = \"wit\"\nworld = \"txn-policy\""));
+    assert!(
+        manifest.contains(
+            "[package.metadata.component.target]\npath = \"wit\"\nworld = \"txn-policy\""
+        )
+    );
     assert!(manifest.contains(r#"kaas-apache37-rules = { path = "kaas/apache37-rules" }"#));
     let lib = get(&files, "src/lib.rs");
     assert!(lib.contains(r#"pub const NAME: &str = "my-policy";"#));
@@ -94,7 +98,11 @@ fn sdk_bindings_are_generated_from_the_crates_own_wit() {
     assert!(sdk.contains(SDK_WIT_PATH_GENERATED), "rewrite missing");
     assert!(!sdk.contains("policy-wit\","), "in-tree path left behind");
     // kaas/sdk/../../wit is the crate's wit/.
-    assert!(files.iter().any(|f| f.path == Path::new("wit/txn-policy.wit")));
+    assert!(
+        files
+            .iter()
+            .any(|f| f.path == Path::new("wit/txn-policy.wit"))
+    );
     // Nothing else of the SDK changed.
     assert_eq!(
         sdk.replace(SDK_WIT_PATH_GENERATED, SDK_WIT_PATH_IN_TREE),
@@ -250,7 +258,11 @@ fn registry_packages(lock: &str) -> Vec<(String, String, String)> {
 fn lock_pins_the_workspace_versions_of_wit_bindgen_and_its_dependencies() {
     let workspace = registry_packages(include_str!("../../../Cargo.lock"));
     let template = registry_packages(embedded::CARGO_LOCK);
-    assert!(template.iter().any(|(n, v, _)| n == "wit-bindgen" && v == "0.61.1"));
+    assert!(
+        template
+            .iter()
+            .any(|(n, v, _)| n == "wit-bindgen" && v == "0.61.1")
+    );
     for p in &template {
         assert!(
             workspace.contains(p),

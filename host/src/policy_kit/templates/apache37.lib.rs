@@ -83,7 +83,11 @@ mod tests {
         let d = Exported::init_producer_id(None, init(60_000), &LIMITS);
         assert_eq!(d.kind, DecisionKind::Initialize);
         assert_eq!(
-            (d.reply.error_code, d.reply.producer_id, d.reply.producer_epoch),
+            (
+                d.reply.error_code,
+                d.reply.producer_id,
+                d.reply.producer_epoch
+            ),
             (code::NONE, 2000, 0)
         );
         let entry = d.entry.expect("an initialised id is persisted");

@@ -11,8 +11,8 @@
 //! and a candidate producer id (to InitProducerId); there is no I/O.
 
 use kaas_policy_sdk::{
-    AddPartitionsRequest, Decision, EndTxnRequest, Entry, InitRequest, Limits, Policy,
-    PolicyInfo, VerifyDecision, code,
+    AddPartitionsRequest, Decision, EndTxnRequest, Entry, InitRequest, Limits, Policy, PolicyInfo,
+    VerifyDecision, code,
 };
 
 /// The policy's name as `describe()` reports it.
