@@ -63,7 +63,12 @@ mod embedded {
     pub const GITIGNORE: &str = include_str!("templates/gitignore");
     /// The generated crates' Cargo.lock without their root package: the
     /// workspace's versions of wit-bindgen and its dependencies (a test
-    /// checks they match the workspace's Cargo.lock).
+    /// checks they match the workspace's Cargo.lock). To regenerate after a
+    /// dependency bump: copy the workspace Cargo.lock into a generated
+    /// apache37 crate, run `cargo metadata --format-version 1` there (cargo
+    /// trims the lock to the crate's graph and keeps the versions), drop the
+    /// root package's block and write `{{kaas_version}}` as the two kaas
+    /// crates' version.
     pub const CARGO_LOCK: &str = include_str!("templates/Cargo.lock.in");
     pub const APACHE37_LIB: &str = include_str!("templates/apache37.lib.rs");
     pub const EMPTY_LIB: &str = include_str!("templates/empty.lib.rs");
