@@ -10,6 +10,8 @@
 //!   durable; [`txn::record`] is the versioned state-record codec.
 //! - [`conformance`]: data-driven vectors run through the real runtime and
 //!   machine (`kaas conformance`).
+//! - [`policy_kit`]: `kaas policy new`, a policy crate that builds outside
+//!   this repository.
 //!
 //! - [`server`] and [`wire`]: the Kafka wire protocol over TCP, one file per
 //!   API under `wire/api/`.
@@ -28,6 +30,7 @@ pub mod log;
 pub mod metrics;
 pub mod pid;
 pub mod policy;
+pub mod policy_kit;
 pub mod ratelimit;
 pub mod security;
 pub mod server;

@@ -349,6 +349,19 @@ enum PolicyCommand {
         /// The policy component (.wasm).
         file: PathBuf,
     },
+    /// Write a new policy crate (DIR/NAME) that builds outside a kaas
+    /// checkout, with `cargo build --release --target wasm32-wasip2` or
+    /// `cargo component build --release`.
+    New {
+        /// The crate's (cargo package) name; also the policy's name.
+        name: String,
+        /// The starting point.
+        #[arg(long, value_enum, default_value_t = kaas::policy_kit::Template::Apache37)]
+        from: kaas::policy_kit::Template,
+        /// The directory the crate's directory is created in.
+        #[arg(long, default_value = ".")]
+        dir: PathBuf,
+    },
 }
 
 fn main() -> ExitCode {
@@ -512,6 +525,17 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             println!("wit: kaas:txn-policy@{}", id.wit_version);
             println!("features: {}", id.features.join(", "));
             println!("sha256: {}", id.sha256);
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Policy {
+            command: PolicyCommand::New { name, from, dir },
+        } => {
+            let path = kaas::policy_kit::new_policy(&name, from, &dir)?;
+            println!("created policy crate {} (from {from})", path.display());
+            println!(
+                "next: cd {} && cargo test && cargo build --release --target wasm32-wasip2 (see README.md)",
+                path.display()
+            );
             Ok(ExitCode::SUCCESS)
         }
     }
