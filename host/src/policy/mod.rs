@@ -26,7 +26,7 @@ use sha2::{Digest, Sha256};
 use wasmtime::component::{Component, Linker};
 use wasmtime::{Config, Engine, Store, StoreLimits, StoreLimitsBuilder};
 
-use bindings::{TxnPolicy, TxnPolicyPre, wit};
+use bindings::{TxnPolicy, TxnPolicyPre};
 pub use bindings::{WIT_EXPORT, WIT_PACKAGE, WIT_VERSION};
 pub use cache::ArtifactCache;
 pub use check::{Api, Violation};
@@ -446,9 +446,59 @@ impl Policy {
 
     /// Runs `f` against a live instance under fresh fuel and deadline, after
     /// configuring the instance with `limits` if it does not have them yet; a
-    /// trap discards the instance so the next call gets a clean one.
+    /// trap discards the instance so the next call gets a clean one. Not
+    /// counted (the benchmark's bare call).
     fn call<R>(
         &self,
+        call: Call,
+        limits: Option<Limits>,
+        f: impl Fn(&TxnPolicy, &mut Store<HostState>) -> wasmtime::Result<R>,
+    ) -> Result<R, PolicyError> {
+        let mut guard = self.lock();
+        self.call_locked(&mut guard, call, limits, f)
+    }
+
+    /// [`Self::call`], then `finish` (mapping and checking the decision),
+    /// counted: its latency, and the decision of kind `kind(..)` or the
+    /// error. The counters are updated under the instance lock, which
+    /// serializes every call of this policy, so they need no atomic
+    /// read-modify-write (see [`PolicyStats`]).
+    fn counted<W, R>(
+        &self,
+        call: Call,
+        limits: Option<Limits>,
+        f: impl Fn(&TxnPolicy, &mut Store<HostState>) -> wasmtime::Result<W>,
+        finish: impl FnOnce(W) -> Result<R, PolicyError>,
+        kind: impl FnOnce(&R) -> Option<DecisionKind>,
+    ) -> Result<R, PolicyError> {
+        let started = Instant::now();
+        let mut guard = self.lock();
+        let outcome = self
+            .call_locked(&mut guard, call, limits, f)
+            .and_then(finish);
+        self.stats.observe(call, started.elapsed());
+        match &outcome {
+            Ok(r) => {
+                if let Some(kind) = kind(r) {
+                    self.stats.decided(call, kind);
+                }
+            }
+            Err(e) => self.count_error(call, e),
+        }
+        drop(guard);
+        outcome
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Live>> {
+        self.live
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The body of [`Self::call`], on the locked instance slot.
+    fn call_locked<R>(
+        &self,
+        guard: &mut Option<Live>,
         call: Call,
         limits: Option<Limits>,
         f: impl Fn(&TxnPolicy, &mut Store<HostState>) -> wasmtime::Result<R>,
@@ -460,10 +510,6 @@ impl Policy {
             kind,
             cause,
         };
-        let mut guard = self
-            .live
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
         // A deadline trap after almost no work means the thread was
         // descheduled mid-call (a loaded machine), not a slow policy: the
         // policy is pure, so one retry on a fresh instance is safe.
@@ -525,42 +571,12 @@ impl Policy {
         }
     }
 
-    /// Counts one call's outcome and latency.
-    fn account(
-        &self,
-        call: Call,
-        started: Instant,
-        outcome: Result<Decision, PolicyError>,
-    ) -> Result<Decision, PolicyError> {
-        self.stats.observe(call, started.elapsed());
-        match &outcome {
-            Ok(d) => self.stats.decided(call, d.kind),
-            Err(e) => self.count_error(call, e),
-        }
-        outcome
-    }
-
     #[cold]
     fn count_error(&self, call: Call, e: &PolicyError) {
         match e {
             PolicyError::Trap { kind, .. } => self.stats.trapped(call, *kind),
             PolicyError::Illegal { .. } => self.stats.violated(call),
         }
-    }
-
-    /// The raw InitProducerId call: the ABI's decision, unchecked.
-    fn call_init_producer_id(
-        &self,
-        current: Option<&Entry>,
-        req: &InitRequest,
-        limits: Limits,
-    ) -> Result<wit::Decision, PolicyError> {
-        let current = current.map(types::view);
-        let req = types::init_request(req);
-        self.call(Call::InitProducerId, Some(limits), |b, s| {
-            b.kaas_txn_policy_policy()
-                .call_init_producer_id(s, current, req)
-        })
     }
 
     /// InitProducerId, checked.
@@ -570,10 +586,16 @@ impl Policy {
         req: &InitRequest,
         limits: Limits,
     ) -> Result<Decision, PolicyError> {
-        let started = Instant::now();
-        let decided = self
-            .call_init_producer_id(current, req, limits)
-            .and_then(|d| {
+        let view = current.map(types::view);
+        let facts = types::init_request(req);
+        self.counted(
+            Call::InitProducerId,
+            Some(limits),
+            |b, s| {
+                b.kaas_txn_policy_policy()
+                    .call_init_producer_id(s, view, facts)
+            },
+            |d| {
                 let cx = types::Context {
                     before: current,
                     transactional_id: req.transactional_id.as_deref().unwrap_or(""),
@@ -585,8 +607,9 @@ impl Policy {
                     Call::InitProducerId,
                     check::init_producer_id(current, req, &d).map(|()| d),
                 )
-            });
-        self.account(Call::InitProducerId, started, decided)
+            },
+            |d| Some(d.kind),
+        )
     }
 
     /// The bare cost of an InitProducerId call, for benchmarks: the same
@@ -603,7 +626,13 @@ impl Policy {
         req: &InitRequest,
         limits: Limits,
     ) -> Result<DecisionKind, PolicyError> {
-        Ok(self.call_init_producer_id(current, req, limits)?.kind)
+        let current = current.map(types::view);
+        let req = types::init_request(req);
+        let d = self.call(Call::InitProducerId, Some(limits), |b, s| {
+            b.kaas_txn_policy_policy()
+                .call_init_producer_id(s, current, req)
+        })?;
+        Ok(d.kind)
     }
 
     /// AddPartitionsToTxn / AddOffsetsToTxn (VerifyOnly included), checked.
@@ -613,38 +642,47 @@ impl Policy {
         req: &AddPartitionsRequest,
         limits: Limits,
     ) -> Result<Decision, PolicyError> {
-        let started = Instant::now();
-        let call = if req.verify_only {
-            Call::VerifyPartitions
-        } else {
-            Call::AddPartitions
-        };
         let cur = current.map(types::view);
         let facts = types::add_partitions_request(current, req);
-        let decided = if req.verify_only {
+        let check = |call: Call, d: Decision| {
+            self.checked(call, check::add_partitions(current, req, &d).map(|()| d))
+        };
+        if req.verify_only {
             let in_transaction = types::in_transaction(current, req);
-            self.call(call, Some(limits), |b, s| {
-                b.kaas_txn_policy_policy()
-                    .call_verify_partitions(s, cur, facts, &in_transaction)
-            })
-            .map(types::verify_decision)
+            self.counted(
+                Call::VerifyPartitions,
+                Some(limits),
+                |b, s| {
+                    b.kaas_txn_policy_policy().call_verify_partitions(
+                        s,
+                        cur,
+                        facts,
+                        &in_transaction,
+                    )
+                },
+                |d| check(Call::VerifyPartitions, types::verify_decision(d)),
+                |d| Some(d.kind),
+            )
         } else {
-            self.call(call, Some(limits), |b, s| {
-                b.kaas_txn_policy_policy()
-                    .call_add_partitions(s, cur, facts)
-            })
-            .map(|d| {
-                let cx = types::Context {
-                    before: current,
-                    transactional_id: &req.transactional_id,
-                    added: &req.partitions,
-                    now_ms: req.now_ms,
-                };
-                types::decision(&cx, d)
-            })
+            self.counted(
+                Call::AddPartitions,
+                Some(limits),
+                |b, s| {
+                    b.kaas_txn_policy_policy()
+                        .call_add_partitions(s, cur, facts)
+                },
+                |d| {
+                    let cx = types::Context {
+                        before: current,
+                        transactional_id: &req.transactional_id,
+                        added: &req.partitions,
+                        now_ms: req.now_ms,
+                    };
+                    check(Call::AddPartitions, types::decision(&cx, d))
+                },
+                |d| Some(d.kind),
+            )
         }
-        .and_then(|d| self.checked(call, check::add_partitions(current, req, &d).map(|()| d)));
-        self.account(call, started, decided)
     }
 
     /// EndTxn, checked.
@@ -654,14 +692,13 @@ impl Policy {
         req: &EndTxnRequest,
         limits: Limits,
     ) -> Result<Decision, PolicyError> {
-        let started = Instant::now();
         let cur = current.map(types::view);
         let facts = types::end_txn_request(req);
-        let decided = self
-            .call(Call::EndTxn, Some(limits), |b, s| {
-                b.kaas_txn_policy_policy().call_end_txn(s, cur, facts)
-            })
-            .and_then(|d| {
+        self.counted(
+            Call::EndTxn,
+            Some(limits),
+            |b, s| b.kaas_txn_policy_policy().call_end_txn(s, cur, facts),
+            |d| {
                 let cx = types::Context {
                     before: current,
                     transactional_id: &req.transactional_id,
@@ -670,8 +707,9 @@ impl Policy {
                 };
                 let d = types::decision(&cx, d);
                 self.checked(Call::EndTxn, check::end_txn(current, req, &d).map(|()| d))
-            });
-        self.account(Call::EndTxn, started, decided)
+            },
+            |d| Some(d.kind),
+        )
     }
 
     /// Completion after markers, checked.
@@ -681,20 +719,20 @@ impl Policy {
         now_ms: i64,
         limits: Limits,
     ) -> Result<Decision, PolicyError> {
-        let started = Instant::now();
         let cur = types::view(current);
-        let decided = self
-            .call(Call::CompleteTransaction, Some(limits), |b, s| {
-                b.kaas_txn_policy_policy().call_complete_transaction(s, cur)
-            })
-            .and_then(|d| {
+        self.counted(
+            Call::CompleteTransaction,
+            Some(limits),
+            |b, s| b.kaas_txn_policy_policy().call_complete_transaction(s, cur),
+            |d| {
                 let d = types::decision(&types::Context::of(current, now_ms), d);
                 self.checked(
                     Call::CompleteTransaction,
                     check::complete_transaction(current, &d).map(|()| d),
                 )
-            });
-        self.account(Call::CompleteTransaction, started, decided)
+            },
+            |d| Some(d.kind),
+        )
     }
 
     /// The timeout reaper's decision, checked.
@@ -704,31 +742,29 @@ impl Policy {
         now_ms: i64,
         limits: Limits,
     ) -> Result<Decision, PolicyError> {
-        let started = Instant::now();
         let cur = types::view(current);
         let start = current.start_timestamp_ms;
-        let decided = self
-            .call(Call::Reap, Some(limits), |b, s| {
-                b.kaas_txn_policy_policy().call_reap(s, cur, start, now_ms)
-            })
-            .and_then(|d| {
+        self.counted(
+            Call::Reap,
+            Some(limits),
+            |b, s| b.kaas_txn_policy_policy().call_reap(s, cur, start, now_ms),
+            |d| {
                 let d = types::decision(&types::Context::of(current, now_ms), d);
                 self.checked(Call::Reap, check::reap(current, &d).map(|()| d))
-            });
-        self.account(Call::Reap, started, decided)
+            },
+            |d| Some(d.kind),
+        )
     }
 
     /// `describe()` again (the benchmark's lightest call).
     pub fn describe(&self) -> Result<PolicyInfo, PolicyError> {
-        let started = Instant::now();
-        let described = self.call(Call::Describe, None, |b, s| {
-            b.kaas_txn_policy_policy().call_describe(s)
-        });
-        self.stats.observe(Call::Describe, started.elapsed());
-        if let Err(e) = &described {
-            self.count_error(Call::Describe, e);
-        }
-        described
+        self.counted(
+            Call::Describe,
+            None,
+            |b, s| b.kaas_txn_policy_policy().call_describe(s),
+            Ok,
+            |_| None,
+        )
     }
 
     fn checked(&self, call: Call, r: Result<Decision, Violation>) -> Result<Decision, PolicyError> {

@@ -7,9 +7,10 @@
 //! [`StatsRegistry`] keeps the stats of every policy a runtime loaded;
 //! `metrics.rs` renders them.
 //!
-//! It may touch only atomics on the decision path: every update is one
-//! relaxed `fetch_add` (no lock, no allocation). It knows nothing of
-//! wasmtime: the trap classifier lives next to `describe_trap` in `mod.rs`.
+//! It may touch only atomics on the decision path: every update is a
+//! relaxed load and store made under the policy's existing instance lock (no
+//! lock of its own, no allocation). It knows nothing of wasmtime: the trap
+//! classifier lives next to `describe_trap` in `mod.rs`.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -257,33 +258,40 @@ impl PolicyStats {
         &self.identity.sha256[..12.min(self.identity.sha256.len())]
     }
 
+    // The updates below are a relaxed load and a relaxed store, not an
+    // atomic read-modify-write: a locked `fetch_add` drains the store
+    // buffer, which after a decision costs tens of nanoseconds (measured,
+    // BENCHMARKS.md). The policy's instance lock serializes its callers
+    // (`Policy::counted`), so no update is lost; readers see each counter
+    // whole. Two `Policy` values of the same component (a swap back to the
+    // same file) share stats under two locks; an increment racing the swap
+    // may then be lost, never torn.
+
     /// One call's latency.
-    pub fn observe(&self, call: Call, took: Duration) {
+    pub(super) fn observe(&self, call: Call, took: Duration) {
         let nanos = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX);
         let c = &self.calls[call.index()];
         let bucket = BUCKET_BOUNDS_NS
             .iter()
             .position(|&bound| nanos <= bound)
             .unwrap_or(BUCKET_BOUNDS_NS.len());
-        c.buckets[bucket].fetch_add(1, Ordering::Relaxed);
-        c.sum_nanos.fetch_add(nanos, Ordering::Relaxed);
+        add(&c.buckets[bucket], 1);
+        add(&c.sum_nanos, nanos);
     }
 
     /// A legal decision of `kind` from `call`.
-    pub fn decided(&self, call: Call, kind: DecisionKind) {
-        self.calls[call.index()].decisions[decision_index(kind)].fetch_add(1, Ordering::Relaxed);
+    pub(super) fn decided(&self, call: Call, kind: DecisionKind) {
+        add(&self.calls[call.index()].decisions[decision_index(kind)], 1);
     }
 
     /// A trap of `kind` in `call`.
-    pub fn trapped(&self, call: Call, kind: TrapKind) {
-        self.calls[call.index()].traps[kind.index()].fetch_add(1, Ordering::Relaxed);
+    pub(super) fn trapped(&self, call: Call, kind: TrapKind) {
+        add(&self.calls[call.index()].traps[kind.index()], 1);
     }
 
     /// A decision of `call` the host check refused.
-    pub fn violated(&self, call: Call) {
-        self.calls[call.index()]
-            .violations
-            .fetch_add(1, Ordering::Relaxed);
+    pub(super) fn violated(&self, call: Call) {
+        add(&self.calls[call.index()].violations, 1);
     }
 
     /// Legal decisions of `kind` from `call` so far.
@@ -324,6 +332,15 @@ impl PolicyStats {
     pub fn may_log(&self) -> Option<u64> {
         self.log_limit.allow()
     }
+}
+
+/// `counter += n` for a counter whose writers are serialized by a lock.
+#[inline]
+fn add(counter: &AtomicU64, n: u64) {
+    counter.store(
+        counter.load(Ordering::Relaxed).wrapping_add(n),
+        Ordering::Relaxed,
+    );
 }
 
 /// The stats of every policy a runtime loaded, in load order; a component
