@@ -161,7 +161,8 @@ struct BrokerArgs {
     /// group.max.session.timeout.ms: the longest session a member may ask for.
     #[arg(long, default_value_t = 1_800_000)]
     group_max_session_timeout_ms: u64,
-    /// Log format.
+    /// Log format on stderr: text (coloured only on a terminal) or one JSON
+    /// object a line. The filter is RUST_LOG, else `warn,kaas=info`.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
     /// Most partitions on this broker (the max.broker.partitions of
@@ -374,18 +375,40 @@ fn main() -> ExitCode {
             std::env::set_var("RUST_LIB_BACKTRACE", "0");
         }
     }
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
-    match run(Cli::parse()) {
+    let cli = Cli::parse();
+    init_logging(&cli);
+    match run(cli) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("kaas: {e:#}");
             ExitCode::from(2)
         }
+    }
+}
+
+/// The broker's log filter when RUST_LOG is unset: its own start-up and
+/// policy lines (info), dependencies only when they warn.
+const BROKER_LOG_FILTER: &str = "warn,kaas=info";
+/// The other commands print their results; their log shows only warnings.
+const COMMAND_LOG_FILTER: &str = "warn";
+
+/// Logs go to stderr, filtered by RUST_LOG (else the defaults above), as
+/// text (coloured only on a terminal) or, with `broker --log-format json`,
+/// one JSON object a line.
+fn init_logging(cli: &Cli) {
+    use std::io::IsTerminal as _;
+    let (default, format) = match &cli.command {
+        Command::Broker(args) => (BROKER_LOG_FILTER, args.log_format),
+        _ => (COMMAND_LOG_FILTER, LogFormat::Text),
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.with_ansi(std::io::stderr().is_terminal()).init(),
+        LogFormat::Json => builder.json().init(),
     }
 }
 

@@ -15,6 +15,12 @@
 //! runtime must still decide afterwards. Finally, a component built for
 //! another major version of the WIT package (1.x) is refused at load.
 //!
+//! The granted WASI (issue 17 item 4): a guest's panic message reaches the
+//! error and the log (`panic-message` panics in `describe()`, `trap` in a
+//! decision); `wasi-probe` floods stderr (bounded), reads an empty
+//! environment, and calls a clock, a file and random bytes (each still
+//! traps, counted as a capability trap). Trap log lines are rate-limited.
+//!
 //! The components are built by
 //! `cargo build --release --target wasm32-wasip2 --workspace --exclude kaas`.
 
@@ -23,8 +29,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kaas::policy::{
-    DecisionKind, Entry, InitRequest, Limits, Policy, PolicyError, PolicyRuntime, SandboxLimits,
-    TxnState, WIT_VERSION,
+    Call, DecisionKind, Entry, InitRequest, Limits, Policy, PolicyError, PolicyRuntime,
+    STDERR_CAPACITY, SandboxLimits, TrapKind, TxnState, WIT_VERSION,
 };
 use kaas::txn::machine::{DEFAULT_LIMITS, InitProducerId, Step, TxnMachine, code};
 
@@ -317,7 +323,19 @@ fn decision_lowering_the_epoch_is_refused_naming_the_policy() {
         "hostile-illegal",
         &["illegal decision", "epoch of pid 1000 went down: 5 -> 4"],
     );
+    // Counted as a violation, not as a decision.
+    assert_eq!(illegal.stats().violations(Call::InitProducerId), 1);
+    let decided: u64 = kaas::policy::stats::DECISION_KINDS
+        .iter()
+        .map(|k| illegal.stats().decisions(Call::InitProducerId, *k))
+        .sum();
+    assert_eq!(decided, 0);
     assert_good_policy_decides(&good);
+    assert_eq!(
+        good.stats()
+            .decisions(Call::InitProducerId, DecisionKind::Initialize),
+        1
+    );
 }
 
 #[test]
@@ -406,4 +424,296 @@ fn component_of_another_wit_major_version_is_refused_at_load_naming_both_version
     assert_eq!(WIT_VERSION, "2.0.0");
     // Refusing a component leaves the runtime serving good policies.
     assert_good_policy_decides(&load_apache37(&rt));
+}
+
+// ---- Observability (issue 17 item 4): the guest's stderr, trap kinds,
+// counters, rate-limited trap logs.
+
+/// The `wasi-probe` policy's behaviours, by requested timeout (its
+/// `*_TIMEOUT_MS` constants).
+mod probe {
+    pub const FLOOD: i32 = 1001;
+    pub const CLOCK: i32 = 1002;
+    pub const FILE: i32 = 1003;
+    pub const RANDOM: i32 = 1004;
+    pub const NOTE: i32 = 1005;
+    pub const ENV: i32 = 1006;
+}
+
+/// A log sink for [`captured`].
+#[derive(Clone, Default)]
+struct Sink(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Sink {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Runs `f` with this thread's log (info and up) captured; returns what
+/// `f` returned and the log's text.
+fn captured<R>(f: impl FnOnce() -> R) -> (R, String) {
+    let sink = Sink::default();
+    let writer = sink.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || writer.clone())
+        .with_ansi(false)
+        .with_max_level(tracing::Level::INFO)
+        .finish();
+    let r = tracing::subscriber::with_default(subscriber, f);
+    let text =
+        String::from_utf8_lossy(&sink.0.lock().unwrap_or_else(|p| p.into_inner())).into_owned();
+    (r, text)
+}
+
+fn trap_kind(e: &PolicyError) -> TrapKind {
+    match e {
+        PolicyError::Trap { kind, .. } => *kind,
+        other => panic!("not a trap: {other:?}"),
+    }
+}
+
+#[test]
+fn a_panic_in_describe_fails_the_load_with_the_panic_message() {
+    let rt = runtime(SandboxLimits::default());
+
+    let e = rt
+        .load_bytes(&component("kaas_test_policy_panic_message.wasm"))
+        .expect_err("a policy whose describe() panics must be refused");
+
+    let text = format!("{e:#}");
+    println!("{text}");
+    assert!(text.contains("describe() failed"), "{text}");
+    assert!(text.contains("panicked"), "{text}");
+    assert!(
+        text.contains("describe exploded (panic-message test policy)"),
+        "the guest's panic message is lost: {text}"
+    );
+    assert!(
+        !text.contains("unknown import"),
+        "the panic path must not trap on a WASI import: {text}"
+    );
+    assert_good_policy_decides(&load_apache37(&rt));
+}
+
+#[test]
+fn a_panicking_decision_carries_its_message_and_counts_as_a_panic() {
+    let rt = runtime(SandboxLimits::default());
+    let trap = load(&rt, "kaas_test_policy_trap.wasm", "hostile-trap");
+
+    let e = contained("trap (panic message)", || {
+        trap.init_producer_id(None, &init_request("trap"), DEFAULT_LIMITS)
+    });
+
+    assert_eq!(trap_kind(&e), TrapKind::Panic);
+    assert_reports(
+        &e,
+        "hostile-trap",
+        &[
+            "trapped in init-producer-id",
+            "panicked",
+            "hostile-trap policy: deliberate panic for a 60000 ms timeout",
+        ],
+    );
+    let stats = trap.stats();
+    assert_eq!(stats.traps(Call::InitProducerId, TrapKind::Panic), 1);
+    assert_eq!(stats.traps(Call::InitProducerId, TrapKind::Capability), 0);
+    assert_eq!(stats.histogram(Call::InitProducerId).count(), 1);
+    // The replaced instance decides, and that is counted as a decision.
+    trap.init_producer_id(
+        None,
+        &init_request_with_timeout("no-trap", NO_TRAP_TIMEOUT_MS),
+        DEFAULT_LIMITS,
+    )
+    .expect("the trap policy answers after its instance trapped");
+    assert_eq!(
+        stats.decisions(Call::InitProducerId, DecisionKind::Initialize),
+        1
+    );
+    assert_eq!(stats.histogram(Call::InitProducerId).count(), 2);
+}
+
+#[test]
+fn a_stderr_flood_is_bounded_and_the_flooder_still_traps() {
+    // Generous fuel and time: only the panic after the flood ends the call.
+    let rt = runtime(SandboxLimits {
+        fuel_per_call: u64::MAX,
+        deadline: Duration::from_secs(10),
+        ..SandboxLimits::default()
+    });
+    let probe = load(&rt, "kaas_test_policy_wasi_probe.wasm", "wasi-probe");
+
+    let started = Instant::now();
+    let e = probe
+        .init_producer_id(
+            None,
+            &init_request_with_timeout("flood", probe::FLOOD),
+            DEFAULT_LIMITS,
+        )
+        .expect_err("the flood ends in a panic");
+    println!("flood contained in {:?}", started.elapsed());
+
+    assert_eq!(trap_kind(&e), TrapKind::Panic, "{e}");
+    let text = e.to_string();
+    assert!(
+        text.len() < STDERR_CAPACITY + 512,
+        "{} bytes of error for an 8 MiB flood: the capture is not bounded",
+        text.len()
+    );
+    // 8 MiB and the panic message were written, the capacity kept: the
+    // rest is counted.
+    let tail = &text[text.len().saturating_sub(200)..];
+    let dropped: usize = tail
+        .rsplit_once('[')
+        .and_then(|(_, t)| t.strip_suffix(" more bytes dropped]"))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no count of dropped bytes: {tail}"));
+    assert!(dropped > (8 << 20) - STDERR_CAPACITY, "{dropped}");
+    assert!(text.contains("xxxx"), "the flood's first bytes are kept");
+    // The next call starts with an empty stderr.
+    let d = probe
+        .init_producer_id(None, &init_request("after-flood"), DEFAULT_LIMITS)
+        .expect("the probe decides after the flood");
+    assert_eq!(d.kind, DecisionKind::Initialize);
+}
+
+#[test]
+fn clocks_files_and_random_still_trap_as_capabilities_not_granted() {
+    let rt = runtime(SandboxLimits::default());
+    let good = load_apache37(&rt);
+    let probe = load(&rt, "kaas_test_policy_wasi_probe.wasm", "wasi-probe");
+
+    for (what, timeout, interface) in [
+        ("clock", probe::CLOCK, "wasi:clocks/"),
+        ("file", probe::FILE, "wasi:filesystem/"),
+        ("random", probe::RANDOM, "wasi:random/"),
+    ] {
+        let e = contained(what, || {
+            probe.init_producer_id(
+                None,
+                &init_request_with_timeout(what, timeout),
+                DEFAULT_LIMITS,
+            )
+        });
+        assert_eq!(trap_kind(&e), TrapKind::Capability, "{what}: {e}");
+        assert_reports(
+            &e,
+            "wasi-probe",
+            &[interface, "a capability kaas does not grant"],
+        );
+    }
+    assert_eq!(
+        probe
+            .stats()
+            .traps(Call::InitProducerId, TrapKind::Capability),
+        3
+    );
+    assert_good_policy_decides(&good);
+}
+
+#[test]
+fn the_environment_is_empty_and_a_note_on_stderr_is_logged_without_failing_the_decision() {
+    let rt = runtime(SandboxLimits::default());
+    let probe = load(&rt, "kaas_test_policy_wasi_probe.wasm", "wasi-probe");
+
+    // The probe panics if it can see PATH (or any variable it asks for).
+    let d = probe
+        .init_producer_id(
+            None,
+            &init_request_with_timeout("env", probe::ENV),
+            DEFAULT_LIMITS,
+        )
+        .expect("an empty environment: the probe decides");
+    assert_eq!(d.kind, DecisionKind::Initialize);
+
+    let (d, log) = captured(|| {
+        probe.init_producer_id(
+            None,
+            &init_request_with_timeout("note", probe::NOTE),
+            DEFAULT_LIMITS,
+        )
+    });
+    let d = d.expect("writing to stderr does not fail the decision");
+    assert_eq!(d.kind, DecisionKind::Initialize);
+    let line = log
+        .lines()
+        .find(|l| l.contains("policy wrote to stderr"))
+        .unwrap_or_else(|| panic!("no stderr line in the log: {log}"));
+    assert!(line.contains("wasi-probe: a note on stderr"), "{line}");
+    assert!(line.contains("wasi-probe@0.0.1"), "{line}");
+    assert!(line.contains("init-producer-id"), "{line}");
+}
+
+#[test]
+fn trap_log_lines_are_rate_limited_and_count_what_they_held_back() {
+    let rt = runtime(SandboxLimits::default());
+    let trap = Arc::new(load(&rt, "kaas_test_policy_trap.wasm", "hostile-trap"));
+    let mut machine = TxnMachine::new(trap.clone(), DEFAULT_LIMITS);
+    let request = InitProducerId {
+        transactional_id: Some("burst".to_owned()),
+        timeout_ms: 60_000,
+        producer_id: -1,
+        producer_epoch: -1,
+        version: 4,
+    };
+    const BURST: u64 = 50;
+
+    let ((), log) = captured(|| {
+        let started = Instant::now();
+        for _ in 0..BURST {
+            let Step::Done(answer) =
+                machine.init_producer_id(&request, 1_700_000_000_000, CANDIDATE)
+            else {
+                panic!("a trap planned a write");
+            };
+            assert_eq!(answer.reply.error_code, code::UNKNOWN_SERVER_ERROR);
+        }
+        let took = started.elapsed();
+        // Past the limiter's period (100 ms), the next line carries the
+        // count of everything held back since the last one.
+        std::thread::sleep(Duration::from_millis(110));
+        let _ = machine.init_producer_id(&request, 1_700_000_000_000, CANDIDATE);
+        println!("{BURST} traps in {took:?}");
+    });
+
+    let lines: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("policy decision refused"))
+        .collect();
+    let suppressed: u64 = lines
+        .iter()
+        .map(|l| {
+            l.split("suppressed=")
+                .nth(1)
+                .and_then(|v| v.split_whitespace().next())
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or_else(|| panic!("no suppressed count: {l}"))
+        })
+        .sum();
+    println!("{} lines, {suppressed} suppressed", lines.len());
+    assert!(
+        lines.len() < 10,
+        "{} log lines for {} traps: not rate-limited",
+        lines.len(),
+        BURST + 1
+    );
+    assert_eq!(
+        lines.len() as u64 + suppressed,
+        BURST + 1,
+        "every trap is either logged or counted in a later line"
+    );
+    assert!(lines[0].contains("deliberate panic"), "{}", lines[0]);
+    assert_eq!(
+        trap.stats().traps(Call::InitProducerId, TrapKind::Panic),
+        BURST + 1,
+        "the counter sees every trap"
+    );
 }

@@ -4,32 +4,38 @@
 //! It owns the engine configuration (fuel, epoch deadline, memory cap, small
 //! wasm stack, no concurrency support), the precompiled-artifact cache and
 //! the instance lifecycle (instantiate once from an `InstancePre`, replace a
-//! trapped instance). It grants no WASI capability: any import a component
-//! declares is defined as a trap. It checks every decision with [`check`]
-//! before returning it. It persists nothing and knows no protocol.
+//! trapped instance). The only WASI it grants is a bounded stderr and an
+//! empty environment ([`wasi`]): any other import a component declares is
+//! defined as a trap. It checks every decision with [`check`] before
+//! returning it, and counts decisions, traps, violations and latencies per
+//! policy ([`stats`]). It persists nothing and knows no protocol.
 
 mod bindings;
 pub mod cache;
 pub mod check;
+pub mod stats;
 pub mod types;
+mod wasi;
 
 use std::fmt;
 use std::path::Path;
-use std::sync::Mutex;
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 use wasmtime::component::{Component, Linker};
 use wasmtime::{Config, Engine, Store, StoreLimits, StoreLimitsBuilder};
 
-use bindings::{TxnPolicy, TxnPolicyPre, wit};
+use bindings::{TxnPolicy, TxnPolicyPre};
 pub use bindings::{WIT_EXPORT, WIT_PACKAGE, WIT_VERSION};
 pub use cache::ArtifactCache;
 pub use check::{Api, Violation};
+pub use stats::{Call, PolicyStats, StatsRegistry, TrapKind};
 pub use types::{
     AddPartitionsRequest, Claim, Decision, DecisionKind, EndTxnRequest, Entry, InitRequest, Limits,
     PolicyInfo, Reply, TopicPartition, TxnState,
 };
+pub use wasi::STDERR_CAPACITY;
 
 /// Kafka's display name of a coordinator state (admin APIs, metrics, diffs).
 pub fn state_name(s: TxnState) -> &'static str {
@@ -75,10 +81,12 @@ const EPOCH_TICK: Duration = Duration::from_millis(5);
 #[derive(Debug, thiserror::Error)]
 pub enum PolicyError {
     /// The component trapped: a panic, running out of fuel or time, memory.
+    /// The cause ends with what the guest wrote to stderr, if anything.
     #[error("policy {policy} trapped in {func}: {cause}")]
     Trap {
         policy: String,
         func: &'static str,
+        kind: TrapKind,
         cause: String,
     },
     /// The decision broke one of the host's invariants.
@@ -117,10 +125,18 @@ impl fmt::Display for PolicyIdentity {
     }
 }
 
-/// Per-instance store data: only the resource limiter.
+/// Per-instance store data: the resource limiter and the guest's stderr.
 struct HostState {
     /// Memory/instance/table caps for this store.
     limits: StoreLimits,
+    /// What the guest wrote to stderr during the current call.
+    stderr: wasi::GuestStderr,
+}
+
+impl wasi::HasStderr for HostState {
+    fn stderr(&mut self) -> &mut wasi::GuestStderr {
+        &mut self.stderr
+    }
 }
 
 /// The engine shared by every policy of a process, and its epoch ticker.
@@ -132,6 +148,8 @@ pub struct PolicyRuntime {
     limits: SandboxLimits,
     /// Where precompiled artifacts go; none disables caching.
     cache: Option<ArtifactCache>,
+    /// The counters of every policy loaded through this runtime.
+    registry: StatsRegistry,
 }
 
 impl fmt::Debug for PolicyRuntime {
@@ -180,7 +198,14 @@ impl PolicyRuntime {
             engine,
             limits,
             cache,
+            registry: StatsRegistry::default(),
         })
+    }
+
+    /// The counters of every policy loaded through this runtime, in load
+    /// order (also reachable from each of them: [`Policy::loaded_policies`]).
+    pub fn loaded_policies(&self) -> Vec<Arc<PolicyStats>> {
+        self.registry.all()
     }
 
     /// The engine (for benchmarks that need to compare against it).
@@ -218,7 +243,10 @@ impl PolicyRuntime {
         let wit_version = check_wit_version(&self.engine, &component)?;
 
         let mut linker: Linker<HostState> = Linker::new(&self.engine);
-        // No capabilities: every import (a std guest's `wasi:*`) traps if called.
+        // A bounded stderr and an empty environment; every other import (a
+        // std guest's `wasi:*`) traps if called.
+        wasi::link(&mut linker, &self.engine, &component)
+            .map_err(|e| anyhow::anyhow!("linking the policy's stderr: {e:#}"))?;
         linker
             .define_unknown_imports_as_traps(&component)
             .map_err(|e| anyhow::anyhow!("linking the policy's imports: {e:#}"))?;
@@ -232,11 +260,17 @@ impl PolicyRuntime {
         let mut live = Live::new(&self.engine, &pre, &self.limits)?;
         let instantiate = started.elapsed();
         live.arm(&self.limits);
-        let info = live
+        let described = live
             .bindings
             .kaas_txn_policy_policy()
-            .call_describe(&mut live.store)
-            .map_err(|e| anyhow::anyhow!("describe() failed: {e:#}"))?;
+            .call_describe(&mut live.store);
+        let stderr = live.store.data_mut().stderr.take();
+        let info = described.map_err(|e| {
+            anyhow::anyhow!(
+                "describe() failed: {}",
+                with_stderr(describe_trap(&e), stderr.as_deref())
+            )
+        })?;
         let identity = PolicyIdentity {
             name: info.name,
             version: info.version,
@@ -244,8 +278,14 @@ impl PolicyRuntime {
             wit_version,
             sha256,
         };
+        if let Some(text) = stderr {
+            tracing::warn!(policy = %identity, func = "describe", stderr = %text, "policy wrote to stderr");
+        }
+        let stats = self.registry.register(&identity);
         let policy = Policy {
             identity,
+            stats,
+            registry: self.registry.clone(),
             engine: self.engine.clone(),
             pre,
             limits: self.limits.clone(),
@@ -313,6 +353,7 @@ impl Live {
                 .tables(16)
                 .trap_on_grow_failure(true)
                 .build(),
+            stderr: wasi::GuestStderr::default(),
         };
         let mut store = Store::new(engine, state);
         store.limiter(|s| &mut s.limits);
@@ -363,6 +404,10 @@ fn deadline_ticks(deadline: Duration) -> u64 {
 pub struct Policy {
     /// Who this policy is (from `describe()` and the file's hash).
     identity: PolicyIdentity,
+    /// Its counters (shared with the runtime's registry).
+    stats: Arc<PolicyStats>,
+    /// The counters of every policy its runtime loaded (for /metrics).
+    registry: StatsRegistry,
     /// For re-instantiation.
     engine: Engine,
     /// Linked and type-checked once; instantiation is cheap from here.
@@ -387,24 +432,84 @@ impl Policy {
         &self.identity
     }
 
+    /// This policy's counters.
+    pub fn stats(&self) -> &Arc<PolicyStats> {
+        &self.stats
+    }
+
+    /// The counters of every policy loaded by the runtime that loaded this
+    /// one (this one included), in load order: after a hot swap the old
+    /// policy's figures stay listed.
+    pub fn loaded_policies(&self) -> Vec<Arc<PolicyStats>> {
+        self.registry.all()
+    }
+
     /// Runs `f` against a live instance under fresh fuel and deadline, after
     /// configuring the instance with `limits` if it does not have them yet; a
-    /// trap discards the instance so the next call gets a clean one.
+    /// trap discards the instance so the next call gets a clean one. Not
+    /// counted (the benchmark's bare call).
     fn call<R>(
         &self,
-        func: &'static str,
+        call: Call,
         limits: Option<Limits>,
         f: impl Fn(&TxnPolicy, &mut Store<HostState>) -> wasmtime::Result<R>,
     ) -> Result<R, PolicyError> {
-        let trap = |cause: String| PolicyError::Trap {
+        let mut guard = self.lock();
+        self.call_locked(&mut guard, call, limits, f)
+    }
+
+    /// [`Self::call`], then `finish` (mapping and checking the decision),
+    /// counted: its latency, and the decision of kind `kind(..)` or the
+    /// error. The counters are updated under the instance lock, which
+    /// serializes every call of this policy, so they need no atomic
+    /// read-modify-write (see [`PolicyStats`]).
+    fn counted<W, R>(
+        &self,
+        call: Call,
+        limits: Option<Limits>,
+        f: impl Fn(&TxnPolicy, &mut Store<HostState>) -> wasmtime::Result<W>,
+        finish: impl FnOnce(W) -> Result<R, PolicyError>,
+        kind: impl FnOnce(&R) -> Option<DecisionKind>,
+    ) -> Result<R, PolicyError> {
+        let started = Instant::now();
+        let mut guard = self.lock();
+        let outcome = self
+            .call_locked(&mut guard, call, limits, f)
+            .and_then(finish);
+        self.stats.observe(call, started.elapsed());
+        match &outcome {
+            Ok(r) => {
+                if let Some(kind) = kind(r) {
+                    self.stats.decided(call, kind);
+                }
+            }
+            Err(e) => self.count_error(call, e),
+        }
+        drop(guard);
+        outcome
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Live>> {
+        self.live
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The body of [`Self::call`], on the locked instance slot.
+    fn call_locked<R>(
+        &self,
+        guard: &mut Option<Live>,
+        call: Call,
+        limits: Option<Limits>,
+        f: impl Fn(&TxnPolicy, &mut Store<HostState>) -> wasmtime::Result<R>,
+    ) -> Result<R, PolicyError> {
+        let func = call.name();
+        let trap = |kind: TrapKind, cause: String| PolicyError::Trap {
             policy: self.identity.to_string(),
             func,
+            kind,
             cause,
         };
-        let mut guard = self
-            .live
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
         // A deadline trap after almost no work means the thread was
         // descheduled mid-call (a loaded machine), not a slow policy: the
         // policy is pure, so one retry on a fresh instance is safe.
@@ -413,49 +518,65 @@ impl Policy {
             if guard.is_none() {
                 *guard = Some(
                     Live::new(&self.engine, &self.pre, &self.limits)
-                        .map_err(|e| trap(format!("{e:#}")))?,
+                        .map_err(|e| trap(TrapKind::Other, format!("{e:#}")))?,
                 );
             }
             let Some(live) = guard.as_mut() else {
-                return Err(trap("no instance".into()));
+                return Err(trap(TrapKind::Other, "no instance".into()));
             };
             live.arm(&self.limits);
             let result = live
                 .configure(limits)
                 .and_then(|()| f(&live.bindings, &mut live.store));
             match result {
-                Ok(r) => return Ok(r),
+                Ok(r) => {
+                    if !live.store.data().stderr.is_empty() {
+                        self.log_stderr(func, &mut live.store.data_mut().stderr);
+                    }
+                    return Ok(r);
+                }
                 Err(e) => {
                     let used = self.limits.fuel_per_call - live.store.get_fuel().unwrap_or(0);
-                    let interrupted = matches!(
-                        e.downcast_ref::<wasmtime::Trap>(),
-                        Some(wasmtime::Trap::Interrupt)
-                    );
+                    let stderr = live.store.data_mut().stderr.take();
+                    let kind = classify_trap(&e);
                     *guard = None;
-                    if interrupted && !retried && used < self.limits.fuel_per_call / 100 {
+                    if kind == TrapKind::Deadline
+                        && !retried
+                        && used < self.limits.fuel_per_call / 100
+                    {
                         retried = true;
-                        tracing::warn!(policy = %self.identity, func, fuel_used = used, "deadline hit after little work; retrying once");
+                        if let Some(suppressed) = DEADLINE_RETRY_LOG.allow() {
+                            tracing::warn!(policy = %self.identity, func, fuel_used = used, suppressed, "deadline hit after little work; retrying once");
+                        }
                         continue;
                     }
-                    return Err(trap(describe_trap(&e)));
+                    return Err(trap(
+                        kind,
+                        with_stderr(describe_trap(&e), stderr.as_deref()),
+                    ));
                 }
             }
         }
     }
 
-    /// The raw InitProducerId call: the ABI's decision, unchecked.
-    fn call_init_producer_id(
-        &self,
-        current: Option<&Entry>,
-        req: &InitRequest,
-        limits: Limits,
-    ) -> Result<wit::Decision, PolicyError> {
-        let current = current.map(types::view);
-        let req = types::init_request(req);
-        self.call("init-producer-id", Some(limits), |b, s| {
-            b.kaas_txn_policy_policy()
-                .call_init_producer_id(s, current, req)
-        })
+    /// Logs what a call that did not trap wrote to stderr (a trap's goes
+    /// into its error instead), rate-limited per policy.
+    #[cold]
+    fn log_stderr(&self, func: &'static str, stderr: &mut wasi::GuestStderr) {
+        let Some(text) = stderr.take() else {
+            return;
+        };
+        if let Some(suppressed) = self.stats.may_log() {
+            tracing::warn!(policy = %self.identity, func, stderr = %text, suppressed, "policy wrote to stderr");
+        }
+    }
+
+    #[cold]
+    fn count_error(&self, call: Call, e: &PolicyError) {
+        match e {
+            PolicyError::Trap { kind, .. } => self.stats.trapped(call, *kind),
+            PolicyError::Illegal { .. } => self.stats.violated(call),
+        }
     }
 
     /// InitProducerId, checked.
@@ -465,26 +586,39 @@ impl Policy {
         req: &InitRequest,
         limits: Limits,
     ) -> Result<Decision, PolicyError> {
-        let d = self.call_init_producer_id(current, req, limits)?;
-        let cx = types::Context {
-            before: current,
-            transactional_id: req.transactional_id.as_deref().unwrap_or(""),
-            added: &[],
-            now_ms: req.now_ms,
-        };
-        let d = types::decision(&cx, d);
-        self.checked(
-            "init-producer-id",
-            check::init_producer_id(current, req, &d).map(|()| d),
+        let view = current.map(types::view);
+        let facts = types::init_request(req);
+        self.counted(
+            Call::InitProducerId,
+            Some(limits),
+            |b, s| {
+                b.kaas_txn_policy_policy()
+                    .call_init_producer_id(s, view, facts)
+            },
+            |d| {
+                let cx = types::Context {
+                    before: current,
+                    transactional_id: req.transactional_id.as_deref().unwrap_or(""),
+                    added: &[],
+                    now_ms: req.now_ms,
+                };
+                let d = types::decision(&cx, d);
+                self.checked(
+                    Call::InitProducerId,
+                    check::init_producer_id(current, req, &d).map(|()| d),
+                )
+            },
+            |d| Some(d.kind),
         )
     }
 
     /// The bare cost of an InitProducerId call, for benchmarks: the same
     /// sandboxed call as [`Policy::init_producer_id`] (same lock, fuel and
     /// deadline re-arm, argument lowering, result lifting, trap handling) but
-    /// without completing the decided entry and the host's invariant check.
-    /// It hands back only the decision's kind, never the decision, so an
-    /// unchecked decision cannot reach the coordinator through it.
+    /// without completing the decided entry, the host's invariant check and
+    /// the counters. It hands back only the decision's kind, never the
+    /// decision, so an unchecked decision cannot reach the coordinator
+    /// through it.
     #[doc(hidden)]
     pub fn init_producer_id_call_cost(
         &self,
@@ -492,7 +626,13 @@ impl Policy {
         req: &InitRequest,
         limits: Limits,
     ) -> Result<DecisionKind, PolicyError> {
-        Ok(self.call_init_producer_id(current, req, limits)?.kind)
+        let current = current.map(types::view);
+        let req = types::init_request(req);
+        let d = self.call(Call::InitProducerId, Some(limits), |b, s| {
+            b.kaas_txn_policy_policy()
+                .call_init_producer_id(s, current, req)
+        })?;
+        Ok(d.kind)
     }
 
     /// AddPartitionsToTxn / AddOffsetsToTxn (VerifyOnly included), checked.
@@ -504,30 +644,45 @@ impl Policy {
     ) -> Result<Decision, PolicyError> {
         let cur = current.map(types::view);
         let facts = types::add_partitions_request(current, req);
-        let d = if req.verify_only {
-            let in_transaction = types::in_transaction(current, req);
-            let d = self.call("verify-partitions", Some(limits), |b, s| {
-                b.kaas_txn_policy_policy()
-                    .call_verify_partitions(s, cur, facts, &in_transaction)
-            })?;
-            types::verify_decision(d)
-        } else {
-            let d = self.call("add-partitions", Some(limits), |b, s| {
-                b.kaas_txn_policy_policy()
-                    .call_add_partitions(s, cur, facts)
-            })?;
-            let cx = types::Context {
-                before: current,
-                transactional_id: &req.transactional_id,
-                added: &req.partitions,
-                now_ms: req.now_ms,
-            };
-            types::decision(&cx, d)
+        let check = |call: Call, d: Decision| {
+            self.checked(call, check::add_partitions(current, req, &d).map(|()| d))
         };
-        self.checked(
-            "add-partitions",
-            check::add_partitions(current, req, &d).map(|()| d),
-        )
+        if req.verify_only {
+            let in_transaction = types::in_transaction(current, req);
+            self.counted(
+                Call::VerifyPartitions,
+                Some(limits),
+                |b, s| {
+                    b.kaas_txn_policy_policy().call_verify_partitions(
+                        s,
+                        cur,
+                        facts,
+                        &in_transaction,
+                    )
+                },
+                |d| check(Call::VerifyPartitions, types::verify_decision(d)),
+                |d| Some(d.kind),
+            )
+        } else {
+            self.counted(
+                Call::AddPartitions,
+                Some(limits),
+                |b, s| {
+                    b.kaas_txn_policy_policy()
+                        .call_add_partitions(s, cur, facts)
+                },
+                |d| {
+                    let cx = types::Context {
+                        before: current,
+                        transactional_id: &req.transactional_id,
+                        added: &req.partitions,
+                        now_ms: req.now_ms,
+                    };
+                    check(Call::AddPartitions, types::decision(&cx, d))
+                },
+                |d| Some(d.kind),
+            )
+        }
     }
 
     /// EndTxn, checked.
@@ -539,17 +694,22 @@ impl Policy {
     ) -> Result<Decision, PolicyError> {
         let cur = current.map(types::view);
         let facts = types::end_txn_request(req);
-        let d = self.call("end-txn", Some(limits), |b, s| {
-            b.kaas_txn_policy_policy().call_end_txn(s, cur, facts)
-        })?;
-        let cx = types::Context {
-            before: current,
-            transactional_id: &req.transactional_id,
-            added: &[],
-            now_ms: req.now_ms,
-        };
-        let d = types::decision(&cx, d);
-        self.checked("end-txn", check::end_txn(current, req, &d).map(|()| d))
+        self.counted(
+            Call::EndTxn,
+            Some(limits),
+            |b, s| b.kaas_txn_policy_policy().call_end_txn(s, cur, facts),
+            |d| {
+                let cx = types::Context {
+                    before: current,
+                    transactional_id: &req.transactional_id,
+                    added: &[],
+                    now_ms: req.now_ms,
+                };
+                let d = types::decision(&cx, d);
+                self.checked(Call::EndTxn, check::end_txn(current, req, &d).map(|()| d))
+            },
+            |d| Some(d.kind),
+        )
     }
 
     /// Completion after markers, checked.
@@ -560,13 +720,18 @@ impl Policy {
         limits: Limits,
     ) -> Result<Decision, PolicyError> {
         let cur = types::view(current);
-        let d = self.call("complete-transaction", Some(limits), |b, s| {
-            b.kaas_txn_policy_policy().call_complete_transaction(s, cur)
-        })?;
-        let d = types::decision(&types::Context::of(current, now_ms), d);
-        self.checked(
-            "complete-transaction",
-            check::complete_transaction(current, &d).map(|()| d),
+        self.counted(
+            Call::CompleteTransaction,
+            Some(limits),
+            |b, s| b.kaas_txn_policy_policy().call_complete_transaction(s, cur),
+            |d| {
+                let d = types::decision(&types::Context::of(current, now_ms), d);
+                self.checked(
+                    Call::CompleteTransaction,
+                    check::complete_transaction(current, &d).map(|()| d),
+                )
+            },
+            |d| Some(d.kind),
         )
     }
 
@@ -579,28 +744,33 @@ impl Policy {
     ) -> Result<Decision, PolicyError> {
         let cur = types::view(current);
         let start = current.start_timestamp_ms;
-        let d = self.call("reap", Some(limits), |b, s| {
-            b.kaas_txn_policy_policy().call_reap(s, cur, start, now_ms)
-        })?;
-        let d = types::decision(&types::Context::of(current, now_ms), d);
-        self.checked("reap", check::reap(current, &d).map(|()| d))
+        self.counted(
+            Call::Reap,
+            Some(limits),
+            |b, s| b.kaas_txn_policy_policy().call_reap(s, cur, start, now_ms),
+            |d| {
+                let d = types::decision(&types::Context::of(current, now_ms), d);
+                self.checked(Call::Reap, check::reap(current, &d).map(|()| d))
+            },
+            |d| Some(d.kind),
+        )
     }
 
     /// `describe()` again (the benchmark's lightest call).
     pub fn describe(&self) -> Result<PolicyInfo, PolicyError> {
-        self.call("describe", None, |b, s| {
-            b.kaas_txn_policy_policy().call_describe(s)
-        })
+        self.counted(
+            Call::Describe,
+            None,
+            |b, s| b.kaas_txn_policy_policy().call_describe(s),
+            Ok,
+            |_| None,
+        )
     }
 
-    fn checked(
-        &self,
-        func: &'static str,
-        r: Result<Decision, Violation>,
-    ) -> Result<Decision, PolicyError> {
+    fn checked(&self, call: Call, r: Result<Decision, Violation>) -> Result<Decision, PolicyError> {
         r.map_err(|violation| PolicyError::Illegal {
             policy: self.identity.to_string(),
-            func,
+            func: call.name(),
             violation,
         })
     }
@@ -615,32 +785,146 @@ impl Policy {
     }
 }
 
-/// A one-line cause for a trap: out of fuel, deadline, memory, or the
-/// guest's own trap code.
-fn describe_trap(e: &wasmtime::Error) -> String {
+/// At most one "retrying once" line a second, process-wide (the retry is a
+/// loaded machine's symptom, not one policy's).
+static DEADLINE_RETRY_LOG: crate::ratelimit::RateLimit = crate::ratelimit::RateLimit::per_second();
+
+/// Which [`TrapKind`] a call's error is: the one place traps are
+/// classified (the counters and [`describe_trap`] agree through it).
+pub fn classify_trap(e: &wasmtime::Error) -> TrapKind {
     if let Some(trap) = e.downcast_ref::<wasmtime::Trap>() {
-        let what = match trap {
-            wasmtime::Trap::OutOfFuel => {
-                "ran out of fuel (too much work for one decision)".to_string()
-            }
-            wasmtime::Trap::Interrupt => "exceeded its wall-clock deadline".to_string(),
-            wasmtime::Trap::StackOverflow => "overflowed its wasm stack".to_string(),
-            wasmtime::Trap::AllocationTooLarge => "exceeded its memory limit".to_string(),
-            other => format!("trapped: {other}"),
+        return match trap {
+            wasmtime::Trap::OutOfFuel => TrapKind::Fuel,
+            wasmtime::Trap::Interrupt => TrapKind::Deadline,
+            wasmtime::Trap::StackOverflow => TrapKind::Stack,
+            wasmtime::Trap::AllocationTooLarge => TrapKind::Memory,
+            // A Rust panic ends in `unreachable` (after its message went to
+            // stderr); other wasm faults are the guest's own bugs too.
+            _ => TrapKind::Panic,
         };
-        return what;
     }
     let text = format!("{e:#}");
-    if let Some(rest) = text.split("unknown import: `").nth(1) {
-        let import = rest.split('`').next().unwrap_or(rest);
-        return format!(
-            "called `{import}`, a capability kaas does not grant (a std guest's panic or I/O ends up here)"
-        );
-    }
-    if text.contains("memory") && text.contains("limit")
+    if text.contains("unknown import: `") {
+        TrapKind::Capability
+    } else if text.contains("memory") && text.contains("limit")
         || text.contains("forcing trap when growing memory")
     {
-        return format!("exceeded its memory limit ({text})");
+        TrapKind::Memory
+    } else {
+        TrapKind::Other
     }
-    text
+}
+
+/// A one-line cause for a trap: out of fuel, deadline, memory, a panic, a
+/// capability not granted, or the guest's own trap code.
+fn describe_trap(e: &wasmtime::Error) -> String {
+    let kind = classify_trap(e);
+    if let Some(trap) = e.downcast_ref::<wasmtime::Trap>() {
+        return match (kind, trap) {
+            (TrapKind::Fuel, _) => "ran out of fuel (too much work for one decision)".to_string(),
+            (TrapKind::Deadline, _) => "exceeded its wall-clock deadline".to_string(),
+            (TrapKind::Stack, _) => "overflowed its wasm stack".to_string(),
+            (TrapKind::Memory, _) => "exceeded its memory limit".to_string(),
+            (_, wasmtime::Trap::UnreachableCodeReached) => {
+                "panicked (wasm `unreachable`)".to_string()
+            }
+            (_, other) => format!("trapped: {other}"),
+        };
+    }
+    let text = format!("{e:#}");
+    match kind {
+        TrapKind::Capability => {
+            let rest = text.split("unknown import: `").nth(1).unwrap_or(&text);
+            let import = rest.split('`').next().unwrap_or(rest);
+            format!(
+                "called `{import}`, a capability kaas does not grant (only a bounded stderr and \
+                 an empty environment are)"
+            )
+        }
+        TrapKind::Memory => format!("exceeded its memory limit ({text})"),
+        _ => text,
+    }
+}
+
+/// `cause`, then what the guest wrote to stderr before it, if anything.
+fn with_stderr(cause: String, stderr: Option<&str>) -> String {
+    match stderr {
+        Some(text) => format!("{cause}; its stderr: {text}"),
+        None => cause,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn traps_are_classified_by_what_stopped_the_guest() {
+        let cases = [
+            (
+                wasmtime::Error::new(wasmtime::Trap::OutOfFuel),
+                TrapKind::Fuel,
+            ),
+            (
+                wasmtime::Error::new(wasmtime::Trap::Interrupt),
+                TrapKind::Deadline,
+            ),
+            (
+                wasmtime::Error::new(wasmtime::Trap::StackOverflow),
+                TrapKind::Stack,
+            ),
+            (
+                wasmtime::Error::new(wasmtime::Trap::AllocationTooLarge),
+                TrapKind::Memory,
+            ),
+            (
+                wasmtime::Error::new(wasmtime::Trap::UnreachableCodeReached),
+                TrapKind::Panic,
+            ),
+            (
+                wasmtime::Error::new(wasmtime::Trap::MemoryOutOfBounds),
+                TrapKind::Panic,
+            ),
+            (
+                wasmtime::Error::msg(
+                    "unknown import: `wasi:clocks/wall-clock@0.2.6#now` has not been defined",
+                ),
+                TrapKind::Capability,
+            ),
+            (
+                wasmtime::Error::msg("forcing trap when growing memory to 33554432 bytes"),
+                TrapKind::Memory,
+            ),
+            (
+                wasmtime::Error::msg("instantiating failed"),
+                TrapKind::Other,
+            ),
+        ];
+        for (e, kind) in cases {
+            assert_eq!(classify_trap(&e), kind, "{e:#}");
+        }
+    }
+
+    #[test]
+    fn a_capability_trap_names_the_import_and_what_is_granted() {
+        let e = wasmtime::Error::msg(
+            "unknown import: `wasi:random/random@0.2.6#get-random-bytes` has not been defined",
+        );
+        let text = describe_trap(&e);
+        assert!(
+            text.contains("`wasi:random/random@0.2.6#get-random-bytes`"),
+            "{text}"
+        );
+        assert!(text.contains("bounded stderr"), "{text}");
+    }
+
+    #[test]
+    fn a_panic_cause_carries_the_guest_stderr() {
+        let e = wasmtime::Error::new(wasmtime::Trap::UnreachableCodeReached);
+        let text = with_stderr(describe_trap(&e), Some("panicked at x: boom"));
+        assert_eq!(
+            text,
+            "panicked (wasm `unreachable`); its stderr: panicked at x: boom"
+        );
+    }
 }

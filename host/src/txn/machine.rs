@@ -462,8 +462,13 @@ impl TxnMachine {
         }
     }
 
+    /// Answers a policy's trap or illegal decision; its log line is
+    /// rate-limited per policy (every one is counted in the policy's
+    /// `kaas_policy_traps_total` / `kaas_policy_violations_total`).
     fn policy_failed(&self, e: crate::policy::PolicyError) -> Step {
-        warn!(error = %e, "policy decision refused; answering UNKNOWN_SERVER_ERROR");
+        if let Some(suppressed) = self.policy.stats().may_log() {
+            warn!(error = %e, suppressed, "policy decision refused; answering UNKNOWN_SERVER_ERROR");
+        }
         Step::Done(Answer::error(code::UNKNOWN_SERVER_ERROR))
     }
 
