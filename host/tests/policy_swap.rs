@@ -249,7 +249,7 @@ async fn sighup_re_reads_the_policy_file_and_refuses_a_broken_one() {
     let dir = tempfile::tempdir().expect("tmp");
     let file = dir.path().join("policy.wasm");
     std::fs::copy(wasm("kaas_policy_apache37.wasm"), &file).expect("copy");
-    let b = start(dir.path(), &file, &[]);
+    let mut b = start(dir.path(), &file, &[]);
     let mut c = Client::connect(&b.process.addr).await;
     assert_eq!(absent_claim(&mut c, "absent-0").await, 0);
 
