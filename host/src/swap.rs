@@ -116,14 +116,15 @@ impl Swapper {
     /// in the slot) and logs both identities.
     pub fn install(&self, next: Arc<Policy>, source: &str) -> Swapped {
         let new = next.identity().clone();
-        let old = self.slot.replace(next);
-        let old = old.identity().clone();
+        let retired = self.slot.replace(next);
+        let old = retired.identity().clone();
         tracing::info!(
             from = %full_identity(&old),
             to = %full_identity(&new),
             source,
             "transaction policy swapped"
         );
+        release(retired);
         Swapped { old, new }
     }
 
@@ -166,8 +167,38 @@ impl Swapper {
         policy
             .renew_instance(self.limits)
             .map_err(|e| Refused(format!("{id}: {e:#}")))?;
+        // One decision on the fresh instance before it takes over, so the
+        // first real one does not pay for first-touch memory and cold code
+        // (the policy is pure: an idempotent InitProducerId changes nothing).
+        let warm = crate::policy::InitRequest {
+            transactional_id: None,
+            claim: None,
+            version: 4,
+            timeout_ms: 60_000,
+            candidate_producer_id: 1,
+            now_ms: 0,
+        };
+        policy
+            .init_producer_id(None, &warm, self.limits)
+            .map_err(|e| Refused(format!("{id}: the warm-up decision failed: {e}")))?;
         Ok(policy)
     }
+}
+
+/// How long [`release`] waits for decisions still using a replaced policy.
+const RELEASE_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Drops a replaced policy here, once the decisions that read it before the
+/// swap have finished, so that freeing its instance and compiled code
+/// (unmapping memory: tens of microseconds) is not paid by the decision
+/// that happened to hold the last reference. Bounded: a holder that keeps
+/// it longer (a metrics render) frees it itself.
+fn release(retired: Arc<Policy>) {
+    let deadline = std::time::Instant::now() + RELEASE_WAIT;
+    while Arc::strong_count(&retired) > 1 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_micros(200));
+    }
+    drop(retired);
 }
 
 #[cfg(test)]
