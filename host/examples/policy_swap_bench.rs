@@ -18,11 +18,14 @@
 //! the old one keeps deciding, then installs it.
 //!
 //! What is reported (all from the same run):
-//! - swap pause: per swap and thread, the gap between the first decision
-//!   made by the new policy and the decision before it; the worst thread
-//!   counts for each swap. This is the time no decision is made across the
-//!   take-over. Target p99 < 1 ms.
-//! - reference: every inter-decision gap of the run (what a gap is anyway).
+//! - swap pause: on the merged timeline of every thread's decisions, the
+//!   gap between the first decision made by the new policy and the decision
+//!   just before it: the time no decision is made across the take-over.
+//!   Target p99 < 1 ms. The reference is every gap of that merged timeline.
+//! - per thread: the same gap on each thread's own timeline, the worst
+//!   thread counting for each swap (what one producer sees; on an
+//!   oversubscribed machine it includes that thread being descheduled),
+//!   with every gap of one thread as its reference.
 //! - vetting window: the longest gap while a policy was being vetted (the
 //!   vetting competes for the CPU with the decisions; it does not stop them).
 
@@ -215,6 +218,24 @@ fn main() {
         pauses.push(worst);
         vet_windows.push(worst_vet);
     }
+    // The definition itself: on the merged timeline of every thread, the
+    // time between the first decision of the new policy and the decision
+    // (by any thread, any policy) just before it.
+    let mut merged: Vec<Mark> = marks.iter().flatten().copied().collect();
+    merged.sort_unstable_by_key(|k| k.at);
+    let mut merged_gaps: Vec<u64> = merged.windows(2).map(|w| w[1].at - w[0].at).collect();
+    let mut global = Vec::with_capacity(swaps.len());
+    for &(_, installed, strict) in &swaps {
+        let i = merged
+            .iter()
+            .position(|k| k.at >= installed && k.strict == strict)
+            .expect("a decision with the new policy");
+        if i > 0 {
+            global.push(merged[i].at - merged[i - 1].at);
+        }
+    }
+    merged_gaps.sort_unstable();
+    global.sort_unstable();
     pauses.sort_unstable();
     vet_windows.sort_unstable();
     let decisions: usize = marks.iter().map(Vec::len).sum();
@@ -226,13 +247,26 @@ fn main() {
         slot.swaps_ok()
     );
     println!(
+        "swap pause, no decision made by any thread:                            p50 {}  p99 {}  max {}",
+        us(pct(&global, 0.5)),
+        us(pct(&global, 0.99)),
+        us(*global.last().unwrap_or(&0))
+    );
+    println!(
+        "reference, every gap between two decisions of any thread:             p50 {}  p99 {}  p99.9 {}  max {}",
+        us(pct(&merged_gaps, 0.5)),
+        us(pct(&merged_gaps, 0.99)),
+        us(pct(&merged_gaps, 0.999)),
+        us(*merged_gaps.last().unwrap_or(&0))
+    );
+    println!(
         "swap pause (gap at the first decision of the new policy, worst thread): p50 {}  p99 {}  max {}",
         us(pct(&pauses, 0.5)),
         us(pct(&pauses, 0.99)),
         us(*pauses.last().unwrap_or(&0))
     );
     println!(
-        "reference, every inter-decision gap:                                   p50 {}  p99 {}  p99.9 {}  max {}",
+        "reference, every gap between two decisions of one thread:              p50 {}  p99 {}  p99.9 {}  max {}",
         us(pct(&all_gaps, 0.5)),
         us(pct(&all_gaps, 0.99)),
         us(pct(&all_gaps, 0.999)),
@@ -244,9 +278,9 @@ fn main() {
         us(pct(&vet_windows, 0.99)),
         us(*vet_windows.last().unwrap_or(&0))
     );
-    let p99 = pct(&pauses, 0.99);
+    let p99 = pct(&global, 0.99);
     println!(
-        "target p99 < 1 ms: {}",
+        "target (no decision by any thread) p99 < 1 ms: {}",
         if p99 < 1_000_000 { "met" } else { "NOT met" }
     );
 }

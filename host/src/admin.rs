@@ -44,7 +44,10 @@ pub async fn bind(addr: &str) -> anyhow::Result<TcpListener> {
         .await
         .with_context(|| format!("resolving --admin-listen {addr}"))?
         .collect();
-    anyhow::ensure!(!resolved.is_empty(), "--admin-listen {addr} resolves to nothing");
+    anyhow::ensure!(
+        !resolved.is_empty(),
+        "--admin-listen {addr} resolves to nothing"
+    );
     if let Some(open) = resolved.iter().find(|a| !a.ip().is_loopback()) {
         anyhow::bail!(
             "--admin-listen {addr}: refusing to bind the admin endpoint on {open}, which is not a \
@@ -129,7 +132,12 @@ async fn serve_one(
         match given {
             Some(t) if constant_time_eq(t.as_bytes(), expected.as_bytes()) => {}
             Some(_) => return Err((403, "wrong admin token".into())),
-            None => return Err((401, "this endpoint needs Authorization: Bearer <token>".into())),
+            None => {
+                return Err((
+                    401,
+                    "this endpoint needs Authorization: Bearer <token>".into(),
+                ));
+            }
         }
     }
     match (req.method.as_str(), req.path.as_str()) {
@@ -166,7 +174,10 @@ async fn serve_one(
             }
         }
         (_, "/policy") => Err((405, "use GET or POST on /policy".into())),
-        _ => Err((404, "unknown path (the admin endpoint serves /policy)".into())),
+        _ => Err((
+            404,
+            "unknown path (the admin endpoint serves /policy)".into(),
+        )),
     }
 }
 
@@ -190,7 +201,10 @@ async fn read_head<R: AsyncRead + Unpin>(sock: &mut R) -> Result<(Vec<u8>, Vec<u
             return Ok((buf, rest));
         }
         if buf.len() > MAX_HEAD_BYTES {
-            return Err((431, format!("the request head is over {MAX_HEAD_BYTES} bytes")));
+            return Err((
+                431,
+                format!("the request head is over {MAX_HEAD_BYTES} bytes"),
+            ));
         }
         let n = sock
             .read(&mut chunk)
@@ -234,7 +248,10 @@ fn parse_head(head: &[u8]) -> Result<Head, Answered> {
         } else if name.eq_ignore_ascii_case("authorization") {
             h.authorization = Some(value.to_owned());
         } else if name.eq_ignore_ascii_case("transfer-encoding") {
-            return Err((411, "chunked bodies are not accepted; send Content-Length".into()));
+            return Err((
+                411,
+                "chunked bodies are not accepted; send Content-Length".into(),
+            ));
         }
     }
     Ok(h)
@@ -257,7 +274,11 @@ async fn read_body<R: AsyncRead + Unpin>(
     Ok(already)
 }
 
-async fn respond<W: AsyncWrite + Unpin>(sock: &mut W, status: u16, body: &str) -> std::io::Result<()> {
+async fn respond<W: AsyncWrite + Unpin>(
+    sock: &mut W,
+    status: u16,
+    body: &str,
+) -> std::io::Result<()> {
     let reason = match status {
         200 => "OK",
         400 => "Bad Request",

@@ -902,14 +902,13 @@ fn raise_fd_limit(max_connections: usize) {
 fn spawn_sighup_reload(swapper: Arc<kaas::swap::Swapper>, path: Option<PathBuf>) {
     #[cfg(unix)]
     {
-        let mut hup =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
-                Ok(s) => s,
-                Err(e) => {
-                    tracing::warn!(error = %e, "cannot handle SIGHUP; policy reload on SIGHUP is off");
-                    return;
-                }
-            };
+        let mut hup = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot handle SIGHUP; policy reload on SIGHUP is off");
+                return;
+            }
+        };
         tokio::spawn(async move {
             while hup.recv().await.is_some() {
                 let Some(path) = path.clone() else {
@@ -969,13 +968,20 @@ fn policy_load(
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let (status, body) =
-        rt.block_on(kaas::admin::request(admin, "POST", token.as_deref(), &bytes))?;
+    let (status, body) = rt.block_on(kaas::admin::request(
+        admin,
+        "POST",
+        token.as_deref(),
+        &bytes,
+    ))?;
     if status == 200 {
         println!("{body}");
         Ok(ExitCode::SUCCESS)
     } else {
-        eprintln!("kaas: the broker refused {} (HTTP {status}): {body}", file.display());
+        eprintln!(
+            "kaas: the broker refused {} (HTTP {status}): {body}",
+            file.display()
+        );
         Ok(ExitCode::FAILURE)
     }
 }

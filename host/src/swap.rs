@@ -130,8 +130,25 @@ impl Swapper {
 
     /// Every check a policy must pass before it decides; the policy it
     /// returns is ready to [`Self::install`]. The current policy keeps
-    /// deciding meanwhile.
+    /// deciding meanwhile: the vetting (compiling, the smoke vectors) runs
+    /// on a thread of its own at a lower CPU priority, so on a busy machine
+    /// it yields to the coordinators' decisions instead of displacing them.
     pub fn vet(&self, wasm: &[u8]) -> Result<Arc<Policy>, Refused> {
+        std::thread::scope(|scope| {
+            let vetting = std::thread::Builder::new()
+                .name("kaas-policy-vet".into())
+                .spawn_scoped(scope, || {
+                    lower_priority();
+                    self.vet_here(wasm)
+                })
+                .map_err(|e| Refused(format!("cannot start the vetting thread: {e}")))?;
+            vetting
+                .join()
+                .unwrap_or_else(|_| Err(Refused("the vetting thread panicked".into())))
+        })
+    }
+
+    fn vet_here(&self, wasm: &[u8]) -> Result<Arc<Policy>, Refused> {
         if wasm.len() > MAX_POLICY_BYTES {
             return Err(Refused(format!(
                 "the component is {} bytes, over the {MAX_POLICY_BYTES}-byte limit",
@@ -150,7 +167,9 @@ impl Swapper {
         let policy = Arc::new(policy);
         let cases = smoke_cases();
         if cases.is_empty() {
-            return Err(Refused("this kaas has no smoke vectors to vet it with".into()));
+            return Err(Refused(
+                "this kaas has no smoke vectors to vet it with".into(),
+            ));
         }
         let failed: Vec<String> = run_cases(&policy, cases)
             .into_iter()
@@ -182,6 +201,26 @@ impl Swapper {
             .init_producer_id(None, &warm, self.limits)
             .map_err(|e| Refused(format!("{id}: the warm-up decision failed: {e}")))?;
         Ok(policy)
+    }
+}
+
+/// Nice value of the vetting thread (Linux: per thread).
+const VET_NICE: libc::c_int = 10;
+
+/// Lowers the calling thread's CPU priority (best effort).
+fn lower_priority() {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: gettid and setpriority take and return plain integers;
+        // PRIO_PROCESS with a thread id affects only that thread on Linux.
+        #[allow(unsafe_code)]
+        let rc = unsafe {
+            let tid = libc::gettid();
+            libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, VET_NICE)
+        };
+        if rc != 0 {
+            tracing::debug!(error = %std::io::Error::last_os_error(), "could not lower the vetting thread's priority");
+        }
     }
 }
 

@@ -119,7 +119,8 @@ fn decided_by(bootstrap: &str, txn: &str) -> (String, String) {
 /// One GET of /metrics.
 fn metrics(addr: &str) -> String {
     let mut s = std::net::TcpStream::connect(addr).expect("metrics connect");
-    s.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").expect("write");
+    s.write_all(b"GET /metrics HTTP/1.0\r\n\r\n")
+        .expect("write");
     let mut out = String::new();
     s.read_to_string(&mut out).expect("read");
     out
@@ -153,7 +154,11 @@ async fn a_swap_over_the_admin_endpoint_changes_which_policy_decides() {
     let admin = b.admin.clone().expect("admin address printed");
     let mut c = Client::connect(&b.process.addr).await;
 
-    assert_eq!(absent_claim(&mut c, "absent-before").await, 0, "apache37 accepts");
+    assert_eq!(
+        absent_claim(&mut c, "absent-before").await,
+        0,
+        "apache37 accepts"
+    );
     assert_eq!(init(&mut c, "t1", (-1, -1)).await.0, 0);
     let (by, current) = decided_by(&b.process.addr, "t1");
     assert!(by.starts_with("apache37@"), "decided by {by}");
@@ -175,7 +180,11 @@ async fn a_swap_over_the_admin_endpoint_changes_which_policy_decides() {
     let (by, current) = decided_by(&b.process.addr, "t1");
     assert!(by.starts_with("apache37@"), "decided by {by}");
     assert!(current.starts_with("strict@"), "current {current}");
-    assert_eq!(init(&mut c, "t1", (-1, -1)).await.0, 0, "a rejoin under strict");
+    assert_eq!(
+        init(&mut c, "t1", (-1, -1)).await.0,
+        0,
+        "a rejoin under strict"
+    );
     let (by, _) = decided_by(&b.process.addr, "t1");
     assert!(by.starts_with("strict@"), "decided by {by}");
 
@@ -269,7 +278,10 @@ async fn sighup_re_reads_the_policy_file_and_refuses_a_broken_one() {
 
     std::fs::copy(wasm("kaas_test_policy_noop.wasm"), &file).expect("copy");
     sighup(&b.process);
-    eventually("the broken file is refused", async || swaps(&b, "refused") == 1).await;
+    eventually("the broken file is refused", async || {
+        swaps(&b, "refused") == 1
+    })
+    .await;
     assert_eq!(
         absent_claim(&mut c, "absent-2").await,
         PRODUCER_FENCED,
@@ -336,7 +348,10 @@ async fn transaction_max_timeout_is_enforced_and_reported() {
     );
     let mut c = Client::connect(&b.process.addr).await;
     let over = init_request("long", (-1, -1)).with_transaction_timeout_ms(5001);
-    assert_eq!(c.call(&over, 4).await.error_code, INVALID_TRANSACTION_TIMEOUT);
+    assert_eq!(
+        c.call(&over, 4).await.error_code,
+        INVALID_TRANSACTION_TIMEOUT
+    );
     let within = init_request("short", (-1, -1)).with_transaction_timeout_ms(5000);
     assert_eq!(c.call(&within, 4).await.error_code, 0);
     // After a swap the new policy is configured with the same limit.
@@ -371,7 +386,10 @@ async fn a_swapped_in_policy_enforces_the_brokers_max_timeout() {
     assert!(ok, "{out} {err}");
     let mut c = Client::connect(&b.process.addr).await;
     let over = init_request("long", (-1, -1)).with_transaction_timeout_ms(60_000);
-    assert_eq!(c.call(&over, 4).await.error_code, INVALID_TRANSACTION_TIMEOUT);
+    assert_eq!(
+        c.call(&over, 4).await.error_code,
+        INVALID_TRANSACTION_TIMEOUT
+    );
     let within = init_request("short", (-1, -1)).with_transaction_timeout_ms(4_000);
     assert_eq!(c.call(&within, 4).await.error_code, 0);
 }
@@ -400,10 +418,16 @@ fn a_decision_straddling_a_swap_keeps_its_own_policys_identity() {
     let Step::Write(w) = m.init_producer_id(&req("a"), 1_000, 5_000) else {
         panic!("a new id is written");
     };
-    assert!(matches!(&w.record, StateRecord::Upsert { written_by: Some(by), .. } if by.starts_with("apache37@")));
+    assert!(
+        matches!(&w.record, StateRecord::Upsert { written_by: Some(by), .. } if by.starts_with("apache37@"))
+    );
     slot.replace(load("kaas_policy_strict.wasm"));
     assert_eq!(m.finish(w, Ok(())).reply.error_code, 0);
-    assert!(m.written_by("a").expect("recorded").starts_with("apache37@"));
+    assert!(
+        m.written_by("a")
+            .expect("recorded")
+            .starts_with("apache37@")
+    );
 
     let Step::Write(w) = m.init_producer_id(&req("b"), 1_001, 5_001) else {
         panic!("a new id is written");
