@@ -111,8 +111,23 @@ async fn handle(
         Ok(a) | Err(a) => a.clone(),
     };
     let _ = tokio::time::timeout(HEAD_TIMEOUT, respond(&mut sock, status, &body)).await;
+    // A request refused on its head leaves its body unread; closing then
+    // would reset the connection and the client could lose the answer. So
+    // the write side is shut and what the client still sends is read and
+    // dropped, bounded in bytes and time.
+    let _ = sock.shutdown().await;
+    let _ = tokio::time::timeout(LINGER, async {
+        let mut sink = tokio::io::sink();
+        let _ = tokio::io::copy(&mut (&mut sock).take(LINGER_BYTES), &mut sink).await;
+    })
+    .await;
     outcome.map(|_| ())
 }
+
+/// How long a refused request's unread body is drained before closing.
+const LINGER: Duration = Duration::from_secs(2);
+/// Most bytes drained (a refused body is at most this large anyway).
+const LINGER_BYTES: u64 = MAX_POLICY_BYTES as u64 + MAX_HEAD_BYTES as u64;
 
 async fn serve_one(
     sock: &mut TcpStream,
