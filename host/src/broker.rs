@@ -45,6 +45,10 @@ pub struct BrokerConfig {
     /// transactional.id.expiration.ms: idle transactional ids are removed
     /// after this long (spec §2.7).
     pub transactional_id_expiration_ms: i64,
+    /// transaction.max.timeout.ms: the longest transaction timeout a
+    /// producer may ask for; the policy is configured with it (through its
+    /// limits) and refuses a longer one with INVALID_TRANSACTION_TIMEOUT.
+    pub transaction_max_timeout_ms: i32,
     /// A write-ahead log file holding data this old is checkpointed
     /// (`--fsync always`; see log::wal).
     pub wal_checkpoint_interval: std::time::Duration,
@@ -119,6 +123,7 @@ impl BrokerConfig {
             groups: crate::group::GroupConfig::default(),
             sharded_groups: false,
             transactional_id_expiration_ms: crate::txn::coordinator::DEFAULT_EXPIRATION_MS,
+            transaction_max_timeout_ms: crate::txn::machine::DEFAULT_MAX_TIMEOUT_MS,
             wal_checkpoint_interval: WAL_CHECKPOINT_AGE,
             max_partitions: DEFAULT_MAX_PARTITIONS,
             max_partitions_per_request: DEFAULT_MAX_PARTITIONS_PER_REQUEST,
@@ -245,13 +250,21 @@ impl Broker {
                 "dropped producer state under producer ids never handed out"
             );
         }
+        let slot = crate::policy::PolicySlot::new(policy);
+        let limits = crate::txn::machine::limits(config.transaction_max_timeout_ms);
         let txn = if cluster.is_local() {
-            TxnShards::single(&own_dir, policy, config.transactional_id_expiration_ms)?
+            TxnShards::single(
+                &own_dir,
+                slot,
+                limits,
+                config.transactional_id_expiration_ms,
+            )?
         } else {
             TxnShards::cluster(
                 &config.data_dir,
                 &own_dir,
-                policy,
+                slot,
+                limits,
                 config.transactional_id_expiration_ms,
             )?
         };
@@ -360,9 +373,15 @@ impl Broker {
         }
     }
 
-    /// The policy deciding coordinator requests.
+    /// The policy deciding coordinator requests now.
     pub fn policy(&self) -> Arc<Policy> {
         self.txn.policy()
+    }
+
+    /// The slot every coordinator reads its policy from (hot swap: see
+    /// [`crate::swap`]).
+    pub fn policy_slot(&self) -> &Arc<crate::policy::PolicySlot> {
+        self.txn.policy_slot()
     }
 }
 

@@ -20,7 +20,10 @@
 //! - [`broker`]: the shared state handlers work on.
 //! - [`group`]: consumer groups (the classic group protocol) and durable
 //!   committed offsets.
+//! - [`swap`] and [`admin`]: hot swap of the policy (vetting, the
+//!   loopback admin endpoint); [`txn_describe`]: `kaas txn describe`.
 
+pub mod admin;
 pub mod broker;
 pub mod cluster;
 pub mod conformance;
@@ -34,7 +37,9 @@ pub mod policy_kit;
 pub mod ratelimit;
 pub mod security;
 pub mod server;
+pub mod swap;
 pub mod txn;
+pub mod txn_describe;
 pub mod wire;
 
 /// The apache37 policy component embedded at build time (empty when the

@@ -1,4 +1,5 @@
-//! The `kaas` command line: `broker`, `conformance` and `policy inspect`.
+//! The `kaas` command line: `broker`, `conformance`, `policy inspect|load`
+//! and `txn describe`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -46,6 +47,25 @@ enum Command {
     Policy {
         #[command(subcommand)]
         command: PolicyCommand,
+    },
+    /// Look at transactions on a running broker.
+    Txn {
+        #[command(subcommand)]
+        command: TxnCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum TxnCommand {
+    /// Print a transactional id's state, producer id and epoch, timeout,
+    /// partitions, the policy that decided its last transition and the
+    /// policy deciding now.
+    Describe {
+        /// A broker of the cluster (HOST:PORT).
+        #[arg(long)]
+        bootstrap: String,
+        /// The transactional.id.
+        transactional_id: String,
     },
 }
 
@@ -106,9 +126,27 @@ struct BrokerArgs {
     /// Data directory.
     #[arg(long, default_value = "./data")]
     data_dir: PathBuf,
-    /// Transaction-coordinator policy component; default: the embedded apache37.
+    /// Transaction-coordinator policy component; default: the embedded
+    /// apache37. SIGHUP re-reads it and swaps it in once it passes the
+    /// smoke vectors (see README "Hot swap").
     #[arg(long)]
     policy: Option<PathBuf>,
+    /// transaction.max.timeout.ms: the longest transaction timeout a
+    /// producer may ask for (InitProducerId with more is refused
+    /// INVALID_TRANSACTION_TIMEOUT); the policy is configured with it.
+    #[arg(long, default_value_t = kaas::txn::machine::DEFAULT_MAX_TIMEOUT_MS,
+          value_parser = clap::value_parser!(i32).range(1..))]
+    transaction_max_timeout_ms: i32,
+    /// Serve the admin endpoint (policy hot swap: `kaas policy load`) on
+    /// this loopback address; off by default. A non-loopback address is
+    /// refused.
+    #[arg(long)]
+    admin_listen: Option<String>,
+    /// File whose first line is the bearer token every admin request must
+    /// carry (recommended: without it any local process may swap the
+    /// policy).
+    #[arg(long, requires = "admin_listen")]
+    admin_token_file: Option<PathBuf>,
     /// Partitions of auto-created topics.
     #[arg(long, default_value_t = 4)]
     default_partitions: i32,
@@ -363,6 +401,20 @@ enum PolicyCommand {
         #[arg(long, default_value = ".")]
         dir: PathBuf,
     },
+    /// Hot-swap a running broker's policy through its admin endpoint: the
+    /// broker vets the component (loads, WIT major, describe(), smoke
+    /// vectors) and swaps it in, or refuses it and keeps the old one
+    /// (non-zero exit).
+    Load {
+        /// The policy component (.wasm).
+        file: PathBuf,
+        /// The broker's --admin-listen address (HOST:PORT).
+        #[arg(long)]
+        admin: String,
+        /// File holding the broker's admin token (first line).
+        #[arg(long)]
+        admin_token_file: Option<PathBuf>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -538,6 +590,28 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Policy {
+            command:
+                PolicyCommand::Load {
+                    file,
+                    admin,
+                    admin_token_file,
+                },
+        } => policy_load(&file, &admin, admin_token_file.as_deref()),
+        Command::Txn {
+            command:
+                TxnCommand::Describe {
+                    bootstrap,
+                    transactional_id,
+                },
+        } => {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            let d = rt.block_on(kaas::txn_describe::describe(&bootstrap, &transactional_id))?;
+            print!("{}", d.render());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Policy {
             command: PolicyCommand::Inspect { file },
         } => {
             let rt = runtime()?;
@@ -698,6 +772,7 @@ async fn broker(args: BrokerArgs) -> anyhow::Result<()> {
     config.request_timeout = std::time::Duration::from_millis(args.request_timeout_ms.max(1));
     config.queued_max_request_bytes = args.queued_max_request_bytes;
     config.transactional_id_expiration_ms = args.transactional_id_expiration_ms;
+    config.transaction_max_timeout_ms = args.transaction_max_timeout_ms;
     config.wal_checkpoint_interval =
         std::time::Duration::from_millis(args.wal_checkpoint_interval_ms.max(1));
     config.groups.initial_rebalance_delay =
@@ -769,6 +844,29 @@ async fn broker(args: BrokerArgs) -> anyhow::Result<()> {
             args.fsync_interval_ms.max(1),
         )));
     }
+    // Issue 17: hot swap through the admin endpoint and on SIGHUP.
+    let swapper = Arc::new(kaas::swap::Swapper::new(
+        runtime.clone(),
+        broker.policy_slot().clone(),
+        broker.txn.limits(),
+    ));
+    if let Some(a) = &args.admin_listen {
+        let token = match &args.admin_token_file {
+            Some(f) => Some(Arc::<str>::from(kaas::admin::read_token(f)?)),
+            None => {
+                tracing::warn!(
+                    "the admin endpoint has no --admin-token-file: any local process can swap the policy"
+                );
+                None
+            }
+        };
+        let l = kaas::admin::bind(a).await?;
+        let local = l.local_addr()?;
+        tracing::info!(addr = %local, token = token.is_some(), "admin endpoint listening");
+        println!("kaas admin listening on {local}");
+        tokio::spawn(kaas::admin::serve(l, swapper.clone(), token));
+    }
+    spawn_sighup_reload(swapper, args.policy.clone());
     if let Some(m) = &args.metrics_listen {
         let l = tokio::net::TcpListener::bind(m)
             .await
@@ -878,6 +976,96 @@ fn raise_fd_limit(max_connections: usize) {
         Err(e) => {
             tracing::warn!(error = %e, "could not raise the open-file limit (RLIMIT_NOFILE)")
         }
+    }
+}
+
+/// SIGHUP re-reads `--policy` and offers it for a hot swap (refused unless
+/// it passes the vetting; the old policy keeps deciding either way). Without
+/// --policy the embedded policy is running: there is nothing to re-read.
+fn spawn_sighup_reload(swapper: Arc<kaas::swap::Swapper>, path: Option<PathBuf>) {
+    #[cfg(unix)]
+    {
+        let mut hup = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot handle SIGHUP; policy reload on SIGHUP is off");
+                return;
+            }
+        };
+        tokio::spawn(async move {
+            while hup.recv().await.is_some() {
+                let Some(path) = path.clone() else {
+                    tracing::warn!(
+                        "SIGHUP: this broker runs the embedded policy (no --policy), so there is no file to re-read; keeping it"
+                    );
+                    continue;
+                };
+                tracing::info!(path = %path.display(), "SIGHUP: re-reading the policy");
+                let sw = swapper.clone();
+                let done = tokio::task::spawn_blocking(move || {
+                    let source = path.display().to_string();
+                    match read_bounded(&path) {
+                        Ok(bytes) => sw.offer(&bytes, &source).map(|_| ()),
+                        Err(e) => {
+                            sw.slot().note_refused();
+                            tracing::warn!(path = %source, error = %e, "SIGHUP: cannot read the policy; the current policy keeps deciding");
+                            Ok(())
+                        }
+                    }
+                })
+                .await;
+                if let Err(e) = done {
+                    tracing::error!(error = %e, "SIGHUP: the reload task failed");
+                }
+            }
+        });
+    }
+    #[cfg(not(unix))]
+    let _ = (swapper, path);
+}
+
+/// Reads a policy file, refusing one over [`kaas::swap::MAX_POLICY_BYTES`]
+/// before reading it.
+fn read_bounded(path: &std::path::Path) -> anyhow::Result<Vec<u8>> {
+    let len = std::fs::metadata(path)
+        .with_context(|| format!("reading {}", path.display()))?
+        .len();
+    anyhow::ensure!(
+        len <= kaas::swap::MAX_POLICY_BYTES as u64,
+        "{} is {len} bytes, over the {}-byte limit",
+        path.display(),
+        kaas::swap::MAX_POLICY_BYTES
+    );
+    std::fs::read(path).with_context(|| format!("reading {}", path.display()))
+}
+
+/// `kaas policy load`: sends the component to the admin endpoint and prints
+/// the broker's answer.
+fn policy_load(
+    file: &std::path::Path,
+    admin: &str,
+    token_file: Option<&std::path::Path>,
+) -> anyhow::Result<ExitCode> {
+    let bytes = read_bounded(file)?;
+    let token = token_file.map(kaas::admin::read_token).transpose()?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let (status, body) = rt.block_on(kaas::admin::request(
+        admin,
+        "POST",
+        token.as_deref(),
+        &bytes,
+    ))?;
+    if status == 200 {
+        println!("{body}");
+        Ok(ExitCode::SUCCESS)
+    } else {
+        eprintln!(
+            "kaas: the broker refused {} (HTTP {status}): {body}",
+            file.display()
+        );
+        Ok(ExitCode::FAILURE)
     }
 }
 

@@ -144,6 +144,15 @@ impl Metrics {
             "counter",
             broker.authz.denied_total(),
         );
+        // Issue 17 item 3: policy hot swaps, accepted and refused.
+        let slot = broker.policy_slot();
+        let _ = writeln!(out, "# TYPE kaas_policy_swaps_total counter");
+        let _ = writeln!(
+            out,
+            "kaas_policy_swaps_total{{result=\"ok\"}} {}\nkaas_policy_swaps_total{{result=\"refused\"}} {}",
+            slot.swaps_ok(),
+            slot.swaps_refused()
+        );
         fsync_counters(&mut out, "kaas_fsync", broker.logs.group_commit().stats());
         // The transaction state log has its own flusher.
         fsync_counters(&mut out, "kaas_txn_state_fsync", broker.txn.sync_stats());

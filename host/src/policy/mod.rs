@@ -14,6 +14,7 @@ mod bindings;
 pub mod cache;
 pub mod check;
 pub mod stats;
+pub mod slot;
 pub mod types;
 mod wasi;
 
@@ -31,6 +32,7 @@ pub use bindings::{WIT_EXPORT, WIT_PACKAGE, WIT_VERSION};
 pub use cache::ArtifactCache;
 pub use check::{Api, Violation};
 pub use stats::{Call, PolicyStats, StatsRegistry, TrapKind};
+pub use slot::PolicySlot;
 pub use types::{
     AddPartitionsRequest, Claim, Decision, DecisionKind, EndTxnRequest, Entry, InitRequest, Limits,
     PolicyInfo, Reply, TopicPartition, TxnState,
@@ -778,6 +780,19 @@ impl Policy {
             func: call.name(),
             violation,
         })
+    }
+
+    /// Replaces the instance with a fresh one already configured with
+    /// `limits` (hot swap, issue 17): the first decision after the policy
+    /// takes over then costs what any decision costs, and no guest state
+    /// left by the smoke vectors survives into real decisions.
+    pub fn renew_instance(&self, limits: Limits) -> anyhow::Result<()> {
+        let mut live = Live::new(&self.engine, &self.pre, &self.limits)?;
+        live.arm(&self.limits);
+        live.configure(Some(limits))
+            .map_err(|e| anyhow::anyhow!("configure() failed: {}", describe_trap(&e)))?;
+        *self.live.lock().unwrap_or_else(|p| p.into_inner()) = Some(live);
+        Ok(())
     }
 
     /// Instantiates a fresh instance (for the benchmark's instantiation time).

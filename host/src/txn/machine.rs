@@ -17,7 +17,7 @@ use tracing::warn;
 use super::record::{StateRecord, UnsyncedMarkers};
 use crate::policy::{
     AddPartitionsRequest, Claim, Decision, DecisionKind, EndTxnRequest, Entry, InitRequest, Limits,
-    Policy, Reply, TopicPartition, TxnState,
+    Policy, PolicySlot, Reply, TopicPartition, TxnState,
 };
 
 /// Kafka error codes the host itself answers with.
@@ -30,11 +30,21 @@ pub mod code {
     pub const CONCURRENT_TRANSACTIONS: i16 = 51;
 }
 
-/// Coordinator limits (transaction.max.timeout.ms and the exhaustion point).
-pub const DEFAULT_LIMITS: Limits = Limits {
-    max_timeout_ms: 900_000,
-    exhausted_epoch: i16::MAX - 1,
-};
+/// Kafka's default transaction.max.timeout.ms (15 minutes).
+pub const DEFAULT_MAX_TIMEOUT_MS: i32 = 900_000;
+
+/// Coordinator limits with Kafka's defaults (transaction.max.timeout.ms and
+/// the exhaustion point); a broker uses [`limits`] with its
+/// `--transaction-max-timeout-ms`.
+pub const DEFAULT_LIMITS: Limits = limits(DEFAULT_MAX_TIMEOUT_MS);
+
+/// The limits a policy is configured with, for a transaction.max.timeout.ms.
+pub const fn limits(max_timeout_ms: i32) -> Limits {
+    Limits {
+        max_timeout_ms,
+        exhausted_epoch: i16::MAX - 1,
+    }
+}
 
 /// An InitProducerId as it arrives (claim fields raw, -1 = unset).
 #[derive(Debug, Clone)]
@@ -78,6 +88,9 @@ pub struct PlannedWrite {
     on_failure: Option<Entry>,
     reply: Reply,
     candidate_used: bool,
+    /// Identity of the policy that decided it (the record's written_by),
+    /// kept for the slot once it is applied, whatever policy decides by then.
+    decided_by: String,
 }
 
 impl PlannedWrite {
@@ -157,27 +170,50 @@ struct Slot {
     unsynced: Option<UnsyncedMarkers>,
 }
 
-/// The coordinator's entries and the policy that decides over them.
+/// The coordinator's entries and the policy slot that decides over them.
 #[derive(Debug)]
 pub struct TxnMachine {
-    policy: Arc<Policy>,
+    /// Read once per decision (see [`PolicySlot`]): a hot swap takes
+    /// effect between two decisions, never within one.
+    policy: Arc<PolicySlot>,
     limits: Limits,
     slots: BTreeMap<String, Slot>,
 }
 
 impl TxnMachine {
-    /// An empty machine deciding with `policy`.
+    /// An empty machine deciding with `policy` (a slot of its own).
     pub fn new(policy: Arc<Policy>, limits: Limits) -> Self {
+        Self::with_slot(PolicySlot::new(policy), limits)
+    }
+
+    /// An empty machine deciding with whatever policy `slot` holds at each
+    /// decision.
+    pub fn with_slot(slot: Arc<PolicySlot>, limits: Limits) -> Self {
         TxnMachine {
-            policy,
+            policy: slot,
             limits,
             slots: BTreeMap::new(),
         }
     }
 
-    /// The policy in use.
-    pub fn policy(&self) -> &Arc<Policy> {
+    /// The policy deciding now.
+    pub fn policy(&self) -> Arc<Policy> {
+        self.policy.current()
+    }
+
+    /// The slot this machine reads its policy from.
+    pub fn slot(&self) -> &Arc<PolicySlot> {
         &self.policy
+    }
+
+    /// The limits every decision is made under.
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    /// The identity of the policy that made `txn_id`'s last transition, if known.
+    pub fn written_by(&self, txn_id: &str) -> Option<&str> {
+        self.slots.get(txn_id).and_then(|s| s.written_by.as_deref())
     }
 
     /// The current entry of `txn_id`.
@@ -266,12 +302,14 @@ impl TxnMachine {
     }
 
     /// One record per entry: what a compacted state log holds.
+    /// Each record keeps the identity of the policy that made its entry's
+    /// last transition (not the one deciding now: a swap may lie between).
     pub fn snapshot(&self) -> Vec<StateRecord> {
-        let by = self.policy.identity().to_string();
         self.slots
             .values()
             .map(|s| {
-                StateRecord::upsert(&s.entry, Some(&by)).with_unsynced_markers(s.unsynced.clone())
+                StateRecord::upsert(&s.entry, s.written_by.as_deref())
+                    .with_unsynced_markers(s.unsynced.clone())
             })
             .collect()
     }
@@ -329,9 +367,8 @@ impl TxnMachine {
             .as_deref()
             .and_then(|id| self.entry(id))
             .cloned();
-        let decision = self
-            .policy
-            .init_producer_id(current.as_ref(), &facts, self.limits);
+        let policy = self.policy.current();
+        let decision = policy.init_producer_id(current.as_ref(), &facts, self.limits);
         let used = |d: &Decision| {
             d.kind == DecisionKind::NewProducer
                 || d.entry.as_ref().is_some_and(|e| e.producer_id == candidate)
@@ -340,9 +377,9 @@ impl TxnMachine {
             Ok(d) => {
                 let candidate_used =
                     used(&d) && current.as_ref().is_none_or(|c| c.producer_id != candidate);
-                self.plan(req.transactional_id.as_deref(), d, candidate_used)
+                self.plan(&policy, req.transactional_id.as_deref(), d, candidate_used)
             }
-            Err(e) => self.policy_failed(e),
+            Err(e) => self.policy_failed(&policy, e),
         }
     }
 
@@ -352,12 +389,10 @@ impl TxnMachine {
             return Step::Done(Answer::error(code::CONCURRENT_TRANSACTIONS));
         }
         let current = self.entry(&req.transactional_id).cloned();
-        match self
-            .policy
-            .add_partitions(current.as_ref(), req, self.limits)
-        {
-            Ok(d) => self.plan(Some(&req.transactional_id), d, false),
-            Err(e) => self.policy_failed(e),
+        let policy = self.policy.current();
+        match policy.add_partitions(current.as_ref(), req, self.limits) {
+            Ok(d) => self.plan(&policy, Some(&req.transactional_id), d, false),
+            Err(e) => self.policy_failed(&policy, e),
         }
     }
 
@@ -367,9 +402,10 @@ impl TxnMachine {
             return Step::Done(Answer::error(code::CONCURRENT_TRANSACTIONS));
         }
         let current = self.entry(&req.transactional_id).cloned();
-        match self.policy.end_txn(current.as_ref(), req, self.limits) {
-            Ok(d) => self.plan(Some(&req.transactional_id), d, false),
-            Err(e) => self.policy_failed(e),
+        let policy = self.policy.current();
+        match policy.end_txn(current.as_ref(), req, self.limits) {
+            Ok(d) => self.plan(&policy, Some(&req.transactional_id), d, false),
+            Err(e) => self.policy_failed(&policy, e),
         }
     }
 
@@ -393,12 +429,10 @@ impl TxnMachine {
             return Step::Done(Answer::error(code::UNKNOWN_SERVER_ERROR));
         }
         let current = slot.entry.clone();
-        match self
-            .policy
-            .complete_transaction(&current, now_ms, self.limits)
-        {
-            Ok(d) => self.plan(Some(txn_id), d, false),
-            Err(e) => self.policy_failed(e),
+        let policy = self.policy.current();
+        match policy.complete_transaction(&current, now_ms, self.limits) {
+            Ok(d) => self.plan(&policy, Some(txn_id), d, false),
+            Err(e) => self.policy_failed(&policy, e),
         }
     }
 
@@ -456,23 +490,31 @@ impl TxnMachine {
             return Step::Done(Answer::error(code::NONE));
         }
         let current = slot.entry.clone();
-        match self.policy.reap(&current, now_ms, self.limits) {
-            Ok(d) => self.plan(Some(txn_id), d, false),
-            Err(e) => self.policy_failed(e),
+        let policy = self.policy.current();
+        match policy.reap(&current, now_ms, self.limits) {
+            Ok(d) => self.plan(&policy, Some(txn_id), d, false),
+            Err(e) => self.policy_failed(&policy, e),
         }
     }
 
     /// Answers a policy's trap or illegal decision; its log line is
     /// rate-limited per policy (every one is counted in the policy's
     /// `kaas_policy_traps_total` / `kaas_policy_violations_total`).
-    fn policy_failed(&self, e: crate::policy::PolicyError) -> Step {
-        if let Some(suppressed) = self.policy.stats().may_log() {
+    fn policy_failed(&self, policy: &Policy, e: crate::policy::PolicyError) -> Step {
+        if let Some(suppressed) = policy.stats().may_log() {
             warn!(error = %e, suppressed, "policy decision refused; answering UNKNOWN_SERVER_ERROR");
         }
         Step::Done(Answer::error(code::UNKNOWN_SERVER_ERROR))
     }
 
-    fn plan(&mut self, txn_id: Option<&str>, d: Decision, candidate_used: bool) -> Step {
+    /// `policy`: the one that made `d` (read once for this decision).
+    fn plan(
+        &mut self,
+        policy: &Policy,
+        txn_id: Option<&str>,
+        d: Decision,
+        candidate_used: bool,
+    ) -> Step {
         let (Some(entry), Some(txn_id)) = (d.entry, txn_id) else {
             return Step::Done(Answer {
                 reply: d.reply,
@@ -488,7 +530,7 @@ impl TxnMachine {
             slot.pending = Some(Pending::Append);
             unsynced = slot.unsynced.clone();
         }
-        let by = self.policy.identity().to_string();
+        let by = policy.identity().to_string();
         Step::Write(PlannedWrite {
             record: StateRecord::upsert(&entry, Some(&by)).with_unsynced_markers(unsynced),
             kind: d.kind,
@@ -496,6 +538,7 @@ impl TxnMachine {
             on_failure: d.on_append_failure,
             reply: d.reply,
             candidate_used,
+            decided_by: by,
         })
     }
 
@@ -518,7 +561,7 @@ impl TxnMachine {
                 let fence = (raised && write.entry.producer_epoch > 0)
                     .then_some((write.entry.producer_id, write.entry.producer_epoch));
                 let pending = markers.clone().map(Pending::Markers);
-                let written_by = Some(self.policy.identity().to_string());
+                let written_by = Some(write.decided_by);
                 // Still unsynced unless their flush finished meanwhile.
                 // (moved: the slot is replaced just below).
                 let unsynced = self.slots.get_mut(&txn_id).and_then(|s| s.unsynced.take());

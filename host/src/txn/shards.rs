@@ -28,10 +28,10 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 
 use super::coordinator::Coordinator;
-use super::machine::{DEFAULT_LIMITS, TxnMachine};
+use super::machine::TxnMachine;
 use super::store::{Gate, TxnStore};
 use crate::log::GroupCommit;
-use crate::policy::Policy;
+use crate::policy::{Limits, Policy, PolicySlot};
 
 /// Shards in cluster mode (Kafka's default `transaction.state.log.num.partitions`).
 pub const CLUSTER_SHARDS: u32 = 50;
@@ -42,7 +42,10 @@ pub const DIR: &str = "__transaction_state";
 /// The transaction coordinators of this broker.
 pub struct TxnShards {
     data_dir: PathBuf,
-    policy: RwLock<Arc<Policy>>,
+    /// The one policy slot every shard's machine reads (hot swap).
+    policy: Arc<PolicySlot>,
+    /// What every decision is made under (`--transaction-max-timeout-ms`).
+    limits: Limits,
     expiration_ms: i64,
     /// 1 (single-node mode) or [`CLUSTER_SHARDS`].
     count: u32,
@@ -67,11 +70,16 @@ impl std::fmt::Debug for TxnShards {
 
 impl TxnShards {
     /// Single-node mode: one shard, loaded now from `<own_dir>/__transaction_state`.
-    pub fn single(own_dir: &Path, policy: Arc<Policy>, expiration_ms: i64) -> io::Result<Self> {
+    pub fn single(
+        own_dir: &Path,
+        policy: Arc<PolicySlot>,
+        limits: Limits,
+        expiration_ms: i64,
+    ) -> io::Result<Self> {
         let (store, records) = TxnStore::open(own_dir)?;
         let group_commit = store.group_commit().clone();
         let only = Arc::new(Coordinator::new(
-            TxnMachine::new(policy.clone(), DEFAULT_LIMITS),
+            TxnMachine::with_slot(policy.clone(), limits),
             store,
             records,
             expiration_ms,
@@ -79,7 +87,8 @@ impl TxnShards {
         ));
         Ok(TxnShards {
             data_dir: own_dir.to_path_buf(),
-            policy: RwLock::new(policy),
+            policy,
+            limits,
             expiration_ms,
             count: 1,
             open: RwLock::new(BTreeMap::from([(0, only.clone())])),
@@ -95,12 +104,13 @@ impl TxnShards {
     pub fn cluster(
         data_dir: &Path,
         own_dir: &Path,
-        policy: Arc<Policy>,
+        policy: Arc<PolicySlot>,
+        limits: Limits,
         expiration_ms: i64,
     ) -> io::Result<Self> {
         let (store, records) = TxnStore::open(own_dir)?;
         let idempotent = Arc::new(Coordinator::new(
-            TxnMachine::new(policy.clone(), DEFAULT_LIMITS),
+            TxnMachine::with_slot(policy.clone(), limits),
             store,
             records,
             expiration_ms,
@@ -108,7 +118,8 @@ impl TxnShards {
         ));
         Ok(TxnShards {
             data_dir: data_dir.to_path_buf(),
-            policy: RwLock::new(policy),
+            policy,
+            limits,
             expiration_ms,
             count: CLUSTER_SHARDS,
             open: RwLock::new(BTreeMap::new()),
@@ -133,12 +144,19 @@ impl TxnShards {
         self.count > 1
     }
 
-    /// The policy deciding new shards' requests.
+    /// The policy deciding now.
     pub fn policy(&self) -> Arc<Policy> {
-        self.policy
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.policy.current()
+    }
+
+    /// The slot every shard reads its policy from (hot swap).
+    pub fn policy_slot(&self) -> &Arc<PolicySlot> {
+        &self.policy
+    }
+
+    /// The limits every decision is made under.
+    pub fn limits(&self) -> Limits {
+        self.limits
     }
 
     /// The shard of a transactional id (0 in single-node mode).
@@ -205,7 +223,7 @@ impl TxnShards {
         )
         .map_err(|e| io::Error::new(e.kind(), format!("opening transaction shard {n}: {e}")))?;
         let c = Arc::new(Coordinator::new(
-            TxnMachine::new(self.policy(), DEFAULT_LIMITS),
+            TxnMachine::with_slot(self.policy.clone(), self.limits),
             store,
             records,
             self.expiration_ms,

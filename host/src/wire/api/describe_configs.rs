@@ -133,7 +133,12 @@ pub fn handle(
                             c.max_request_bytes.to_string(),
                             TYPE_INT,
                         ),
-                        ("transaction.max.timeout.ms", "900000".to_string(), TYPE_INT),
+                        // What the policy is configured with (and so enforces).
+                        (
+                            "transaction.max.timeout.ms",
+                            broker.txn.limits().max_timeout_ms.to_string(),
+                            TYPE_INT,
+                        ),
                         ("broker.id", c.node_id.to_string(), TYPE_INT),
                         ("log.dirs", c.data_dir.display().to_string(), TYPE_STRING),
                     ];

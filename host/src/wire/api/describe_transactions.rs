@@ -1,6 +1,14 @@
 //! DescribeTransactions (key 65): the coordinator's entry per
 //! transactional.id, as Kafka's admin client shows it (NOT_COORDINATOR
 //! for an id another broker coordinates).
+//!
+//! Kafka's schema has no field for the policy, so two tagged fields carry
+//! it (issue 17; clients that do not know them skip them): in each
+//! TransactionState, tag [`TAG_DECIDED_BY`] holds the identity of the policy
+//! that made the entry's last transition (its state record's written_by),
+//! and at the response level tag [`TAG_CURRENT_POLICY`] holds the identity
+//! of the policy deciding now; both are UTF-8 bytes
+//! (`name@version (sha256 <12 hex>)`). `kaas txn describe` prints them.
 
 use std::sync::Arc;
 
@@ -15,6 +23,11 @@ use crate::policy::state_name;
 use crate::security::{Operation, ResourceType};
 
 const TRANSACTIONAL_ID_NOT_FOUND: i16 = 105;
+
+/// TransactionState tagged field: who decided the entry's last transition.
+pub const TAG_DECIDED_BY: i32 = 10_000;
+/// Response tagged field: the policy deciding now.
+pub const TAG_CURRENT_POLICY: i32 = 10_001;
 
 pub fn handle(
     broker: &Arc<Broker>,
@@ -61,7 +74,12 @@ pub fn handle(
                     ),
                 }
             }
+            let mut tagged = std::collections::BTreeMap::new();
+            if let Some(by) = machine.written_by(&id.0) {
+                tagged.insert(TAG_DECIDED_BY, bytes::Bytes::copy_from_slice(by.as_bytes()));
+            }
             base.with_transaction_state(sb(state_name(e.state)))
+                .with_unknown_tagged_fields(tagged)
                 .with_transaction_timeout_ms(e.timeout_ms)
                 .with_transaction_start_time_ms(e.start_timestamp_ms)
                 .with_producer_id(ProducerId(e.producer_id))
@@ -69,7 +87,13 @@ pub fn handle(
                 .with_topics(topics)
         })
         .collect();
+    let current = broker.policy().identity().to_string();
     ResponseKind::DescribeTransactions(
-        DescribeTransactionsResponse::default().with_transaction_states(states),
+        DescribeTransactionsResponse::default()
+            .with_transaction_states(states)
+            .with_unknown_tagged_fields(std::collections::BTreeMap::from([(
+                TAG_CURRENT_POLICY,
+                bytes::Bytes::from(current.into_bytes()),
+            )])),
     )
 }
