@@ -13,8 +13,8 @@
 mod bindings;
 pub mod cache;
 pub mod check;
-pub mod stats;
 pub mod slot;
+pub mod stats;
 pub mod types;
 mod wasi;
 
@@ -31,8 +31,8 @@ use bindings::{TxnPolicy, TxnPolicyPre};
 pub use bindings::{WIT_EXPORT, WIT_PACKAGE, WIT_VERSION};
 pub use cache::ArtifactCache;
 pub use check::{Api, Violation};
-pub use stats::{Call, PolicyStats, StatsRegistry, TrapKind};
 pub use slot::PolicySlot;
+pub use stats::{Call, PolicyStats, StatsRegistry, TrapKind};
 pub use types::{
     AddPartitionsRequest, Claim, Decision, DecisionKind, EndTxnRequest, Entry, InitRequest, Limits,
     PolicyInfo, Reply, TopicPartition, TxnState,
