@@ -282,7 +282,7 @@ impl PolicyStats {
         let seen = &self.calls[call.index()].seen;
         let n = seen.load(Ordering::Relaxed);
         seen.store(n.wrapping_add(1), Ordering::Relaxed);
-        n % LATENCY_SAMPLE_EVERY == 0
+        n.is_multiple_of(LATENCY_SAMPLE_EVERY)
     }
 
     /// One call's latency.
