@@ -25,12 +25,18 @@
 
 pub mod admin;
 pub mod broker;
+pub mod clock;
 pub mod cluster;
+pub mod codes;
+pub mod config;
 pub mod conformance;
+pub mod exposition;
+pub mod fault;
 pub mod fd_budget;
 pub mod group;
 pub mod log;
 pub mod metrics;
+pub mod names;
 pub mod pid;
 pub mod policy;
 pub mod policy_kit;

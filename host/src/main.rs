@@ -9,7 +9,7 @@ use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use kaas::security::listener::{ListenerSpec, Protocol};
 
-use kaas::broker::BrokerConfig;
+use kaas::config::BrokerConfig;
 use kaas::conformance;
 use kaas::log::FsyncMode;
 use kaas::policy::{ArtifactCache, PolicyRuntime, SandboxLimits};
@@ -207,17 +207,17 @@ struct BrokerArgs {
     /// KIP-578, which Kafka does not have): creating a topic past it is
     /// refused with POLICY_VIOLATION, so is one whose files would not fit
     /// the open-file limit.
-    #[arg(long, default_value_t = kaas::broker::DEFAULT_MAX_PARTITIONS)]
+    #[arg(long, default_value_t = kaas::config::DEFAULT_MAX_PARTITIONS)]
     max_partitions: usize,
     /// Most partitions one CreateTopics may ask for, summed over its
     /// topics; a request over it is refused whole with POLICY_VIOLATION, as
     /// Kafka's controller does (its fixed cap is 10,000).
-    #[arg(long, default_value_t = kaas::broker::DEFAULT_MAX_PARTITIONS_PER_REQUEST)]
+    #[arg(long, default_value_t = kaas::config::DEFAULT_MAX_PARTITIONS_PER_REQUEST)]
     max_partitions_per_request: usize,
     /// Most unknown topics one Metadata request auto-creates; the others
     /// are answered LEADER_NOT_AVAILABLE (retriable) and created when the
     /// client asks again.
-    #[arg(long, default_value_t = kaas::broker::DEFAULT_MAX_AUTO_CREATED_TOPICS_PER_REQUEST)]
+    #[arg(long, default_value_t = kaas::config::DEFAULT_MAX_AUTO_CREATED_TOPICS_PER_REQUEST)]
     max_auto_created_topics_per_request: usize,
     /// connections.max.idle.ms: a connection with no request in flight that
     /// has received and sent nothing for this long is closed.
@@ -240,7 +240,7 @@ struct BrokerArgs {
     /// fetch.max.bytes: most record bytes in one Fetch response, whatever
     /// the request's max_bytes (only the response's first batch may exceed
     /// it, so a consumer makes progress). At least 1024, as in Kafka.
-    #[arg(long, default_value_t = kaas::broker::DEFAULT_FETCH_MAX_BYTES)]
+    #[arg(long, default_value_t = kaas::config::DEFAULT_FETCH_MAX_BYTES)]
     fetch_max_bytes: usize,
     // Cluster mode (issue 14):
     /// This broker's id (node.id): unique in the cluster.
@@ -564,7 +564,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 "complete-abort" => kaas::policy::TxnState::CompleteAbort,
                 other => anyhow::bail!("unknown --state {other}"),
             };
-            let now = kaas::txn::coordinator::now_ms();
+            let now = kaas::clock::now_ms();
             let entry = kaas::policy::Entry {
                 transactional_id: a.transactional_id.clone(),
                 producer_id: a.producer_id,
@@ -872,7 +872,7 @@ async fn broker(args: BrokerArgs) -> anyhow::Result<()> {
             .await
             .with_context(|| format!("binding metrics {m}"))?;
         tracing::info!(addr = %l.local_addr()?, "metrics listening");
-        tokio::spawn(kaas::metrics::serve(l, broker.clone()));
+        tokio::spawn(kaas::exposition::serve(l, broker.clone()));
     }
     {
         let broker = broker.clone();

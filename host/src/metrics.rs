@@ -1,18 +1,13 @@
-//! Prometheus metrics: request counts and latencies per API, bytes in and
-//! out, fdatasync count and latency, log end offsets, the policy's identity
-//! and its decision, trap, violation and latency counters. Served as text on
-//! `--metrics-listen` by a minimal HTTP responder.
+//! The request-path counters ([`Metrics`]) and the Prometheus text helpers
+//! the exposition uses (samples, label escaping, fsync counters, the
+//! policies' counters). The broker-wide page, which reads every part of the
+//! broker, is gathered by `crate::exposition`; nothing here knows the
+//! broker.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
-
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
-
-use crate::broker::Broker;
 
 #[derive(Debug, Default, Clone, Copy)]
 struct ApiStat {
@@ -56,9 +51,9 @@ impl Metrics {
         s.nanos += nanos;
     }
 
-    /// The Prometheus text exposition.
-    pub fn render(&self, broker: &Broker) -> String {
-        let mut out = String::new();
+    /// Appends this broker's request and connection counters in the
+    /// Prometheus text format.
+    pub fn render_counters(&self, out: &mut String) {
         let _ = writeln!(out, "# TYPE kaas_requests_total counter");
         let _ = writeln!(out, "# TYPE kaas_request_seconds_sum counter");
         let per_api = self
@@ -67,7 +62,7 @@ impl Metrics {
             .unwrap_or_else(|p| p.into_inner())
             .clone();
         for (k, s) in &per_api {
-            let name = crate::wire::api_name(*k);
+            let name = crate::names::api_name(*k);
             let _ = writeln!(out, "kaas_requests_total{{api=\"{name}\"}} {}", s.count);
             let _ = writeln!(
                 out,
@@ -76,19 +71,19 @@ impl Metrics {
             );
         }
         sample(
-            &mut out,
+            out,
             "kaas_bytes_in_total",
             "counter",
             self.bytes_in.load(Ordering::Relaxed),
         );
         sample(
-            &mut out,
+            out,
             "kaas_bytes_out_total",
             "counter",
             self.bytes_out.load(Ordering::Relaxed),
         );
         sample(
-            &mut out,
+            out,
             "kaas_connections_total",
             "counter",
             self.connections.load(Ordering::Relaxed),
@@ -135,108 +130,8 @@ impl Metrics {
                 &self.tls_handshakes_failed,
             ),
         ] {
-            sample(&mut out, name, kind, v.load(Ordering::Relaxed));
+            sample(out, name, kind, v.load(Ordering::Relaxed));
         }
-        // Issue 16: decisive authorization denials (each audited, rate-limited).
-        sample(
-            &mut out,
-            "kaas_authorization_denied_total",
-            "counter",
-            broker.authz.denied_total(),
-        );
-        // Issue 17 item 3: policy hot swaps, accepted and refused.
-        let slot = broker.policy_slot();
-        let _ = writeln!(out, "# TYPE kaas_policy_swaps_total counter");
-        let _ = writeln!(
-            out,
-            "kaas_policy_swaps_total{{result=\"ok\"}} {}\nkaas_policy_swaps_total{{result=\"refused\"}} {}",
-            slot.swaps_ok(),
-            slot.swaps_refused()
-        );
-        fsync_counters(&mut out, "kaas_fsync", broker.logs.group_commit().stats());
-        // The transaction state log has its own flusher.
-        fsync_counters(&mut out, "kaas_txn_state_fsync", broker.txn.sync_stats());
-        if let Some(wal) = broker.logs.wal() {
-            sample(
-                &mut out,
-                "kaas_wal_checkpoints_total",
-                "counter",
-                wal.checkpoints(),
-            );
-            sample(
-                &mut out,
-                "kaas_wal_checkpoint_failures_total",
-                "counter",
-                wal.failed_checkpoints(),
-            );
-            sample(&mut out, "kaas_wal_pending_bytes", "gauge", wal.pending().0);
-        }
-        // Peer fences applied, by the path that brought them (issue 15 item 4).
-        let _ = writeln!(out, "# TYPE kaas_fences_applied_total counter");
-        for via in [
-            crate::cluster::fences::Via::Push,
-            crate::cluster::fences::Via::Poll,
-        ] {
-            let _ = writeln!(
-                out,
-                "kaas_fences_applied_total{{path=\"{}\"}} {}",
-                via.name(),
-                broker.fences.applied_total(via)
-            );
-        }
-        policy_metrics(&mut out, &broker.policy());
-        let _ = writeln!(
-            out,
-            "# HELP kaas_txn_entry_epoch Producer epoch per transactional.id, labelled with its state and the policy that made its last transition."
-        );
-        let _ = writeln!(out, "# TYPE kaas_txn_entry_epoch gauge");
-        let shards = broker.txn.all();
-        let machines: Vec<_> = shards.iter().map(|c| c.machine()).collect();
-        for (e, by) in machines.iter().flat_map(|m| m.entries_with_writer()) {
-            let _ = writeln!(
-                out,
-                "kaas_txn_entry_epoch{{transactional_id=\"{}\",producer_id=\"{}\",state=\"{}\",policy=\"{}\"}} {}",
-                escape(&e.transactional_id),
-                e.producer_id,
-                crate::policy::state_name(e.state),
-                escape(by.unwrap_or("unknown")),
-                e.producer_epoch
-            );
-        }
-        let _ = writeln!(out, "# TYPE kaas_log_end_offset gauge");
-        for t in broker.logs.topics() {
-            for p in &t.open_partitions() {
-                let _ = writeln!(
-                    out,
-                    "kaas_log_end_offset{{topic=\"{}\",partition=\"{}\"}} {}",
-                    t.name,
-                    p.id,
-                    p.log_end_offset()
-                );
-            }
-        }
-        out
-    }
-}
-
-/// Serves `GET /metrics` (any path, really) until the listener fails.
-pub async fn serve(listener: TcpListener, broker: Arc<Broker>) {
-    loop {
-        let Ok((mut sock, _)) = listener.accept().await else {
-            return;
-        };
-        let broker = broker.clone();
-        tokio::spawn(async move {
-            let mut buf = [0u8; 2048];
-            let _ = sock.read(&mut buf).await;
-            let body = broker.metrics.render(&broker);
-            let head = format!(
-                "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-                body.len()
-            );
-            let _ = sock.write_all(head.as_bytes()).await;
-            let _ = sock.write_all(body.as_bytes()).await;
-        });
     }
 }
 
@@ -246,7 +141,7 @@ pub async fn serve(listener: TcpListener, broker: Arc<Broker>) {
 /// policy's series stay apart. Decisions and traps are listed where
 /// non-zero, violations for every decision call, latency histograms for
 /// every call made at least once.
-fn policy_metrics(out: &mut String, current: &crate::policy::Policy) {
+pub fn policy_metrics(out: &mut String, current: &crate::policy::Policy) {
     use crate::policy::stats::{BUCKET_BOUNDS_NS, DECISION_KINDS, decision_kind_name};
     use crate::policy::{Call, TrapKind};
 
@@ -361,20 +256,20 @@ fn policy_metrics(out: &mut String, current: &crate::policy::Policy) {
 }
 
 /// Escapes a Prometheus label value.
-fn escape(v: &str) -> String {
+pub fn escape(v: &str) -> String {
     v.replace('\\', "\\\\")
         .replace('"', "\\\"")
         .replace('\n', "\\n")
 }
 
 /// One metric with a single sample: its TYPE line and its value.
-fn sample(out: &mut String, name: &str, kind: &str, value: impl std::fmt::Display) {
+pub fn sample(out: &mut String, name: &str, kind: &str, value: impl std::fmt::Display) {
     let _ = writeln!(out, "# TYPE {name} {kind}\n{name} {value}");
 }
 
 /// `<name>_total`, `<name>_seconds_sum` and `<name>_inline_total` of one
 /// flusher.
-fn fsync_counters(out: &mut String, name: &str, st: &crate::log::sync::SyncStats) {
+pub fn fsync_counters(out: &mut String, name: &str, st: &crate::log::sync::SyncStats) {
     sample(
         out,
         &format!("{name}_total"),

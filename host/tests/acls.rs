@@ -382,7 +382,7 @@ async fn the_acl_apis_need_describe_or_alter_on_the_cluster() {
         3,
         "each refusal is a counted denial"
     );
-    let metrics = b.broker.metrics.render(&b.broker);
+    let metrics = kaas::exposition::render(&b.broker);
     assert!(
         metrics.contains("\nkaas_authorization_denied_total 3\n"),
         "{metrics}"

@@ -93,7 +93,7 @@ async fn transactions_are_visible_to_admin_apis_and_metrics_name_their_policy() 
     assert_eq!(p.topics[0].partitions[0].error_code, 0);
     assert_eq!(p.topics[0].partitions[1].error_code, 3);
 
-    let text = b.broker.metrics.render(&b.broker);
+    let text = kaas::exposition::render(&b.broker);
     let line = text
         .lines()
         .find(|l| l.starts_with("kaas_txn_entry_epoch{transactional_id=\"tx-admin\""))

@@ -39,8 +39,8 @@ async fn seed(dir: &std::path::Path, state: TxnState, pid: i64, epoch: i16, last
         timeout_ms: 60_000,
         // Recent: an entry idle for transactional.id.expiration.ms would be
         // expired by the broker's first reaper tick.
-        start_timestamp_ms: kaas::txn::coordinator::now_ms(),
-        last_update_timestamp_ms: kaas::txn::coordinator::now_ms(),
+        start_timestamp_ms: kaas::clock::now_ms(),
+        last_update_timestamp_ms: kaas::clock::now_ms(),
         has_failed_epoch_fence: false,
     };
     store

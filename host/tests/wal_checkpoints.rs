@@ -34,7 +34,7 @@ async fn await_metric(
 ) -> (Instant, String) {
     let deadline = Instant::now() + within;
     loop {
-        let text = b.broker.metrics.render(&b.broker);
+        let text = kaas::exposition::render(&b.broker);
         if metric(&text, name).is_some_and(|n| n >= at_least) {
             return (Instant::now(), text);
         }
@@ -59,7 +59,7 @@ async fn a_checkpoint_runs_once_the_logged_data_is_older_than_the_interval() {
         p.append(data_batch(&[(None, b"v")], 1, None, false))
             .expect("append");
     }
-    let text = b.broker.metrics.render(&b.broker);
+    let text = kaas::exposition::render(&b.broker);
     assert!(
         metric(&text, "kaas_wal_pending_bytes").is_some_and(|n| n > 0),
         "{text}"

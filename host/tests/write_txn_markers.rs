@@ -331,7 +331,7 @@ async fn a_consumer_offsets_marker_completes_the_pending_transactional_offsets()
     );
     assert_eq!(fetch_offset(&mut c).await, (-1, 88), "pending: unstable");
 
-    let shard = kaas::txn::offsets_partition(GROUP);
+    let shard = kaas::group::offsets_topic::offsets_partition(GROUP);
     assert_eq!(
         marker_codes(
             &mut c,

@@ -113,7 +113,7 @@ pub fn create_partitions(
     count: i32,
     validate_only: bool,
 ) -> Result<(), Refusal> {
-    use crate::wire::codes;
+    use crate::codes;
     let current = match broker.cluster.etcd() {
         None => broker.logs.topic(name).map(|t| t.partition_count),
         Some(etcd) => etcd.view().topics.get(name).map(|m| m.partitions),

@@ -231,7 +231,7 @@ impl FenceLog {
 
     /// Records a bump of `pid` to `epoch` now; see [`Self::append_at`].
     pub fn append(&self, pid: i64, epoch: i16) -> bool {
-        self.append_at(pid, epoch, crate::txn::coordinator::now_ms())
+        self.append_at(pid, epoch, crate::clock::now_ms())
     }
 
     /// Records a bump of `pid` to `epoch` made at `at_ms`: a no-op unless

@@ -31,7 +31,8 @@ use tokio::sync::mpsc;
 use super::fence_log::{Fence, FenceLog};
 use super::fence_watcher::{Applied, FenceWatcher};
 use super::keys::FenceRec;
-use crate::broker::{Broker, BrokerConfig};
+use crate::broker::Broker;
+use crate::config::BrokerConfig;
 use crate::log::Partition;
 
 /// Bumps waiting for their etcd put; past this the newest are dropped (the
@@ -117,7 +118,7 @@ impl FenceRing {
         if epoch <= 0 {
             return;
         }
-        let at_ms = crate::txn::coordinator::now_ms();
+        let at_ms = crate::clock::now_ms();
         if self.clustered {
             // Partitions this broker takes over later need it too.
             self.applied.offer(pid, Fence { epoch, at_ms });
@@ -167,7 +168,7 @@ impl FenceRing {
             Via::Poll => &self.applied_poll,
         };
         counter.fetch_add(1, Ordering::Relaxed);
-        let delay_ms = crate::txn::coordinator::now_ms().saturating_sub(fence.at_ms);
+        let delay_ms = crate::clock::now_ms().saturating_sub(fence.at_ms);
         tracing::debug!(target: "kaas::fence", pid, epoch = fence.epoch, path = path.name(), delay_ms, fenced, "peer fence applied");
     }
 }

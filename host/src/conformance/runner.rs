@@ -157,7 +157,7 @@ pub fn show_entry(e: Option<&Entry>) -> String {
     }
 }
 
-pub use crate::txn::offsets_partition;
+pub use crate::group::offsets_topic::offsets_partition;
 
 /// A declared difference the run confirmed: the step answered as declared,
 /// not as the suite expects.

@@ -1,7 +1,7 @@
 //! Kafka error codes the group coordinator answers with (those the rest of
-//! the broker shares live in [`crate::wire::codes`]).
+//! the broker shares live in [`crate::codes`]).
 
-pub use crate::wire::codes::{
+pub use crate::codes::{
     COORDINATOR_NOT_AVAILABLE, INVALID_REQUEST, NONE, UNKNOWN_SERVER_ERROR,
     UNKNOWN_TOPIC_OR_PARTITION,
 };

@@ -870,7 +870,7 @@ impl GroupCoordinator {
             .iter()
             .filter(|(name, g)| {
                 g.pending.contains_key(&producer_id)
-                    && crate::txn::offsets_partition(name) == offsets_partition
+                    && crate::group::offsets_topic::offsets_partition(name) == offsets_partition
             })
             .map(|(name, _)| name.clone())
             .collect();

@@ -27,6 +27,7 @@ pub mod coordinator;
 pub mod journal;
 pub mod member;
 pub mod offsets;
+pub mod offsets_topic;
 pub mod outcome;
 pub mod record;
 pub mod retention;

@@ -3,7 +3,7 @@
 //! Group ids map onto a fixed number of shards the way Kafka maps them onto
 //! the partitions of `__consumer_offsets`: `abs(hashCode(group_id)) % 50`,
 //! with Java's `String.hashCode` over UTF-16 code units
-//! ([`crate::txn::offsets_partition`]). Each shard is one
+//! ([`crate::group::offsets_topic::offsets_partition`]). Each shard is one
 //! [`GroupCoordinator`] with its own offsets journal.
 //!
 //! - Single-node mode: one shard (index 0 of 1), opened at start from
@@ -119,7 +119,8 @@ impl GroupShards {
         if self.count == 1 {
             return 0;
         }
-        let p = u32::try_from(crate::txn::offsets_partition(group_id)).unwrap_or(0);
+        let p =
+            u32::try_from(crate::group::offsets_topic::offsets_partition(group_id)).unwrap_or(0);
         p % self.count
     }
 

@@ -998,7 +998,7 @@ fn parallel_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Ve
 /// `KAAS_FAULT=create-partition`, the creation of the middle partition of
 /// the first topic created with more than one partition fails, once.
 fn fault_in_creation(p: usize, count: usize) -> bool {
-    count > 1 && p == count / 2 && crate::txn::coordinator::fault_once("create-partition")
+    count > 1 && p == count / 2 && crate::fault::once("create-partition")
 }
 
 fn new_topic_id(name: &str) -> [u8; 16] {

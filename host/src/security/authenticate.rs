@@ -26,8 +26,9 @@ use kafka_protocol::messages::{
 use super::sasl::{Exchange, Mechanism, Outcome, Sasl};
 use super::session::Session;
 use crate::broker::Broker;
-use crate::wire::api::sb;
-use crate::wire::{Handled, Request, codes};
+use crate::codes;
+use crate::names::sb;
+use crate::wire::handled::{Handled, Request};
 
 /// What the reader does with a frame.
 #[derive(Debug)]

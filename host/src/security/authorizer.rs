@@ -198,11 +198,11 @@ impl Authorizer {
     /// ACL file of the data directory (a corrupt file is an error); cluster
     /// mode starts empty and closed until [`Self::load`] has read etcd.
     pub fn open(
-        config: &crate::broker::BrokerConfig,
-        cluster: &crate::cluster::Cluster,
+        settings: AuthorizerConfig,
+        data_dir: &std::path::Path,
+        etcd: Option<&std::sync::Arc<crate::cluster::etcd::Etcd>>,
     ) -> std::io::Result<Self> {
-        let settings = config.authorizer.clone();
-        match cluster.etcd() {
+        match etcd {
             Some(etcd) => Ok(Self::with_backend(
                 settings,
                 AclIndex::default(),
@@ -210,7 +210,7 @@ impl Authorizer {
                 false,
             )),
             None => {
-                let path = acl_store::file_path(&config.data_dir);
+                let path = acl_store::file_path(data_dir);
                 let acls = acl_store::load_file(&path)?;
                 if !acls.is_empty() {
                     tracing::info!(acls = acls.len(), file = %path.display(), "ACLs loaded");
@@ -753,24 +753,14 @@ mod tests {
     #[test]
     fn the_file_store_keeps_acls_across_reopening() {
         let dir = tempfile::tempdir().unwrap();
-        let mut config = crate::broker::BrokerConfig::new(dir.path());
-        config.authorizer = enabled();
-        let me = crate::cluster::NodeInfo {
-            id: 1,
-            host: "h".into(),
-            port: 1,
-            incarnation: 0,
-            listeners: Vec::new(),
-        };
-        let cluster = crate::cluster::Cluster::Local(me);
-        let a = Authorizer::open(&config, &cluster).unwrap();
+        let a = Authorizer::open(enabled(), dir.path(), None).unwrap();
         let keep = topic_acl("t", "User:alice", Operation::Read, Permission::Allow);
         let drop = topic_acl("u", "User:alice", Operation::Read, Permission::Allow);
         assert_eq!(a.create(vec![keep.clone(), drop.clone()]), [Ok(()), Ok(())]);
         let mut f = AclFilter::any();
         f.resource_name = Some("u".into());
         assert_eq!(a.delete(&[f]).unwrap(), vec![vec![drop]]);
-        let b = Authorizer::open(&config, &cluster).unwrap();
+        let b = Authorizer::open(enabled(), dir.path(), None).unwrap();
         assert_eq!(b.describe(&AclFilter::any()), vec![keep]);
         assert!(b.probe(&session("alice"), Operation::Read, ResourceType::Topic, "t"));
     }

@@ -31,48 +31,14 @@ use super::machine::{Answer, AppendError, InitProducerId, MarkerJob, Step, TxnMa
 use super::record::UnsyncedMarkers;
 use super::store::TxnStore;
 use crate::broker::Broker;
+use crate::clock::now_ms;
+use crate::fault;
 use crate::policy::{AddPartitionsRequest, EndTxnRequest, Reply, TopicPartition};
-
-/// Milliseconds since the Unix epoch.
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
 
 /// Error codes the coordinator maps to.
 mod code {
     pub const COORDINATOR_NOT_AVAILABLE: i16 = 15;
     pub const INVALID_TXN_STATE: i16 = 48;
-}
-
-/// A test-only crash point: with the `fault-injection` feature, the process
-/// aborts when `KAAS_FAULT` names this point, simulating a broker killed at
-/// exactly that moment. Compiled to nothing otherwise.
-#[allow(unused_variables)]
-fn fault_point(name: &str) {
-    #[cfg(feature = "fault-injection")]
-    if std::env::var("KAAS_FAULT").is_ok_and(|v| v == name) {
-        eprintln!("kaas: fault injection: aborting at {name}");
-        std::process::abort();
-    }
-}
-
-/// A test-only one-shot fault: with the `fault-injection` feature, returns
-/// true exactly once per process when `KAAS_FAULT` names `name`.
-#[allow(unused_variables)]
-pub fn fault_once(name: &str) -> bool {
-    #[cfg(feature = "fault-injection")]
-    {
-        static FIRED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-        if std::env::var("KAAS_FAULT").is_ok_and(|v| v == name)
-            && !FIRED.swap(true, std::sync::atomic::Ordering::SeqCst)
-        {
-            eprintln!("kaas: fault injection: {name}");
-            return true;
-        }
-    }
-    false
 }
 
 /// The coordinator.
@@ -92,9 +58,6 @@ pub struct Coordinator {
     /// cluster mode, 0 in single-node mode.
     coordinator_epoch: i32,
 }
-
-/// Kafka's transactional.id.expiration.ms default: 7 days.
-pub const DEFAULT_EXPIRATION_MS: i64 = 7 * 24 * 3600 * 1000;
 
 /// How long a request waits for a transaction's markers before it is
 /// answered CONCURRENT_TRANSACTIONS, as Kafka would answer at once.
@@ -227,7 +190,7 @@ impl Coordinator {
                     AppendError::Storage(e.to_string())
                 });
                 // Durable, not yet applied or answered: the KAFKA-20357 window.
-                fault_point(
+                fault::point(
                     &format!("after-append-{kind:?}")
                         .to_lowercase()
                         .replace("decisionkind::", ""),
@@ -452,7 +415,7 @@ fn write_markers(
         let offsets_too = job
             .partitions
             .iter()
-            .any(|tp| tp.topic == super::OFFSETS_TOPIC);
+            .any(|tp| tp.topic == crate::group::offsets_topic::OFFSETS_TOPIC);
         let mut pending: Vec<TopicPartition> = job.partitions.clone();
         let mut delay = Duration::from_millis(10);
         // Appended, not yet durable (only without offsets): marker offsets,
@@ -466,7 +429,7 @@ fn write_markers(
             let mut retry = Vec::new();
             let mut offsets = Vec::new();
             for tp in pending.drain(..) {
-                if tp.topic == super::OFFSETS_TOPIC {
+                if tp.topic == crate::group::offsets_topic::OFFSETS_TOPIC {
                     match broker
                         .groups
                         .complete_txn(job.producer_id, tp.partition, job.commit)
@@ -499,7 +462,7 @@ fn write_markers(
                             {
                                 // Crash with one marker durable and the rest unwritten.
                                 let _ = f.sync_data();
-                                fault_point("markers-half-written");
+                                fault::point("markers-half-written");
                             }
                             files.push(f);
                         }

@@ -16,12 +16,12 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::broker::Broker;
+use crate::codes;
 use crate::group::coordinator::Durable;
 use crate::log::Partition;
 use crate::log::partition::{AppendError, is_not_leader};
 use crate::log::producer::ProducerError;
 use crate::policy::TopicPartition;
-use crate::wire::codes;
 
 /// Kafka's partitions of `__consumer_offsets` (and of kaas's group shards).
 const OFFSETS_PARTITIONS: i32 = crate::group::shards::CLUSTER_SHARDS as i32;
@@ -102,7 +102,7 @@ pub async fn write_here(broker: &Arc<Broker>, set: &MarkerSet) -> Vec<(TopicPart
 /// markers land in the order given), then made durable in one round. Per
 /// set, per partition, the code.
 pub async fn write_all_here(broker: &Arc<Broker>, sets: &[MarkerSet]) -> Vec<Vec<i16>> {
-    let now = super::coordinator::now_ms();
+    let now = crate::clock::now_ms();
     let mut files = Vec::new();
     let mut pending: Vec<Pending> = sets
         .iter()
@@ -218,7 +218,7 @@ fn apply_one(
     now: i64,
     files: &mut Vec<Arc<std::fs::File>>,
 ) -> Step {
-    if tp.topic == super::OFFSETS_TOPIC {
+    if tp.topic == crate::group::offsets_topic::OFFSETS_TOPIC {
         if !(0..OFFSETS_PARTITIONS).contains(&tp.partition) {
             return Step::Done(codes::UNKNOWN_TOPIC_OR_PARTITION);
         }

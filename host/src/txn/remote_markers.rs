@@ -32,8 +32,8 @@ use super::machine::MarkerJob;
 use super::markers::{MarkerSet, write_here};
 use crate::broker::Broker;
 use crate::cluster::NodeInfo;
+use crate::codes;
 use crate::policy::TopicPartition;
-use crate::wire::codes;
 
 const INVALID_PRODUCER_EPOCH: i16 = 47;
 const TRANSACTION_COORDINATOR_FENCED: i16 = 52;
@@ -50,7 +50,7 @@ enum Route {
 
 fn route(broker: &Broker, tp: &TopicPartition) -> Route {
     let me = broker.cluster.me().id;
-    let leader = if tp.topic == super::OFFSETS_TOPIC {
+    let leader = if tp.topic == crate::group::offsets_topic::OFFSETS_TOPIC {
         let Ok(shard) = u32::try_from(tp.partition) else {
             return Route::Gone;
         };
@@ -158,7 +158,7 @@ pub async fn write_everywhere(broker: &Arc<Broker>, coord: &Coordinator, job: &M
                 }
                 codes::UNKNOWN_TOPIC_OR_PARTITION
                     if !broker.has_partition(&tp.topic, tp.partition)
-                        && tp.topic != super::OFFSETS_TOPIC =>
+                        && tp.topic != crate::group::offsets_topic::OFFSETS_TOPIC =>
                 {
                     tracing::warn!(topic = %tp.topic, partition = tp.partition, "marker for a partition that no longer exists; skipped");
                 }
@@ -186,7 +186,7 @@ async fn send(broker: Arc<Broker>, node: NodeInfo, set: MarkerSet) -> Vec<(Topic
             Some(t) => t.partition_indexes.push(tp.partition),
             None => topics.push(
                 WritableTxnMarkerTopic::default()
-                    .with_name(crate::wire::api::topic_name(&tp.topic))
+                    .with_name(crate::names::topic_name(&tp.topic))
                     .with_partition_indexes(vec![tp.partition]),
             ),
         }

@@ -17,8 +17,8 @@ use kafka_protocol::messages::{AddPartitionsToTxnRequest, ProducerId, Transactio
 use super::coordinator::Coordinator;
 use crate::broker::Broker;
 use crate::cluster::NodeInfo;
+use crate::codes;
 use crate::policy::TopicPartition;
-use crate::wire::codes;
 
 const NOT_COORDINATOR: i16 = 16;
 const NOT_ENOUGH_REPLICAS: i16 = 19;
@@ -109,14 +109,14 @@ async fn ask(
             Some(t) => t.partitions.push(tp.partition),
             None => topics.push(
                 AddPartitionsToTxnTopic::default()
-                    .with_name(crate::wire::api::topic_name(&tp.topic))
+                    .with_name(crate::names::topic_name(&tp.topic))
                     .with_partitions(vec![tp.partition]),
             ),
         }
     }
     let req = AddPartitionsToTxnRequest::default().with_transactions(vec![
         AddPartitionsToTxnTransaction::default()
-            .with_transactional_id(TransactionalId(crate::wire::api::sb(txn_id)))
+            .with_transactional_id(TransactionalId(crate::names::sb(txn_id)))
             .with_producer_id(ProducerId(producer_id))
             .with_producer_epoch(producer_epoch)
             .with_verify_only(true)

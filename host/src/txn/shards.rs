@@ -3,7 +3,7 @@
 //!
 //! Transactional ids map onto a fixed number of shards the way Kafka maps
 //! them onto the partitions of `__transaction_state`: `abs(hashCode(id)) %
-//! 50`, with Java's `String.hashCode` ([`super::offsets_partition`] computes
+//! 50`, with Java's `String.hashCode` ([`crate::group::offsets_topic::offsets_partition`] computes
 //! the same function). Each shard is one [`Coordinator`] with its own
 //! policy-driven machine and state log.
 //!
@@ -164,7 +164,10 @@ impl TxnShards {
         if self.count == 1 {
             return 0;
         }
-        let p = u32::try_from(super::offsets_partition(transactional_id)).unwrap_or(0);
+        let p = u32::try_from(crate::group::offsets_topic::offsets_partition(
+            transactional_id,
+        ))
+        .unwrap_or(0);
         p % self.count
     }
 
@@ -297,7 +300,10 @@ pub async fn seed(
         store.append(&record).await?;
         return Ok(data_dir.join(DIR));
     }
-    let shard = u32::try_from(super::offsets_partition(&entry.transactional_id)).unwrap_or(0)
+    let shard = u32::try_from(crate::group::offsets_topic::offsets_partition(
+        &entry.transactional_id,
+    ))
+    .unwrap_or(0)
         % CLUSTER_SHARDS;
     let dir = TxnShards::shard_dir(data_dir, shard);
     // Below the first leader's epoch (0).

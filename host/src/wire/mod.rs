@@ -4,10 +4,10 @@
 //! ours (Kafka 3.7's ranges, bounded by what the codec decodes).
 
 pub mod api;
-pub mod codes;
+pub mod handled;
+pub mod versions;
+use crate::codes;
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
@@ -16,99 +16,8 @@ use kafka_protocol::protocol::{Decodable, Encodable};
 
 use crate::broker::Broker;
 
-/// (api key, min version, max version) we advertise and accept.
-pub const VERSIONS: &[(ApiKey, i16, i16)] = &[
-    (ApiKey::Produce, 3, 10),
-    (ApiKey::Fetch, 4, 16),
-    (ApiKey::ListOffsets, 1, 8),
-    (ApiKey::Metadata, 0, 12),
-    (ApiKey::ApiVersions, 0, 3),
-    (ApiKey::CreateTopics, 2, 7),
-    (ApiKey::DeleteTopics, 1, 6),
-    (ApiKey::DeleteRecords, 0, 2),
-    (ApiKey::CreatePartitions, 0, 3),
-    (ApiKey::InitProducerId, 0, 4),
-    (ApiKey::AddPartitionsToTxn, 0, 4),
-    (ApiKey::AddOffsetsToTxn, 0, 3),
-    (ApiKey::EndTxn, 0, 3),
-    (ApiKey::TxnOffsetCommit, 0, 3),
-    // Kafka 3.7 speaks 0-1; kafka-protocol decodes only v1 (the flexible
-    // version, which kaas's own coordinators send).
-    (ApiKey::WriteTxnMarkers, 1, 1),
-    (ApiKey::DescribeConfigs, 1, 4),
-    (ApiKey::DescribeProducers, 0, 0),
-    (ApiKey::DescribeTransactions, 0, 0),
-    (ApiKey::ListTransactions, 0, 0),
-    // Consumer groups (group::). Kafka 3.7's maxima; minima bounded by what
-    // kafka-protocol decodes (OffsetCommit 2+, OffsetFetch 1+,
-    // OffsetForLeaderEpoch 2+).
-    (ApiKey::FindCoordinator, 0, 4),
-    (ApiKey::JoinGroup, 0, 9),
-    (ApiKey::SyncGroup, 0, 5),
-    (ApiKey::Heartbeat, 0, 4),
-    (ApiKey::LeaveGroup, 0, 5),
-    (ApiKey::DescribeGroups, 0, 5),
-    (ApiKey::ListGroups, 0, 4),
-    (ApiKey::DeleteGroups, 0, 2),
-    (ApiKey::OffsetCommit, 2, 9),
-    (ApiKey::OffsetFetch, 1, 9),
-    (ApiKey::OffsetDelete, 0, 0),
-    (ApiKey::OffsetForLeaderEpoch, 2, 4),
-    // End of consumer groups.
-    // Security (issue 16): SASL (served by security::authenticate on SASL
-    // listeners) and KIP-554's SCRAM credential APIs.
-    (ApiKey::SaslHandshake, 0, 1),
-    (ApiKey::SaslAuthenticate, 0, 2),
-    (ApiKey::DescribeUserScramCredentials, 0, 0),
-    (ApiKey::AlterUserScramCredentials, 0, 0),
-    // ACL admin (issue 16): Kafka 3.7 speaks 0-3; kafka-protocol decodes
-    // 1-3 (v0 lacks the pattern type fields; clients use v1+).
-    (ApiKey::DescribeAcls, 1, 3),
-    (ApiKey::CreateAcls, 1, 3),
-    (ApiKey::DeleteAcls, 1, 3),
-];
-
-/// The advertised range of an API, if we implement it.
-pub fn range(key: ApiKey) -> Option<(i16, i16)> {
-    VERSIONS
-        .iter()
-        .find(|(k, _, _)| *k == key)
-        .map(|&(_, lo, hi)| (lo, hi))
-}
-
-/// A readable API name for logs and metrics.
-pub fn api_name(key: i16) -> String {
-    ApiKey::try_from(key).map_or_else(|_| format!("unknown_{key}"), |k| format!("{k:?}"))
-}
-
-/// A future resolving to a response.
-pub type Pending = Pin<Box<dyn Future<Output = ResponseKind> + Send>>;
-
-/// What a handler produced.
-// Moved once per request; boxing the response would only add an allocation.
-#[allow(clippy::large_enum_variant)]
-pub enum Handled {
-    /// Respond with this.
-    Now(ResponseKind),
-    /// Respond when this resolves (durability waits, long polls).
-    Later(Pending),
-    /// Send nothing (Produce with acks=0).
-    Nothing,
-    /// Send these bytes as a raw size-prefixed frame with no response
-    /// header (SASL tokens after SaslHandshake v0).
-    Raw(Vec<u8>),
-}
-
-impl std::fmt::Debug for Handled {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Handled::Now(_) => "Handled::Now",
-            Handled::Later(_) => "Handled::Later",
-            Handled::Nothing => "Handled::Nothing",
-            Handled::Raw(_) => "Handled::Raw",
-        })
-    }
-}
+pub use handled::{Handled, Pending, Request};
+pub use versions::{VERSIONS, range};
 
 /// Why a frame gets no response and its connection is closed.
 #[derive(Debug, thiserror::Error)]
@@ -125,17 +34,6 @@ pub enum FrameError {
         version: i16,
         reason: String,
     },
-}
-
-/// A decoded request ready for dispatch.
-#[derive(Debug)]
-pub struct Request {
-    pub api_key: ApiKey,
-    pub version: i16,
-    pub correlation_id: i32,
-    pub header: RequestHeader,
-    /// None for ApiVersions requests newer than we speak (KIP-511).
-    pub body: Option<RequestKind>,
 }
 
 /// Decodes one frame (without its size prefix).

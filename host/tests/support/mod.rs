@@ -13,7 +13,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kaas::broker::{Broker, BrokerConfig};
+use kaas::broker::Broker;
+use kaas::config::BrokerConfig;
 use kaas::log::FsyncMode;
 use kaas::policy::{PolicyRuntime, SandboxLimits};
 

@@ -14,10 +14,11 @@ use kafka_protocol::messages::{
 };
 
 use crate::broker::Broker;
+use crate::clock::now_ms;
+use crate::codes;
 use crate::policy::{AddPartitionsRequest, TopicPartition};
 use crate::security::Operation;
-use crate::txn::coordinator::now_ms;
-use crate::wire::{Handled, codes};
+use crate::wire::handled::Handled;
 
 pub fn handle(
     broker: &Arc<Broker>,
@@ -42,8 +43,8 @@ pub fn handle(
             return refused(codes::INVALID_PRODUCER_ID_MAPPING);
         }
         let tp = TopicPartition {
-            topic: crate::txn::OFFSETS_TOPIC.into(),
-            partition: crate::txn::offsets_partition(&req.group_id.0),
+            topic: crate::group::offsets_topic::OFFSETS_TOPIC.into(),
+            partition: crate::group::offsets_topic::offsets_partition(&req.group_id.0),
         };
         let request = AddPartitionsRequest {
             transactional_id: req.transactional_id.0.to_string(),
@@ -56,7 +57,7 @@ pub fn handle(
         };
         let code = match broker.txn.for_txn(&request.transactional_id) {
             Some(c) => c.add_partitions(&broker, &request).await.0,
-            None => crate::wire::codes::NOT_COORDINATOR,
+            None => crate::codes::NOT_COORDINATOR,
         };
         ResponseKind::AddOffsetsToTxn(AddOffsetsToTxnResponse::default().with_error_code(code))
     }))

@@ -24,12 +24,12 @@ use kafka_protocol::messages::{
 };
 
 use crate::broker::Broker;
+use crate::clock::now_ms;
 use crate::policy::{AddPartitionsRequest, TopicPartition};
 use crate::security::Operation;
-use crate::txn::coordinator::now_ms;
-use crate::wire::Handled;
+use crate::wire::handled::Handled;
 
-use crate::wire::codes::{
+use crate::codes::{
     INVALID_PRODUCER_ID_MAPPING, OPERATION_NOT_ATTEMPTED, TOPIC_AUTHORIZATION_FAILED,
     TRANSACTIONAL_ID_AUTHORIZATION_FAILED, UNKNOWN_TOPIC_OR_PARTITION,
 };
@@ -132,7 +132,7 @@ async fn one(
         };
         let (code, per) = match broker.txn.for_txn(&req.transactional_id) {
             Some(c) => c.add_partitions(broker, &req).await,
-            None => (crate::wire::codes::NOT_COORDINATOR, Vec::new()),
+            None => (crate::codes::NOT_COORDINATOR, Vec::new()),
         };
         if per.len() == parts.len() {
             per
@@ -168,7 +168,7 @@ pub fn handle(
         if !gate.cluster(Operation::ClusterAction) {
             return Handled::Now(ResponseKind::AddPartitionsToTxn(
                 AddPartitionsToTxnResponse::default()
-                    .with_error_code(crate::wire::codes::CLUSTER_AUTHORIZATION_FAILED),
+                    .with_error_code(crate::codes::CLUSTER_AUTHORIZATION_FAILED),
             ));
         }
     }

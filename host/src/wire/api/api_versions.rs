@@ -6,7 +6,8 @@
 use kafka_protocol::messages::api_versions_response::ApiVersion;
 use kafka_protocol::messages::{ApiVersionsResponse, ResponseKind};
 
-use crate::wire::{VERSIONS, codes};
+use crate::codes;
+use crate::wire::versions::VERSIONS;
 
 fn table() -> Vec<ApiVersion> {
     VERSIONS

@@ -12,11 +12,11 @@ use kafka_protocol::messages::{ApiKey, CreateAclsRequest, CreateAclsResponse, Re
 
 use super::sb;
 use crate::broker::Broker;
+use crate::codes;
 use crate::security::Session;
 use crate::security::acl::{CLUSTER_NAME, Operation, ResourceType};
 use crate::security::acl_filter::{AclFields, new_binding};
 use crate::security::authorizer::AclChangeError;
-use crate::wire::codes;
 
 /// The message of SECURITY_DISABLED answers (the three ACL APIs).
 pub const NO_AUTHORIZER: &str = "No authorizer is configured on the broker (--authorizer)";

@@ -18,9 +18,9 @@ use kafka_protocol::messages::{ApiKey, CreateTopicsRequest, CreateTopicsResponse
 
 use super::sb;
 use crate::broker::Broker;
+use crate::codes;
 use crate::log::CreateError;
 use crate::security::Operation;
-use crate::wire::codes;
 
 pub fn handle(
     broker: &Arc<Broker>,

@@ -14,10 +14,10 @@ use kafka_protocol::messages::{ApiKey, DeleteAclsRequest, DeleteAclsResponse, Re
 use super::create_acls::{CLUSTER_DENIED, NO_AUTHORIZER};
 use super::sb;
 use crate::broker::Broker;
+use crate::codes;
 use crate::security::Session;
 use crate::security::acl::{AclBinding, CLUSTER_NAME, Operation, ResourceType};
 use crate::security::acl_filter::{AclFields, AclFilter};
-use crate::wire::codes;
 
 fn failed(code: i16, message: &str) -> DeleteAclsFilterResult {
     DeleteAclsFilterResult::default()

@@ -9,7 +9,7 @@ use kafka_protocol::messages::{ApiKey, DeleteGroupsRequest, DeleteGroupsResponse
 
 use crate::broker::Broker;
 use crate::security::Operation;
-use crate::wire::Handled;
+use crate::wire::handled::Handled;
 
 pub fn handle(
     broker: &Arc<Broker>,
@@ -38,11 +38,9 @@ pub fn handle(
         .zip(allowed)
         .map(|(g, ok)| {
             let code = if ok {
-                codes
-                    .next()
-                    .unwrap_or(crate::wire::codes::UNKNOWN_SERVER_ERROR)
+                codes.next().unwrap_or(crate::codes::UNKNOWN_SERVER_ERROR)
             } else {
-                crate::wire::codes::GROUP_AUTHORIZATION_FAILED
+                crate::codes::GROUP_AUTHORIZATION_FAILED
             };
             DeletableGroupResult::default()
                 .with_group_id(g)

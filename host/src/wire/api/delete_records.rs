@@ -8,9 +8,9 @@ use kafka_protocol::messages::delete_records_response::{
 use kafka_protocol::messages::{ApiKey, DeleteRecordsRequest, DeleteRecordsResponse, ResponseKind};
 
 use crate::broker::Broker;
+use crate::codes;
 use crate::log::partition::ReadError;
 use crate::security::Operation;
-use crate::wire::codes;
 
 pub fn handle(
     broker: &Arc<Broker>,

@@ -10,8 +10,8 @@ use kafka_protocol::messages::{
 
 use super::sb;
 use crate::broker::Broker;
+use crate::codes;
 use crate::security::Operation;
-use crate::wire::codes;
 
 pub fn handle(
     broker: &Arc<Broker>,

@@ -11,10 +11,10 @@ use kafka_protocol::messages::{ApiKey, DescribeAclsRequest, DescribeAclsResponse
 use super::create_acls::{CLUSTER_DENIED, NO_AUTHORIZER};
 use super::sb;
 use crate::broker::Broker;
+use crate::codes;
 use crate::security::Session;
 use crate::security::acl::{AclBinding, CLUSTER_NAME, Operation, ResourceType};
 use crate::security::acl_filter::{AclFields, AclFilter};
-use crate::wire::codes;
 
 fn error(code: i16, message: &str) -> ResponseKind {
     ResponseKind::DescribeAcls(

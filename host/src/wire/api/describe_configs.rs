@@ -12,9 +12,9 @@ use kafka_protocol::messages::{
 
 use super::sb;
 use crate::broker::Broker;
+use crate::codes;
 use crate::log::LogConfig;
 use crate::security::Operation;
-use crate::wire::codes;
 
 const TOPIC: i8 = 2;
 const BROKER: i8 = 4;

@@ -38,7 +38,7 @@ pub fn handle(
                 .with_authorized_operations(operations)
                 .with_group_id(id.clone());
             if !gate.group(Operation::Describe, &id.0) {
-                return base.with_error_code(crate::wire::codes::GROUP_AUTHORIZATION_FAILED);
+                return base.with_error_code(crate::codes::GROUP_AUTHORIZATION_FAILED);
             }
             let described = match broker.groups.for_group(&id.0) {
                 Some(groups) => groups.describe(&id.0),

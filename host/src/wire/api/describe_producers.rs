@@ -32,7 +32,7 @@ pub fn handle(
                 .map(|&p| {
                     let r = PartitionResponse::default().with_partition_index(p);
                     if !allowed {
-                        return r.with_error_code(crate::wire::codes::TOPIC_AUTHORIZATION_FAILED);
+                        return r.with_error_code(crate::codes::TOPIC_AUTHORIZATION_FAILED);
                     }
                     let Some(part) = broker.logs.partition(&t.name.0, p) else {
                         return r.with_error_code(broker.not_here(&t.name.0, p));

@@ -45,13 +45,13 @@ pub fn handle(
             let base = TransactionState::default().with_transactional_id(id.clone());
             if !gate.txn(Operation::Describe, &id.0) {
                 return base
-                    .with_error_code(crate::wire::codes::TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+                    .with_error_code(crate::codes::TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
                     .with_transaction_state(sb(""));
             }
             // Cluster mode: the id's coordinator is another broker.
             let Some(c) = broker.txn.for_txn(&id.0) else {
                 return base
-                    .with_error_code(crate::wire::codes::NOT_COORDINATOR)
+                    .with_error_code(crate::codes::NOT_COORDINATOR)
                     .with_transaction_state(sb(""));
             };
             let machine = c.machine();

@@ -10,9 +10,10 @@ use std::sync::Arc;
 use kafka_protocol::messages::{ApiKey, EndTxnRequest, EndTxnResponse, ProducerId, ResponseKind};
 
 use crate::broker::Broker;
+use crate::clock::now_ms;
+use crate::codes;
 use crate::security::Operation;
-use crate::txn::coordinator::now_ms;
-use crate::wire::{Handled, codes};
+use crate::wire::handled::Handled;
 
 fn refused(code: i16) -> ResponseKind {
     ResponseKind::EndTxn(
@@ -49,7 +50,7 @@ pub fn handle(
         };
         let code = match broker.txn.for_txn(&request.transactional_id) {
             Some(c) => c.end_txn(&broker, &request).await,
-            None => crate::wire::codes::NOT_COORDINATOR,
+            None => crate::codes::NOT_COORDINATOR,
         };
         ResponseKind::EndTxn(
             EndTxnResponse::default()

@@ -32,10 +32,11 @@ use kafka_protocol::messages::{
 
 use super::{leader_epoch, topic_name};
 use crate::broker::Broker;
+use crate::codes;
 use crate::log::Topic;
 use crate::log::partition::ReadError;
 use crate::security::Operation;
-use crate::wire::{Handled, codes};
+use crate::wire::handled::Handled;
 
 const FETCH_SESSION_ID_NOT_FOUND: i16 = 70;
 

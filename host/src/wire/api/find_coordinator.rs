@@ -15,8 +15,8 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::sb;
 use crate::broker::Broker;
+use crate::codes;
 use crate::security::Operation;
-use crate::wire::codes;
 
 const GROUP: i8 = 0;
 const TRANSACTION: i8 = 1;

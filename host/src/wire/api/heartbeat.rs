@@ -6,8 +6,8 @@ use std::sync::Arc;
 use kafka_protocol::messages::{ApiKey, HeartbeatRequest, HeartbeatResponse, ResponseKind};
 
 use crate::broker::Broker;
+use crate::codes;
 use crate::security::Operation;
-use crate::wire::codes;
 
 pub fn handle(
     broker: &Arc<Broker>,

@@ -16,10 +16,11 @@ use kafka_protocol::messages::{
 };
 
 use crate::broker::Broker;
+use crate::codes;
 use crate::security::pid_owners::Owner;
 use crate::security::{Operation, ResourceType, Session};
 use crate::txn::machine::InitProducerId;
-use crate::wire::{Handled, codes};
+use crate::wire::handled::Handled;
 
 fn refused_kind(code: i16) -> ResponseKind {
     ResponseKind::InitProducerId(

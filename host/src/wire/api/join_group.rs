@@ -17,7 +17,7 @@ use crate::broker::Broker;
 use crate::group::outcome::join_answer;
 use crate::group::{JoinOutcome, JoinRequest, Reply};
 use crate::security::Operation;
-use crate::wire::Handled;
+use crate::wire::handled::Handled;
 
 fn ms(v: i32) -> Duration {
     Duration::from_millis(u64::try_from(v).unwrap_or(0))
@@ -62,7 +62,7 @@ pub fn handle(
     let member_id = join.member_id.clone();
     let mut gate = super::Gate::new(broker, session, ApiKey::JoinGroup);
     if !gate.group(Operation::Read, &req.group_id.0) {
-        let o = JoinOutcome::error(&member_id, crate::wire::codes::GROUP_AUTHORIZATION_FAILED);
+        let o = JoinOutcome::error(&member_id, crate::codes::GROUP_AUTHORIZATION_FAILED);
         return Handled::Now(response(o, version));
     }
     let Some(groups) = broker.groups.for_group(&req.group_id.0) else {

@@ -6,7 +6,7 @@
 //! broker has not become yet (UNKNOWN_LEADER_EPOCH); -1 (or any negative
 //! epoch) means the client gave none. Pure: it reads nothing.
 
-use crate::wire::codes;
+use crate::codes;
 
 /// The error for a request naming `requested` as the current leader epoch
 /// of a partition led at `current`; NONE when it may go on.

@@ -16,8 +16,9 @@ use kafka_protocol::messages::{ApiKey, ListOffsetsRequest, ListOffsetsResponse, 
 
 use super::leader_epoch;
 use crate::broker::Broker;
+use crate::codes;
 use crate::security::Operation;
-use crate::wire::{Handled, codes};
+use crate::wire::handled::Handled;
 
 pub fn handle(
     broker: &Arc<Broker>,

@@ -11,9 +11,9 @@ use kafka_protocol::messages::{
 
 use super::sb;
 use crate::broker::Broker;
+use crate::clock::now_ms;
 use crate::policy::state_name;
 use crate::security::{Operation, ResourceType};
-use crate::txn::coordinator::now_ms;
 
 const KNOWN: [&str; 6] = [
     "Empty",

@@ -26,9 +26,9 @@ use kafka_protocol::messages::{ApiKey, BrokerId, MetadataRequest, MetadataRespon
 
 use super::{sb, topic_name};
 use crate::broker::Broker;
+use crate::codes;
 use crate::log::{Topic, TopicMeta};
 use crate::security::{Operation, ResourceType};
-use crate::wire::codes;
 
 /// Whether answering `req` may create topics (file-system work the caller
 /// runs off the async runtime).

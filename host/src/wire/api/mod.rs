@@ -37,18 +37,7 @@ pub mod sync_group;
 pub mod txn_offset_commit;
 pub mod write_txn_markers;
 
-use kafka_protocol::messages::TopicName;
-use kafka_protocol::protocol::StrBytes;
-
-/// A topic name for a response.
-pub(crate) fn topic_name(s: &str) -> TopicName {
-    TopicName(StrBytes::from_string(s.to_owned()))
-}
-
-/// A string for a response.
-pub(crate) fn sb(s: &str) -> StrBytes {
-    StrBytes::from_string(s.to_owned())
-}
+pub(crate) use crate::names::{sb, topic_name};
 
 /// One request's authorization checks (issue 16): each distinct
 /// (operation, resource) is decided once, so a request naming many

@@ -14,7 +14,7 @@ use kafka_protocol::messages::{ApiKey, OffsetCommitRequest, OffsetCommitResponse
 use crate::broker::Broker;
 use crate::group::{Committed, codes};
 use crate::security::Operation;
-use crate::wire::Handled;
+use crate::wire::handled::Handled;
 
 /// (topic index, partition, code or None while it waits on the group).
 pub(crate) type Slot = (usize, i32, Option<i16>);
@@ -53,7 +53,7 @@ pub(crate) fn check<'a>(
     for r in requested {
         let metadata = r.metadata.unwrap_or_default();
         let code = if !topic_allowed(r.topic) {
-            Some(crate::wire::codes::TOPIC_AUTHORIZATION_FAILED)
+            Some(crate::codes::TOPIC_AUTHORIZATION_FAILED)
         } else if !broker.has_partition(r.topic, r.partition) {
             Some(codes::UNKNOWN_TOPIC_OR_PARTITION)
         } else if metadata.len() > max_metadata {
@@ -85,7 +85,7 @@ pub fn handle(
 ) -> Handled {
     let mut gate = super::Gate::new(broker, session, ApiKey::OffsetCommit);
     let group_allowed = gate.group(Operation::Read, &req.group_id.0);
-    let now_ms = crate::txn::coordinator::now_ms();
+    let now_ms = crate::clock::now_ms();
     // v2–v4 may ask for a retention of their own (-1: the broker's).
     let expire_ms = ((2..=4).contains(&version) && req.retention_time_ms != -1)
         .then(|| now_ms.saturating_add(req.retention_time_ms));
@@ -112,7 +112,7 @@ pub fn handle(
         return Handled::Now(response(
             &names,
             &slots,
-            crate::wire::codes::GROUP_AUTHORIZATION_FAILED,
+            crate::codes::GROUP_AUTHORIZATION_FAILED,
         ));
     }
     let (slots, entries) = check(broker, requested, now_ms, expire_ms, &mut |t| {

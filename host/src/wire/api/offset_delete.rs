@@ -13,7 +13,7 @@ use kafka_protocol::messages::{ApiKey, OffsetDeleteRequest, OffsetDeleteResponse
 use crate::broker::Broker;
 use crate::group::codes;
 use crate::security::Operation;
-use crate::wire::Handled;
+use crate::wire::handled::Handled;
 
 pub fn handle(
     broker: &Arc<Broker>,
@@ -25,7 +25,7 @@ pub fn handle(
     if !gate.group(Operation::Delete, &req.group_id.0) {
         return Handled::Now(ResponseKind::OffsetDelete(
             OffsetDeleteResponse::default()
-                .with_error_code(crate::wire::codes::GROUP_AUTHORIZATION_FAILED),
+                .with_error_code(crate::codes::GROUP_AUTHORIZATION_FAILED),
         ));
     }
     // (topic index, partition, Some(code) for an unknown topic)
@@ -38,7 +38,7 @@ pub fn handle(
                 slots.push((
                     ti,
                     p.partition_index,
-                    Some(crate::wire::codes::TOPIC_AUTHORIZATION_FAILED),
+                    Some(crate::codes::TOPIC_AUTHORIZATION_FAILED),
                 ));
             } else if !broker.has_partition(&topic, p.partition_index) {
                 slots.push((

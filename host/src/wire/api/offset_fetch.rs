@@ -93,7 +93,7 @@ fn fetch_authorized(
     require_stable: bool,
 ) -> Result<Vec<FetchedTopic>, i16> {
     if !gate.group(Operation::Describe, group) {
-        return Err(crate::wire::codes::GROUP_AUTHORIZATION_FAILED);
+        return Err(crate::codes::GROUP_AUTHORIZATION_FAILED);
     }
     let Some(groups) = broker.groups.for_group(group) else {
         return Err(crate::group::codes::NOT_COORDINATOR);
@@ -112,7 +112,7 @@ fn fetch_authorized(
             out.extend(denied.into_iter().map(|(t, ps)| {
                 let parts = ps
                     .into_iter()
-                    .map(|p| (p, None, crate::wire::codes::TOPIC_AUTHORIZATION_FAILED))
+                    .map(|p| (p, None, crate::codes::TOPIC_AUTHORIZATION_FAILED))
                     .collect();
                 (t, parts)
             }));

@@ -17,8 +17,8 @@ use kafka_protocol::messages::{
 
 use super::leader_epoch;
 use crate::broker::Broker;
+use crate::codes;
 use crate::security::Operation;
-use crate::wire::codes;
 
 pub fn handle(
     broker: &Arc<Broker>,

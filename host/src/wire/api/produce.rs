@@ -20,13 +20,14 @@ use kafka_protocol::messages::produce_response::{PartitionProduceResponse, Topic
 use kafka_protocol::messages::{ApiKey, ProduceRequest, ProduceResponse, ResponseKind};
 
 use crate::broker::Broker;
+use crate::codes;
 use crate::log::batch::BatchError;
 use crate::log::partition::{AppendError, Appended};
 use crate::log::producer::ProducerError;
 use crate::log::{FsyncMode, Partition};
 use crate::security::Operation;
 use crate::security::pid_owners::Owner;
-use crate::wire::{Handled, codes};
+use crate::wire::handled::Handled;
 
 /// The Kafka error code for a refused append.
 pub fn append_error_code(e: &AppendError) -> i16 {
@@ -411,9 +412,7 @@ fn append(
         // recover with a KIP-360 epoch bump. (librdkafka treats an
         // OUT_OF_ORDER_SEQUENCE_NUMBER on the next expected sequence as fatal
         // "sequence desynchronization", so that code cannot drive the bump.)
-        if h.base_sequence > 0
-            && crate::txn::coordinator::fault_once("produce-unknown-producer-id-once")
-        {
+        if h.base_sequence > 0 && crate::fault::once("produce-unknown-producer-id-once") {
             return Err(UNKNOWN_PRODUCER_ID);
         }
         let Some(txn_id) = transactional_id else {

@@ -19,10 +19,11 @@ use kafka_protocol::messages::{
 
 use super::sb;
 use crate::broker::Broker;
+use crate::codes;
 use crate::security::acl::CLUSTER_NAME;
 use crate::security::credentials::{CredentialError, ScramMechanism};
 use crate::security::{Operation, ResourceType, Session};
-use crate::wire::{Handled, codes};
+use crate::wire::handled::Handled;
 
 /// Most users one request may name.
 const MAX_USERS_PER_REQUEST: usize = 1000;

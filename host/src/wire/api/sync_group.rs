@@ -11,7 +11,7 @@ use crate::broker::Broker;
 use crate::group::outcome::sync_answer;
 use crate::group::{Reply, SyncOutcome, SyncRequest};
 use crate::security::Operation;
-use crate::wire::Handled;
+use crate::wire::handled::Handled;
 
 pub fn handle(
     broker: &Arc<Broker>,
@@ -21,7 +21,7 @@ pub fn handle(
 ) -> Handled {
     let mut gate = super::Gate::new(broker, session, ApiKey::SyncGroup);
     if !gate.group(Operation::Read, &req.group_id.0) {
-        let o = SyncOutcome::error(crate::wire::codes::GROUP_AUTHORIZATION_FAILED);
+        let o = SyncOutcome::error(crate::codes::GROUP_AUTHORIZATION_FAILED);
         return Handled::Now(response(o, version));
     }
     let sync = SyncRequest {

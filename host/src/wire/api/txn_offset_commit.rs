@@ -26,7 +26,7 @@ use super::offset_commit::{Requested, Slot, check};
 use crate::broker::Broker;
 use crate::group::codes;
 use crate::security::Operation;
-use crate::wire::Handled;
+use crate::wire::handled::Handled;
 
 pub fn handle(
     broker: &Arc<Broker>,
@@ -36,9 +36,9 @@ pub fn handle(
 ) -> Handled {
     let mut gate = super::Gate::new(broker, session, ApiKey::TxnOffsetCommit);
     let whole = if !gate.txn(Operation::Write, &req.transactional_id.0) {
-        Some(crate::wire::codes::TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        Some(crate::codes::TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     } else if !gate.group(Operation::Read, &req.group_id.0) {
-        Some(crate::wire::codes::GROUP_AUTHORIZATION_FAILED)
+        Some(crate::codes::GROUP_AUTHORIZATION_FAILED)
     } else {
         None
     };
@@ -63,16 +63,12 @@ pub fn handle(
             .collect();
         return Handled::Now(response(&names, &slots, code));
     }
-    let (slots, entries) = check(
-        broker,
-        requested,
-        crate::txn::coordinator::now_ms(),
-        None,
-        &mut |t| gate.topic(Operation::Read, t),
-    );
+    let (slots, entries) = check(broker, requested, crate::clock::now_ms(), None, &mut |t| {
+        gate.topic(Operation::Read, t)
+    });
     // Old clients know 15, not 14 (spec §2.3).
     let for_version = move |code: i16| {
-        if version < 2 && code == crate::wire::codes::COORDINATOR_LOAD_IN_PROGRESS {
+        if version < 2 && code == crate::codes::COORDINATOR_LOAD_IN_PROGRESS {
             codes::COORDINATOR_NOT_AVAILABLE
         } else {
             code
@@ -87,15 +83,11 @@ pub fn handle(
     Handled::Later(Box::pin(async move {
         if !super::owns_producer_id(&broker, &session, "TxnOffsetCommit", req.producer_id.0).await {
             let all: Vec<Slot> = slots.iter().map(|&(ti, p, _)| (ti, p, None)).collect();
-            return response(
-                &names,
-                &all,
-                crate::wire::codes::INVALID_PRODUCER_ID_MAPPING,
-            );
+            return response(&names, &all, crate::codes::INVALID_PRODUCER_ID_MAPPING);
         }
         let tp = crate::policy::TopicPartition {
-            topic: crate::txn::OFFSETS_TOPIC.into(),
-            partition: crate::txn::offsets_partition(&group),
+            topic: crate::group::offsets_topic::OFFSETS_TOPIC.into(),
+            partition: crate::group::offsets_topic::offsets_partition(&group),
         };
         // The transaction's coordinator may be another broker (cluster mode).
         let verified = crate::txn::route::verify_only(
@@ -109,7 +101,7 @@ pub fn handle(
         .first()
         .copied()
         .map_or(
-            crate::wire::codes::COORDINATOR_LOAD_IN_PROGRESS,
+            crate::codes::COORDINATOR_LOAD_IN_PROGRESS,
             crate::txn::route::offsets_code,
         );
         if verified != codes::NONE {

@@ -25,10 +25,11 @@ use kafka_protocol::messages::{
 };
 
 use crate::broker::Broker;
+use crate::codes;
 use crate::policy::TopicPartition;
 use crate::security::Operation;
 use crate::txn::markers::{self, MarkerSet};
-use crate::wire::{Handled, codes};
+use crate::wire::handled::Handled;
 
 /// Most partitions (summed over markers and topics) one request may have
 /// written; Kafka's coordinators send far fewer.

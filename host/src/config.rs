@@ -1,0 +1,166 @@
+//! One broker's settings ([`BrokerConfig`]) and their defaults, under the
+//! names the command line and Kafka give them. Plain data: the parts of the
+//! broker take the fields they use from it, and nothing here reaches the
+//! running broker.
+
+use std::path::{Path, PathBuf};
+
+use crate::log::LogConfig;
+
+/// Settings of one broker.
+#[derive(Debug, Clone)]
+pub struct BrokerConfig {
+    /// This broker's id in Metadata.
+    pub node_id: i32,
+    /// Host clients should connect to.
+    pub advertised_host: String,
+    /// Port clients should connect to.
+    pub advertised_port: i32,
+    /// Cluster id in Metadata.
+    pub cluster_id: String,
+    /// Metadata creates unknown topics when the client allows it.
+    pub auto_create_topics: bool,
+    /// Partitions of an auto-created topic.
+    pub default_partitions: i32,
+    /// Largest request frame accepted; bigger ones close the connection.
+    pub max_request_bytes: usize,
+    /// Most concurrent connections.
+    pub max_connections: usize,
+    /// Data directory.
+    pub data_dir: PathBuf,
+    /// Topic defaults.
+    pub log: LogConfig,
+    /// Group coordinator settings (consumer groups).
+    pub groups: crate::group::GroupConfig,
+    /// Cluster mode's group sharding: groups map onto 50 shards, none open
+    /// at start; the cluster module opens those this broker coordinates
+    /// (`group::shards`). False: one shard holding every group, as a
+    /// single node has always had.
+    pub sharded_groups: bool,
+    /// transactional.id.expiration.ms: idle transactional ids are removed
+    /// after this long (spec §2.7).
+    pub transactional_id_expiration_ms: i64,
+    /// transaction.max.timeout.ms: the longest transaction timeout a
+    /// producer may ask for; the policy is configured with it (through its
+    /// limits) and refuses a longer one with INVALID_TRANSACTION_TIMEOUT.
+    pub transaction_max_timeout_ms: i32,
+    /// A write-ahead log file holding data this old is checkpointed
+    /// (`--fsync always`; see log::wal).
+    pub wal_checkpoint_interval: std::time::Duration,
+    // Issue 13 items 7-8 (topic creation limits):
+    /// Most partitions on this broker; a topic creation past it is refused
+    /// (`--max-partitions`).
+    pub max_partitions: usize,
+    /// Most partitions one CreateTopics may ask for, summed over its topics
+    /// (Kafka's controller refuses a request over 10,000 in the same way).
+    pub max_partitions_per_request: usize,
+    /// Most topics one Metadata request auto-creates; the others are
+    /// answered LEADER_NOT_AVAILABLE and created when the client asks again.
+    pub max_auto_created_topics_per_request: usize,
+    // Hostile clients (issue 13, items 1, 5, 8): connection and frame bounds.
+    /// connections.max.idle.ms: a connection with no request in flight that
+    /// has received and sent nothing for this long is closed.
+    pub connections_max_idle: std::time::Duration,
+    /// A request frame whose first byte has arrived must be complete within
+    /// this long (its body: within this long of the budget being granted),
+    /// and each response must be written within this long.
+    pub request_timeout: std::time::Duration,
+    /// queued.max.request.bytes: bytes of request frames (above
+    /// `server::SMALL_FRAME`) being read, decoded or dispatched at once.
+    pub queued_max_request_bytes: usize,
+    /// fetch.max.bytes: most record bytes in one Fetch response (only its
+    /// first batch may exceed it; issue 13).
+    pub fetch_max_bytes: usize,
+    // Cluster mode (issue 14):
+    /// etcd endpoints (`--etcd`); empty: single-node mode.
+    pub etcd: Vec<String>,
+    /// TTL of the broker's etcd lease (`--lease-ttl-ms`).
+    pub lease_ttl: std::time::Duration,
+    // Issue 15 item 4 (the cross-broker fence ring, cluster::fences):
+    /// How often peers' fence files are read (`--fence-poll-ms`).
+    pub fence_poll: std::time::Duration,
+    /// Bumps also go through etcd (`--fence-push`).
+    pub fence_push: bool,
+    /// Single-node mode writes the outbound fence file too (tests).
+    pub fence_log: bool,
+    // Issue 16 (security):
+    /// Whether ACLs are enforced, super users, the no-ACL default.
+    pub authorizer: crate::security::authorizer::AuthorizerConfig,
+    /// ACLs the authorizer starts with (tests; the ACL store adds its own).
+    pub acls: Vec<crate::security::acl::AclBinding>,
+    /// Most producer-id bindings kept in memory (issue 16 item 4; see
+    /// `security::pid_owners`).
+    pub max_bound_producer_ids: usize,
+    /// SASL and TLS settings.
+    pub security: crate::security::SecurityConfig,
+    /// Each listener's advertised address (empty: only
+    /// `advertised_host:advertised_port`).
+    pub advertised_listeners: Vec<crate::cluster::keys::Endpoint>,
+    /// SASL PLAIN user and password this broker logs in with on other
+    /// brokers' inter-broker (first) listener when it is SASL_PLAINTEXT.
+    pub inter_broker_login: Option<(String, String)>,
+}
+
+impl BrokerConfig {
+    /// Defaults for a broker on `data_dir`.
+    pub fn new(data_dir: &Path) -> Self {
+        BrokerConfig {
+            node_id: 1,
+            advertised_host: "127.0.0.1".into(),
+            advertised_port: 9092,
+            cluster_id: "kaas-cluster".into(),
+            auto_create_topics: true,
+            default_partitions: 4,
+            max_request_bytes: 100 << 20,
+            max_connections: 1024,
+            data_dir: data_dir.to_path_buf(),
+            log: LogConfig::default(),
+            groups: crate::group::GroupConfig::default(),
+            sharded_groups: false,
+            transactional_id_expiration_ms: DEFAULT_TRANSACTIONAL_ID_EXPIRATION_MS,
+            transaction_max_timeout_ms: crate::txn::machine::DEFAULT_MAX_TIMEOUT_MS,
+            wal_checkpoint_interval: WAL_CHECKPOINT_AGE,
+            max_partitions: DEFAULT_MAX_PARTITIONS,
+            max_partitions_per_request: DEFAULT_MAX_PARTITIONS_PER_REQUEST,
+            max_auto_created_topics_per_request: DEFAULT_MAX_AUTO_CREATED_TOPICS_PER_REQUEST,
+            connections_max_idle: std::time::Duration::from_millis(600_000),
+            request_timeout: std::time::Duration::from_millis(30_000),
+            queued_max_request_bytes: 256 << 20,
+            fetch_max_bytes: DEFAULT_FETCH_MAX_BYTES,
+            etcd: Vec::new(),
+            lease_ttl: DEFAULT_LEASE_TTL,
+            fence_poll: std::time::Duration::from_millis(2_000),
+            fence_push: true,
+            fence_log: false,
+            authorizer: Default::default(),
+            acls: Vec::new(),
+            max_bound_producer_ids: crate::security::pid_owners::DEFAULT_MAX_ENTRIES,
+            security: Default::default(),
+            advertised_listeners: Vec::new(),
+            inter_broker_login: None,
+        }
+    }
+}
+
+/// Default of `max_partitions`: one open file each to start with, which
+/// a soft limit of 20,000 descriptors holds with room for segments rolled
+/// later and for the default 1024 connections.
+pub const DEFAULT_MAX_PARTITIONS: usize = 10_000;
+/// Default of `max_partitions_per_request`: Kafka's own per-request cap.
+pub const DEFAULT_MAX_PARTITIONS_PER_REQUEST: usize = 10_000;
+/// Default of `max_auto_created_topics_per_request`.
+pub const DEFAULT_MAX_AUTO_CREATED_TOPICS_PER_REQUEST: usize = 100;
+/// Default of `lease_ttl`.
+pub const DEFAULT_LEASE_TTL: std::time::Duration = std::time::Duration::from_secs(5);
+/// How long a request to another broker may take (markers, verification).
+pub const PEER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+/// Kafka's transactional.id.expiration.ms default: 7 days.
+pub const DEFAULT_TRANSACTIONAL_ID_EXPIRATION_MS: i64 = 7 * 24 * 3600 * 1000;
+/// Kafka's default fetch.max.bytes (55 MiB).
+pub const DEFAULT_FETCH_MAX_BYTES: usize = 57_671_680;
+
+/// The default of `wal_checkpoint_interval`: a write-ahead log file whose
+/// first frame is this old is checkpointed, which bounds what a restart
+/// replays and how long old files stay (`broker` also checkpoints a file
+/// once it holds 64 MiB).
+pub const WAL_CHECKPOINT_AGE: std::time::Duration = std::time::Duration::from_secs(10);

@@ -1,0 +1,65 @@
+//! The API versions this broker advertises in ApiVersions and accepts:
+//! Kafka 3.7's ranges, bounded by what the codec decodes. A leaf, read by
+//! the frame decoder and the ApiVersions handler.
+
+use kafka_protocol::messages::ApiKey;
+
+/// (api key, min version, max version) we advertise and accept.
+pub const VERSIONS: &[(ApiKey, i16, i16)] = &[
+    (ApiKey::Produce, 3, 10),
+    (ApiKey::Fetch, 4, 16),
+    (ApiKey::ListOffsets, 1, 8),
+    (ApiKey::Metadata, 0, 12),
+    (ApiKey::ApiVersions, 0, 3),
+    (ApiKey::CreateTopics, 2, 7),
+    (ApiKey::DeleteTopics, 1, 6),
+    (ApiKey::DeleteRecords, 0, 2),
+    (ApiKey::CreatePartitions, 0, 3),
+    (ApiKey::InitProducerId, 0, 4),
+    (ApiKey::AddPartitionsToTxn, 0, 4),
+    (ApiKey::AddOffsetsToTxn, 0, 3),
+    (ApiKey::EndTxn, 0, 3),
+    (ApiKey::TxnOffsetCommit, 0, 3),
+    // Kafka 3.7 speaks 0-1; kafka-protocol decodes only v1 (the flexible
+    // version, which kaas's own coordinators send).
+    (ApiKey::WriteTxnMarkers, 1, 1),
+    (ApiKey::DescribeConfigs, 1, 4),
+    (ApiKey::DescribeProducers, 0, 0),
+    (ApiKey::DescribeTransactions, 0, 0),
+    (ApiKey::ListTransactions, 0, 0),
+    // Consumer groups (group::). Kafka 3.7's maxima; minima bounded by what
+    // kafka-protocol decodes (OffsetCommit 2+, OffsetFetch 1+,
+    // OffsetForLeaderEpoch 2+).
+    (ApiKey::FindCoordinator, 0, 4),
+    (ApiKey::JoinGroup, 0, 9),
+    (ApiKey::SyncGroup, 0, 5),
+    (ApiKey::Heartbeat, 0, 4),
+    (ApiKey::LeaveGroup, 0, 5),
+    (ApiKey::DescribeGroups, 0, 5),
+    (ApiKey::ListGroups, 0, 4),
+    (ApiKey::DeleteGroups, 0, 2),
+    (ApiKey::OffsetCommit, 2, 9),
+    (ApiKey::OffsetFetch, 1, 9),
+    (ApiKey::OffsetDelete, 0, 0),
+    (ApiKey::OffsetForLeaderEpoch, 2, 4),
+    // End of consumer groups.
+    // Security (issue 16): SASL (served by security::authenticate on SASL
+    // listeners) and KIP-554's SCRAM credential APIs.
+    (ApiKey::SaslHandshake, 0, 1),
+    (ApiKey::SaslAuthenticate, 0, 2),
+    (ApiKey::DescribeUserScramCredentials, 0, 0),
+    (ApiKey::AlterUserScramCredentials, 0, 0),
+    // ACL admin (issue 16): Kafka 3.7 speaks 0-3; kafka-protocol decodes
+    // 1-3 (v0 lacks the pattern type fields; clients use v1+).
+    (ApiKey::DescribeAcls, 1, 3),
+    (ApiKey::CreateAcls, 1, 3),
+    (ApiKey::DeleteAcls, 1, 3),
+];
+
+/// The advertised range of an API, if we implement it.
+pub fn range(key: ApiKey) -> Option<(i16, i16)> {
+    VERSIONS
+        .iter()
+        .find(|(k, _, _)| *k == key)
+        .map(|&(_, lo, hi)| (lo, hi))
+}
