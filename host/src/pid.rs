@@ -92,7 +92,7 @@ impl ProducerIdAllocator {
     async fn next_block(&self, end: i64) -> io::Result<(i64, i64)> {
         let Some(etcd) = &self.etcd else {
             let end = end + BLOCK;
-            crate::log::partition::write_atomically(&self.path, end.to_string().as_bytes())?;
+            crate::log::atomic_file::write_atomically(&self.path, end.to_string().as_bytes())?;
             return Ok((end - BLOCK, end));
         };
         let start = etcd

@@ -26,12 +26,13 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
+use super::config::GroupConfig;
 use super::journal::{self, Gate, Journal, OffsetKey, Opened};
 use super::offsets::Offsets;
 use super::outcome::{GroupOverview, GroupSummary, JoinOutcome, Reply, SyncOutcome};
 use super::record::{Committed, Record};
 use super::state::{Group, GroupState, JoinRequest, Now, SyncRequest};
-use super::{GroupConfig, codes, retention};
+use super::{codes, retention};
 use crate::log::{FsyncMode, GroupCommit};
 
 /// Longest group id accepted (the journal stores u16-length strings; the

@@ -53,7 +53,7 @@ pub fn expired(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::group::GroupConfig;
+    use crate::group::config::GroupConfig;
     use crate::group::record::GroupMeta;
     use crate::group::state::Now;
 

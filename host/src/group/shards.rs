@@ -24,10 +24,11 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 
+use super::codes;
+use super::config::GroupConfig;
 use super::coordinator::{DIR, Durable, GroupCoordinator};
 use super::journal::Gate;
 use super::outcome::GroupOverview;
-use super::{GroupConfig, codes};
 use crate::log::GroupCommit;
 
 /// Shards in cluster mode (Kafka's default `offsets.topic.num.partitions`).
@@ -299,7 +300,7 @@ impl GroupShards {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::group::Committed;
+    use crate::group::record::Committed;
     use crate::log::FsyncMode;
     use std::sync::atomic::{AtomicBool, Ordering};
 

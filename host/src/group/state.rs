@@ -25,12 +25,13 @@ use bytes::Bytes;
 use tokio::sync::oneshot;
 
 use super::codes;
+use super::config::GroupConfig;
 use super::member::Member;
 use super::outcome::{
     GroupOverview, GroupSummary, JoinOutcome, JoinedMember, MemberSummary, Reply, SyncOutcome,
 };
 use super::record::GroupMeta;
-use super::{GroupConfig, subscription};
+use super::subscription;
 
 /// How long a new member's first JoinGroup may wait before it is dropped
 /// (Kafka's `NewMemberJoinTimeoutMs`): sockets of waiting joins are muted,

@@ -5,7 +5,7 @@
 //! (last) epoch is stamped into every batch the partition writes.
 //!
 //! Kept in the partition directory as `leader-epoch-checkpoint`, replaced
-//! whole ([`super::partition::write_atomically`]) before any batch of a new
+//! whole ([`super::atomic_file::write_atomically`]) before any batch of a new
 //! epoch is written. Epochs only grow; start offsets never go down. A
 //! directory without the file (every data directory older than cluster
 //! mode) has epoch 0 from offset 0. This module touches that one file and
@@ -15,7 +15,7 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use super::partition::write_atomically;
+use super::atomic_file::write_atomically;
 
 /// The file's name in the partition directory.
 pub const FILE: &str = "leader-epoch-checkpoint";

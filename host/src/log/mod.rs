@@ -13,6 +13,7 @@
 //! into the partitions at open, and runs its checkpoints. It knows nothing
 //! of coordinators or framing.
 
+pub mod atomic_file;
 pub mod batch;
 pub mod epochs;
 pub mod partition;
@@ -780,7 +781,7 @@ impl LogManager {
         let meta_path = self.root.join("__topics").join(format!("{name}.json"));
         let written = serde_json::to_vec_pretty(&meta)
             .map_err(io::Error::other)
-            .and_then(|bytes| partition::write_atomically(&meta_path, &bytes));
+            .and_then(|bytes| atomic_file::write_atomically(&meta_path, &bytes));
         if let Err(e) = written {
             let _ = fs::remove_file(meta_path.with_extension("tmp"));
             self.remove_partition_dirs(name, count);
@@ -898,7 +899,7 @@ impl LogManager {
             configs: t.overrides.clone(),
         };
         let bytes = serde_json::to_vec_pretty(&meta).map_err(io::Error::other)?;
-        partition::write_atomically(
+        atomic_file::write_atomically(
             &self.root.join("__topics").join(format!("{name}.json")),
             &bytes,
         )?;

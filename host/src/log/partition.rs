@@ -19,6 +19,7 @@
 //! leader left ([`seal`]); a write gate ([`Partition::with_gate`]) stops
 //! every write once this broker may no longer lead.
 
+use super::atomic_file::write_atomically;
 use std::collections::BTreeMap;
 use std::fs;
 use std::io;
@@ -1401,17 +1402,6 @@ fn write_snapshot(
     b.extend_from_slice(&crc32c::crc32c(&body).to_be_bytes());
     b.extend_from_slice(&body);
     write_atomically(&dir.join(seal::snapshot_name(generation)), &b)
-}
-
-/// Writes a small file via temp file, fsync and rename.
-pub fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let tmp = path.with_extension("tmp");
-    {
-        let f = fs::File::create(&tmp)?;
-        io::Write::write_all(&mut &f, bytes)?;
-        f.sync_all()?;
-    }
-    fs::rename(&tmp, path)
 }
 
 #[cfg(test)]

@@ -132,7 +132,7 @@ pub fn save_file<'a>(path: &Path, acls: impl Iterator<Item = &'a AclBinding>) ->
     };
     let bytes =
         serde_json::to_vec_pretty(&file).map_err(|e| ctx("encoding", io::Error::other(e)))?;
-    crate::log::partition::write_atomically(path, &bytes).map_err(|e| ctx("writing", e))?;
+    crate::log::atomic_file::write_atomically(path, &bytes).map_err(|e| ctx("writing", e))?;
     crate::log::sync::sync_dir(dir).map_err(|e| ctx("syncing the directory of", e))
 }
 

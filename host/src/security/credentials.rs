@@ -354,7 +354,7 @@ impl Credentials {
         let bytes = serde_json::to_vec_pretty(&File { users })
             .context("encoding")
             .map_err(io)?;
-        crate::log::partition::write_atomically(path, &bytes)
+        crate::log::atomic_file::write_atomically(path, &bytes)
             .and_then(|()| crate::log::sync::sync_dir(dir))
             .with_context(|| format!("writing {}", path.display()))
             .map_err(io)?;

@@ -273,7 +273,7 @@ impl TxnStore {
         for r in &live {
             compacted.extend_from_slice(&frame(r));
         }
-        crate::log::partition::write_atomically(&path, &compacted)?;
+        crate::log::atomic_file::write_atomically(&path, &compacted)?;
         let file = OpenOptions::new().read(true).write(true).open(&path)?;
         let store = TxnStore {
             path,
@@ -359,7 +359,7 @@ impl TxnStore {
             return Ok(false);
         }
         self.check_gate()?;
-        crate::log::partition::write_atomically(&self.path, &bytes)?;
+        crate::log::atomic_file::write_atomically(&self.path, &bytes)?;
         st.file = Arc::new(OpenOptions::new().read(true).write(true).open(&self.path)?);
         st.size = bytes.len() as u64;
         st.tail = ZeroTail::new(st.size, CHUNK);
