@@ -27,7 +27,7 @@ use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProdu
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 
-use kaas::broker::BrokerConfig;
+use kaas::config::BrokerConfig;
 use kaas::conformance::client::Client;
 use kaas::log::FsyncMode;
 use kaas::log::batch::data_batch;
