@@ -19,7 +19,6 @@
 //! leader left ([`seal`]); a write gate ([`Partition::with_gate`]) stops
 //! every write once this broker may no longer lead.
 
-use super::atomic_file::write_atomically;
 use std::collections::BTreeMap;
 use std::fs;
 use std::io;
@@ -27,6 +26,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use super::atomic_file::write_atomically;
 use super::batch::{self, BatchHeader};
 use super::epochs::LeaderEpochs;
 use super::producer::{ProducerError, ProducerTable, Verdict};
