@@ -24,9 +24,9 @@ pub struct Broker {
     /// Requests to other brokers (cluster mode: markers, verification).
     pub peers: Arc<crate::cluster::peer::Peers>,
     pub producer_ids: crate::pid::ProducerIdAllocator,
-    pub metrics: Metrics,
+    pub metrics: Arc<Metrics>,
     /// Woken whenever a high watermark advances (Fetch long-polls wait on it).
-    pub data_ready: Notify,
+    pub data_ready: Arc<Notify>,
     /// The group coordinator shards open here: consumer groups and
     /// committed offsets.
     pub groups: crate::group::GroupShards,
@@ -141,7 +141,16 @@ impl Broker {
                 |topic| logs.topic(topic).is_some(),
             )?
         };
-        let fences = crate::cluster::fences::FenceRing::open(&config, !cluster.is_local())?;
+        let fences = crate::cluster::fences::FenceRing::open(
+            &crate::cluster::fences::RingSettings {
+                data_dir: config.data_dir.clone(),
+                node_id: config.node_id,
+                poll: config.fence_poll,
+                push: config.fence_push,
+                outbound_file: config.fence_log,
+            },
+            !cluster.is_local(),
+        )?;
         let authz = crate::security::Authorizer::open(
             config.authorizer.clone(),
             &config.data_dir,
@@ -186,8 +195,8 @@ impl Broker {
             producer_ids,
             logs,
             config,
-            metrics: Metrics::default(),
-            data_ready: Notify::new(),
+            metrics: Arc::new(Metrics::default()),
+            data_ready: Arc::new(Notify::new()),
             cluster,
             this: std::sync::OnceLock::new(),
         })
@@ -303,13 +312,11 @@ pub async fn open_clustered(
 /// found Prepare* at load, the transaction timeout reaper, write-ahead log
 /// checkpoints and, in cluster mode, the control loop.
 pub fn spawn_tasks(broker: &Arc<Broker>, reaper_every: std::time::Duration) {
+    let host = broker.txn_host();
     for c in broker.txn.all() {
-        c.resume(broker);
+        c.resume(&host);
     }
-    tokio::spawn(crate::txn::coordinator::Coordinator::run_reaper(
-        broker.clone(),
-        reaper_every,
-    ));
+    tokio::spawn(run_reaper(broker.clone(), reaper_every));
     if let crate::cluster::Cluster::Etcd { etcd, me } = &broker.cluster {
         let host: Arc<dyn crate::cluster::reconcile::Host> = broker.clone();
         tokio::spawn(crate::cluster::reconcile::run(
@@ -317,13 +324,30 @@ pub fn spawn_tasks(broker: &Arc<Broker>, reaper_every: std::time::Duration) {
             me.clone(),
             host,
         ));
-        crate::cluster::fences::spawn(broker);
+        crate::cluster::fences::spawn(broker.clone(), etcd.clone());
         // ACLs created or deleted on any broker apply here too.
         let b = broker.clone();
         tokio::spawn(async move { b.authz.follow().await });
     }
     if broker.logs.wal().is_some() || broker.logs.is_clustered() {
         tokio::spawn(run_wal_checkpoints(broker.clone()));
+    }
+}
+
+/// Runs every open shard's transaction reaper every `every` until the
+/// process ends.
+async fn run_reaper(broker: Arc<Broker>, every: std::time::Duration) {
+    let host = broker.txn_host();
+    let mut tick = tokio::time::interval(every);
+    loop {
+        tick.tick().await;
+        let mut n = 0;
+        for c in broker.txn.all() {
+            n += c.reap(&host).await;
+        }
+        if n > 0 {
+            tracing::info!(aborted = n, "timed-out transactions aborted");
+        }
     }
 }
 

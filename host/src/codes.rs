@@ -56,3 +56,8 @@ pub const DUPLICATE_RESOURCE: i16 = 92;
 pub const UNACCEPTABLE_CREDENTIAL: i16 = 93;
 // The ACL admin APIs (issue 16):
 pub const SECURITY_DISABLED: i16 = 54;
+// Transactions.
+pub const NOT_ENOUGH_REPLICAS: i16 = 19;
+pub const INVALID_TRANSACTION_TIMEOUT: i16 = 50;
+pub const CONCURRENT_TRANSACTIONS: i16 = 51;
+pub const PRODUCER_FENCED: i16 = 90;

@@ -25,6 +25,7 @@
 
 pub mod admin;
 pub mod broker;
+mod broker_ports;
 pub mod clock;
 pub mod cluster;
 pub mod codes;

@@ -526,8 +526,13 @@ where
     let conn = registered.conn.clone();
     let mut session = Arc::new(session);
     // On a SASL listener: the authenticator, and when it must be done by.
-    let mut auth =
-        sasl_deadline.map(|_| crate::security::authenticate::Authenticator::new(&broker));
+    let mut auth = sasl_deadline.map(|_| {
+        crate::security::authenticate::Authenticator::new(
+            &broker.sasl,
+            &broker.config.security,
+            broker.metrics.clone(),
+        )
+    });
     let auth_deadline = sasl_deadline.unwrap_or_else(tokio::time::Instant::now);
     // Reads the size and the body of a request (and whatever pipelined
     // requests arrived with them) in one syscall, not two per request.
@@ -690,7 +695,7 @@ where
             conn.in_flight.fetch_add(1, Ordering::AcqRel);
             conn.incomplete.store(false, Ordering::Relaxed);
             let started = Instant::now();
-            use crate::security::authenticate::Gate;
+            use crate::security::authenticate::Verdict;
             // On a SASL listener the authenticator sees every frame first;
             // after SaslHandshake v0 a frame is a bare token, not a request.
             let (gate, reply_to, req) = match auth.as_mut() {
@@ -704,14 +709,14 @@ where
                     // A too-new ApiVersions is answered in the v0 format (KIP-511).
                     let reply_version = if req.body.is_none() { 0 } else { req.version };
                     let reply_to = (req.api_key, reply_version, req.correlation_id);
-                    let gate = a.map_or(Gate::Dispatch, |a| a.request(&req, &mut session));
+                    let gate = a.map_or(Verdict::Dispatch, |a| a.request(&req, &mut session));
                     (gate, reply_to, Some(req))
                 }
             };
             let (key, reply_version, correlation) = reply_to;
             match gate {
-                Gate::Dispatch => {}
-                Gate::Answer(h) => {
+                Verdict::Dispatch => {}
+                Verdict::Answer(h) => {
                     drop(held);
                     if tx
                         .send((key, reply_version, correlation, started, h))
@@ -722,7 +727,7 @@ where
                     }
                     continue;
                 }
-                Gate::AnswerAndClose(h) => {
+                Verdict::AnswerAndClose(h) => {
                     let _ = tx.send((key, reply_version, correlation, started, h)).await;
                     // The client closes once it has read the failure:
                     // closing first can make it lose the answer
@@ -732,8 +737,8 @@ where
                     let _ = tokio::time::timeout(linger, discard_until_eof(&mut rd)).await;
                     return Ok(());
                 }
-                Gate::Close(why) => anyhow::bail!("{why}"),
-                Gate::CloseAfter(d) => {
+                Verdict::Close(why) => anyhow::bail!("{why}"),
+                Verdict::CloseAfter(d) => {
                     tokio::time::sleep(d).await;
                     anyhow::bail!("SASL authentication failed");
                 }

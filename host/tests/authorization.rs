@@ -74,7 +74,7 @@ async fn start(dir: &std::path::Path, acls: Vec<AclBinding>, names: &[&str]) -> 
     })
     .await;
     for n in names {
-        kaas::cluster::admin::create_topic(&b.broker, n, 2, Default::default(), false)
+        kaas::cluster::admin::create_topic(b.broker.topic_admin(), n, 2, Default::default(), false)
             .expect("create");
     }
     b

@@ -61,8 +61,14 @@ async fn start(dir: &std::path::Path, enabled: bool) -> InProcess {
     })
     .await;
     if b.broker.logs.topic("t").is_none() {
-        kaas::cluster::admin::create_topic(&b.broker, "t", 2, Default::default(), false)
-            .expect("create");
+        kaas::cluster::admin::create_topic(
+            b.broker.topic_admin(),
+            "t",
+            2,
+            Default::default(),
+            false,
+        )
+        .expect("create");
     }
     b
 }

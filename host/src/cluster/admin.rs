@@ -1,14 +1,26 @@
 //! Topic administration through the seam: CreateTopics, DeleteTopics,
 //! CreatePartitions and Metadata's auto-creation call these, and they work
-//! from any broker. Single-node mode changes the local log; cluster mode
+//! from any admin. Single-node mode changes the local log; cluster mode
 //! agrees the change in etcd, and each partition's leader then opens (or
 //! removes) its files. Blocking: callers run off the async runtime.
+//!
+//! It touches the log's topic list and the cluster view, handed in as
+//! [`TopicAdmin`].
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use crate::broker::Broker;
-use crate::log::{CreateError, TopicMeta};
+use super::Cluster;
+use crate::log::{CreateError, LogManager, TopicMeta};
+
+/// What topic administration changes: the local log, the cluster view
+/// (etcd in cluster mode) and the partition limit (`--max-partitions`).
+#[derive(Debug, Clone, Copy)]
+pub struct TopicAdmin<'a> {
+    pub logs: &'a LogManager,
+    pub cluster: &'a Cluster,
+    pub max_partitions: usize,
+}
 
 /// How long a creation waits for its partitions to have leaders before it
 /// answers (clients retry LEADER_NOT_AVAILABLE after that anyway).
@@ -34,14 +46,14 @@ fn partitions_in(view: &super::etcd::View) -> usize {
 
 /// Creates a topic (or checks that it could be, with `validate_only`).
 pub fn create_topic(
-    broker: &Broker,
+    admin: TopicAdmin<'_>,
     name: &str,
     partitions: i32,
     overrides: BTreeMap<String, String>,
     validate_only: bool,
 ) -> Result<TopicMeta, CreateError> {
-    let Some(etcd) = broker.cluster.etcd() else {
-        let t = broker
+    let Some(etcd) = admin.cluster.etcd() else {
+        let t = admin
             .logs
             .create_topic(name, partitions, overrides, validate_only)?;
         return Ok(TopicMeta {
@@ -56,7 +68,7 @@ pub fn create_topic(
         return Err(CreateError::Exists(name.into()));
     }
     let existing = partitions_in(&view);
-    let meta = broker
+    let meta = admin
         .logs
         .plan_topic(name, partitions, &overrides, existing)?;
     if validate_only {
@@ -65,7 +77,7 @@ pub fn create_topic(
     if !block_on(etcd.create_topic(&meta))?.map_err(etcd_err)? {
         return Err(CreateError::Exists(name.into()));
     }
-    settle(broker, |v| {
+    settle(admin, |v| {
         (0..meta.partitions).all(|p| {
             v.leaders
                 .contains_key(&super::Unit::Partition(name.into(), p))
@@ -76,8 +88,8 @@ pub fn create_topic(
 
 /// Waits (up to [`SETTLE`]) until the view satisfies `done`, then brings
 /// the local topic list up to date with it.
-fn settle(broker: &Broker, done: impl Fn(&super::etcd::View) -> bool) {
-    let Some(etcd) = broker.cluster.etcd() else {
+fn settle(admin: TopicAdmin<'_>, done: impl Fn(&super::etcd::View) -> bool) {
+    let Some(etcd) = admin.cluster.etcd() else {
         return;
     };
     let until = Instant::now() + SETTLE;
@@ -86,19 +98,19 @@ fn settle(broker: &Broker, done: impl Fn(&super::etcd::View) -> bool) {
             etcd.changed_or(Duration::from_millis(100)).await;
         }
     });
-    broker.logs.sync_topics(&etcd.view().topics);
+    admin.logs.sync_topics(&etcd.view().topics);
 }
 
 /// Deletes a topic; false if it did not exist.
-pub fn delete_topic(broker: &Broker, name: &str) -> std::io::Result<bool> {
-    let Some(etcd) = broker.cluster.etcd() else {
-        return broker.logs.delete_topic(name);
+pub fn delete_topic(admin: TopicAdmin<'_>, name: &str) -> std::io::Result<bool> {
+    let Some(etcd) = admin.cluster.etcd() else {
+        return admin.logs.delete_topic(name);
     };
     let deleted = block_on(etcd.delete_topic(name))
         .map_err(|e| std::io::Error::other(e.to_string()))?
         .map_err(|e| std::io::Error::other(e.to_string()))?;
     if deleted {
-        settle(broker, |v| !v.topics.contains_key(name));
+        settle(admin, |v| !v.topics.contains_key(name));
     }
     Ok(deleted)
 }
@@ -108,14 +120,14 @@ pub type Refusal = (i16, String);
 
 /// Grows a topic to `count` partitions.
 pub fn create_partitions(
-    broker: &Broker,
+    admin: TopicAdmin<'_>,
     name: &str,
     count: i32,
     validate_only: bool,
 ) -> Result<(), Refusal> {
     use crate::codes;
-    let current = match broker.cluster.etcd() {
-        None => broker.logs.topic(name).map(|t| t.partition_count),
+    let current = match admin.cluster.etcd() {
+        None => admin.logs.topic(name).map(|t| t.partition_count),
         Some(etcd) => etcd.view().topics.get(name).map(|m| m.partitions),
     };
     let Some(current) = current else {
@@ -137,16 +149,16 @@ pub fn create_partitions(
         ));
     }
     let added = usize::try_from(count - current).unwrap_or(0);
-    let total = match broker.cluster.etcd() {
-        None => broker.logs.partition_count(),
+    let total = match admin.cluster.etcd() {
+        None => admin.logs.partition_count(),
         Some(etcd) => partitions_in(&etcd.view()),
     };
-    if total.saturating_add(added) > broker.config.max_partitions {
+    if total.saturating_add(added) > admin.max_partitions {
         return Err((
             codes::POLICY_VIOLATION,
             format!(
                 "{added} more partitions would take the cluster past its limit of {} ({total} exist; --max-partitions)",
-                broker.config.max_partitions
+                admin.max_partitions
             ),
         ));
     }
@@ -154,8 +166,8 @@ pub fn create_partitions(
         return Ok(());
     }
     let storage = |e: String| (codes::KAFKA_STORAGE_ERROR, e);
-    match broker.cluster.etcd() {
-        None => broker
+    match admin.cluster.etcd() {
+        None => admin
             .logs
             .add_partitions(name, count)
             .map_err(|e| storage(e.to_string())),
@@ -175,7 +187,7 @@ pub fn create_partitions(
                     format!("topic {name} changed meanwhile; try again"),
                 ));
             }
-            settle(broker, |v| {
+            settle(admin, |v| {
                 (0..count).all(|p| {
                     v.leaders
                         .contains_key(&super::Unit::Partition(name.into(), p))

@@ -1,4 +1,4 @@
-//! The cross-broker fence ring (issue 15 item 4): a producer-epoch bump
+//! The cross-broker fence ring: a producer-epoch bump
 //! made by this broker's transaction coordinator reaches the partitions
 //! every other broker leads, so a zombie producer's batches at the old
 //! epoch are refused everywhere, not only where the coordinator runs.
@@ -19,7 +19,8 @@
 //! open here; the applied fences are remembered (bounded), so a partition
 //! taken over later gets them too ([`FenceRing::fence_taken_over`]).
 //! `broadcast` never waits on disk or etcd. Single-node mode has no ring
-//! (unless `BrokerConfig::fence_log` asks for the outbound file, for tests).
+//! (unless [`RingSettings::outbound_file`] asks for the outbound file, for
+//! tests). What applying touches comes through [`FenceHost`].
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -28,11 +29,10 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 
+use super::etcd::Etcd;
 use super::fence_log::{Fence, FenceLog};
 use super::fence_watcher::{Applied, FenceWatcher};
 use super::keys::FenceRec;
-use crate::broker::Broker;
-use crate::config::BrokerConfig;
 use crate::log::Partition;
 
 /// Bumps waiting for their etcd put; past this the newest are dropped (the
@@ -61,6 +61,30 @@ impl Via {
     }
 }
 
+/// What a ring is opened with.
+#[derive(Debug, Clone)]
+pub struct RingSettings {
+    /// The data directory (the fence files live under it).
+    pub data_dir: PathBuf,
+    pub node_id: i32,
+    /// How often the peers' fence files are read (`--fence-poll-ms`).
+    pub poll: Duration,
+    /// Cluster mode: push bumps through etcd too (`--fence-push`).
+    pub push: bool,
+    /// Single-node mode: write the outbound file anyway (tests).
+    pub outbound_file: bool,
+}
+
+/// What applying a peer's fence touches (the broker implements it).
+pub trait FenceHost: Send + Sync + 'static {
+    /// This broker's ring.
+    fn ring(&self) -> &FenceRing;
+
+    /// Fences `pid` at `epoch` on every partition open here; returns how
+    /// many changed.
+    fn fence_open_partitions(&self, pid: i64, epoch: i16) -> usize;
+}
+
 /// The ring of one broker.
 #[derive(Debug)]
 pub struct FenceRing {
@@ -78,25 +102,25 @@ pub struct FenceRing {
 }
 
 impl FenceRing {
-    /// The ring `config` asks for: in cluster mode the outbound file and
-    /// (with `fence_push`) the push queue; in single-node mode the outbound
-    /// file only if `config.fence_log`, else nothing.
-    pub fn open(config: &BrokerConfig, clustered: bool) -> std::io::Result<FenceRing> {
-        let outbound = if clustered || config.fence_log {
-            Some(FenceLog::open(&config.data_dir, config.node_id)?)
+    /// The ring `settings` ask for: in cluster mode the outbound file and
+    /// (with `push`) the push queue; in single-node mode the outbound file
+    /// only if `outbound_file`, else nothing.
+    pub fn open(settings: &RingSettings, clustered: bool) -> std::io::Result<FenceRing> {
+        let outbound = if clustered || settings.outbound_file {
+            Some(FenceLog::open(&settings.data_dir, settings.node_id)?)
         } else {
             None
         };
-        let (push, push_rx) = if clustered && config.fence_push {
+        let (push, push_rx) = if clustered && settings.push {
             let (tx, rx) = mpsc::channel(PUSH_QUEUE);
             (Some(tx), Some(rx))
         } else {
             (None, None)
         };
         Ok(FenceRing {
-            own: config.node_id,
-            root: config.data_dir.clone(),
-            poll: config.fence_poll.max(Duration::from_millis(10)),
+            own: settings.node_id,
+            root: settings.data_dir.clone(),
+            poll: settings.poll.max(Duration::from_millis(10)),
             clustered,
             outbound,
             push,
@@ -154,15 +178,8 @@ impl FenceRing {
 
     /// Applies a fence that passed [`Applied::offer`] to every partition
     /// open here.
-    fn apply(&self, broker: &Broker, pid: i64, fence: Fence, path: Via) {
-        let mut fenced = 0usize;
-        for t in broker.logs.topics() {
-            for p in &t.open_partitions() {
-                if p.fence_producer(pid, fence.epoch) {
-                    fenced += 1;
-                }
-            }
-        }
+    fn apply(&self, host: &dyn FenceHost, pid: i64, fence: Fence, path: Via) {
+        let fenced = host.fence_open_partitions(pid, fence.epoch);
         let counter = match path {
             Via::Push => &self.applied_push,
             Via::Poll => &self.applied_poll,
@@ -176,15 +193,12 @@ impl FenceRing {
 /// Cluster mode: starts the poll of the fence files, and (with the push
 /// path on) the publisher of this broker's bumps and the applier of the
 /// peers' bumps the etcd watch delivers.
-pub fn spawn(broker: &Arc<Broker>) {
-    let ring = &broker.fences;
-    let Some(etcd) = broker.cluster.etcd().cloned() else {
-        return;
-    };
+pub fn spawn(host: Arc<dyn FenceHost>, etcd: Arc<Etcd>) {
+    let ring = host.ring();
     if !ring.clustered {
         return;
     }
-    tokio::spawn(run_poll(broker.clone()));
+    tokio::spawn(run_poll(host.clone()));
     let rx = ring
         .push_rx
         .lock()
@@ -203,10 +217,10 @@ pub fn spawn(broker: &Arc<Broker>) {
             }
         });
         let mut events = etcd.fence_events(EVENT_QUEUE);
-        let b = broker.clone();
+        let b = host.clone();
         tokio::spawn(async move {
             while let Some((from, rec)) = events.recv().await {
-                let ring = &b.fences;
+                let ring = b.ring();
                 if from == ring.own {
                     continue;
                 }
@@ -215,7 +229,7 @@ pub fn spawn(broker: &Arc<Broker>) {
                     at_ms: rec.at_ms,
                 };
                 if ring.applied.offer(rec.pid, fence) {
-                    ring.apply(&b, rec.pid, fence, Via::Push);
+                    ring.apply(&*b, rec.pid, fence, Via::Push);
                 }
             }
         });
@@ -223,8 +237,8 @@ pub fn spawn(broker: &Arc<Broker>) {
 }
 
 /// Polls the fence directory every `fence_poll` and applies what is new.
-async fn run_poll(broker: Arc<Broker>) {
-    let ring = &broker.fences;
+async fn run_poll(host: Arc<dyn FenceHost>) {
+    let ring = host.ring();
     let watcher = Arc::new(FenceWatcher::new(
         &ring.root,
         ring.own,
@@ -235,10 +249,10 @@ async fn run_poll(broker: Arc<Broker>) {
     loop {
         tick.tick().await;
         let w = watcher.clone();
-        let b = broker.clone();
+        let b = host.clone();
         let done = tokio::task::spawn_blocking(move || {
             for f in w.tick() {
-                b.fences.apply(&b, f.pid, f.fence, Via::Poll);
+                b.ring().apply(&*b, f.pid, f.fence, Via::Poll);
             }
         })
         .await;

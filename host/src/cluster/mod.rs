@@ -22,7 +22,6 @@ pub mod keys;
 pub mod lease;
 pub mod peer;
 pub mod placement;
-mod port;
 pub mod reconcile;
 
 use std::collections::BTreeMap;

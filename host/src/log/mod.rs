@@ -681,6 +681,18 @@ impl LogManager {
         self.topic(topic)?.partition(id)
     }
 
+    /// The fence loop: raises `producer_id`'s epoch to `epoch` and clears
+    /// its dedupe window on every partition open here, so a zombie's
+    /// batches are refused even where the new session never wrote.
+    /// Returns how many partitions changed.
+    pub fn fence_producer(&self, producer_id: i64, epoch: i16) -> usize {
+        self.topics()
+            .iter()
+            .flat_map(|t| t.open_partitions())
+            .filter(|p| p.fence_producer(producer_id, epoch))
+            .count()
+    }
+
     /// Starts the write-out of segment bytes the write-ahead log covers,
     /// per partition once `min` of them wait (between checkpoints, so a
     /// checkpoint does not write them all at once). Returns the bytes

@@ -25,14 +25,14 @@ use kafka_protocol::messages::{
 
 use super::sasl::{Exchange, Mechanism, Outcome, Sasl};
 use super::session::Session;
-use crate::broker::Broker;
 use crate::codes;
+use crate::metrics::Metrics;
 use crate::names::sb;
 use crate::wire::handled::{Handled, Request};
 
 /// What the reader does with a frame.
 #[derive(Debug)]
-pub enum Gate {
+pub enum Verdict {
     /// Dispatch it with the (possibly new) session.
     Dispatch,
     /// Send this answer instead of dispatching.
@@ -69,7 +69,7 @@ pub struct Authenticator {
     state: State,
     delay: Duration,
     reauth: Duration,
-    broker: Arc<Broker>,
+    metrics: Arc<Metrics>,
 }
 
 impl std::fmt::Debug for Authenticator {
@@ -79,13 +79,15 @@ impl std::fmt::Debug for Authenticator {
 }
 
 impl Authenticator {
-    pub fn new(broker: &Arc<Broker>) -> Self {
+    /// An authenticator checking against `sasl`'s mechanisms and
+    /// credentials, timed by `config`, counting into `metrics`.
+    pub fn new(sasl: &Sasl, config: &super::SecurityConfig, metrics: Arc<Metrics>) -> Self {
         Authenticator {
-            sasl: broker.sasl.clone(),
+            sasl: sasl.clone(),
             state: State::Initial,
-            delay: broker.config.security.failed_authentication_delay,
-            reauth: broker.config.security.connections_max_reauth,
-            broker: broker.clone(),
+            delay: config.failed_authentication_delay,
+            reauth: config.connections_max_reauth,
+            metrics,
         }
     }
 
@@ -102,25 +104,24 @@ impl Authenticator {
     /// Ends the exchange as failed: counted and audited.
     fn record_failure(&mut self, why: &str) {
         self.state = State::Failed;
-        self.broker
-            .metrics
+        self.metrics
             .sasl_authentication_failed
             .fetch_add(1, Ordering::Relaxed);
         tracing::info!(target: "kaas::audit", reason = why, "SASL authentication failed");
     }
 
     /// Answers `answer` after the failure delay, then closes.
-    fn failed(&mut self, answer: ResponseKind, why: &str) -> Gate {
+    fn failed(&mut self, answer: ResponseKind, why: &str) -> Verdict {
         self.record_failure(why);
         let delay = self.delay;
-        Gate::AnswerAndClose(Handled::Later(Box::pin(async move {
+        Verdict::AnswerAndClose(Handled::Later(Box::pin(async move {
             tokio::time::sleep(delay).await;
             answer
         })))
     }
 
     /// The exchange refused the client's credentials.
-    fn refused(&mut self, message: &str) -> Gate {
+    fn refused(&mut self, message: &str) -> Verdict {
         let answer = authenticate(
             codes::SASL_AUTHENTICATION_FAILED,
             Some(message),
@@ -130,10 +131,10 @@ impl Authenticator {
         self.failed(answer, message)
     }
 
-    fn failed_raw(&mut self, why: &str) -> Gate {
+    fn failed_raw(&mut self, why: &str) -> Verdict {
         self.record_failure(why);
         // Handshake v0 has no error frame: close after the delay.
-        Gate::CloseAfter(self.delay)
+        Verdict::CloseAfter(self.delay)
     }
 
     fn lifetime_ms(&self) -> i64 {
@@ -141,11 +142,11 @@ impl Authenticator {
     }
 
     /// A raw token (after SaslHandshake v0).
-    pub fn raw_token(&mut self, token: &[u8], session: &mut Arc<Session>) -> Gate {
+    pub fn raw_token(&mut self, token: &[u8], session: &mut Arc<Session>) -> Verdict {
         let State::Exchanging { mut exchange, .. } =
             std::mem::replace(&mut self.state, State::Failed)
         else {
-            return Gate::Close("a raw SASL token outside a v0 exchange");
+            return Verdict::Close("a raw SASL token outside a v0 exchange");
         };
         match exchange.step(token) {
             Outcome::Continue(reply) => {
@@ -153,11 +154,11 @@ impl Authenticator {
                     exchange,
                     raw: true,
                 };
-                Gate::Answer(Handled::Raw(reply))
+                Verdict::Answer(Handled::Raw(reply))
             }
             Outcome::Authenticated { principal, reply } => {
                 self.succeed(exchange.mechanism(), principal, session);
-                Gate::Answer(Handled::Raw(reply))
+                Verdict::Answer(Handled::Raw(reply))
             }
             Outcome::Failed(m) => self.failed_raw(&m),
         }
@@ -169,8 +170,7 @@ impl Authenticator {
         principal: super::Principal,
         session: &mut Arc<Session>,
     ) {
-        self.broker
-            .metrics
+        self.metrics
             .sasl_authentication_succeeded
             .fetch_add(1, Ordering::Relaxed);
         tracing::debug!(target: "kaas::sasl", %principal, mechanism = mechanism.name(), "authenticated");
@@ -188,10 +188,10 @@ impl Authenticator {
     }
 
     /// A request frame (already decoded).
-    pub fn request(&mut self, req: &Request, session: &mut Arc<Session>) -> Gate {
+    pub fn request(&mut self, req: &Request, session: &mut Arc<Session>) -> Verdict {
         let version = req.version;
         match (&mut self.state, &req.body) {
-            (State::Failed, _) => Gate::Close("authentication failed"),
+            (State::Failed, _) => Verdict::Close("authentication failed"),
             // Authenticated: everything is dispatched, except the
             // re-authentication exchange and requests after expiry.
             (
@@ -213,19 +213,19 @@ impl Authenticator {
                         match self.sasl.start(&name) {
                             Some(ex) => {
                                 *again = Some((ex, version >= 1));
-                                Gate::Answer(Handled::Now(handshake(&self.sasl, codes::NONE)))
+                                Verdict::Answer(Handled::Now(handshake(&self.sasl, codes::NONE)))
                             }
-                            None => Gate::Close("mechanism disabled during the session"),
+                            None => Verdict::Close("mechanism disabled during the session"),
                         }
                     }
                     Some(RequestKind::SaslAuthenticate(a)) if again.is_some() => {
                         let Some((mut ex, _)) = again.take() else {
-                            return Gate::Close("no re-authentication in progress");
+                            return Verdict::Close("no re-authentication in progress");
                         };
                         match ex.step(&a.auth_bytes) {
                             Outcome::Continue(reply) => {
                                 *again = Some((ex, true));
-                                Gate::Answer(Handled::Now(authenticate(
+                                Verdict::Answer(Handled::Now(authenticate(
                                     codes::NONE,
                                     None,
                                     reply,
@@ -244,7 +244,7 @@ impl Authenticator {
                                         .failed(answer, "re-authentication changed the principal");
                                 }
                                 self.succeed(mechanism, principal, session);
-                                Gate::Answer(Handled::Now(authenticate(
+                                Verdict::Answer(Handled::Now(authenticate(
                                     codes::NONE,
                                     None,
                                     reply,
@@ -258,19 +258,18 @@ impl Authenticator {
                         // A re-authentication begun (its SaslHandshake)
                         // but not finished does not extend the session.
                         if expires.is_some_and(|e| Instant::now() >= e) {
-                            self.broker
-                                .metrics
+                            self.metrics
                                 .sasl_sessions_expired
                                 .fetch_add(1, Ordering::Relaxed);
-                            return Gate::Close(
+                            return Verdict::Close(
                                 "the SASL session expired (connections.max.reauth.ms)",
                             );
                         }
-                        Gate::Dispatch
+                        Verdict::Dispatch
                     }
                 }
             }
-            (State::Initial, Some(RequestKind::ApiVersions(_)) | None) => Gate::Dispatch,
+            (State::Initial, Some(RequestKind::ApiVersions(_)) | None) => Verdict::Dispatch,
             (State::Initial, Some(RequestKind::SaslHandshake(h))) => {
                 let name = h.mechanism.to_string();
                 match self.sasl.start(&name) {
@@ -279,7 +278,7 @@ impl Authenticator {
                             exchange,
                             raw: version == 0,
                         };
-                        Gate::Answer(Handled::Now(handshake(&self.sasl, codes::NONE)))
+                        Verdict::Answer(Handled::Now(handshake(&self.sasl, codes::NONE)))
                     }
                     None => {
                         let answer = handshake(&self.sasl, codes::UNSUPPORTED_SASL_MECHANISM);
@@ -298,13 +297,13 @@ impl Authenticator {
             }
             (State::Initial, Some(_)) => {
                 self.state = State::Failed;
-                Gate::Close("a request before SASL authentication")
+                Verdict::Close("a request before SASL authentication")
             }
             (State::Exchanging { raw: false, .. }, Some(RequestKind::SaslAuthenticate(a))) => {
                 let State::Exchanging { mut exchange, .. } =
                     std::mem::replace(&mut self.state, State::Failed)
                 else {
-                    return Gate::Close("SASL state");
+                    return Verdict::Close("SASL state");
                 };
                 match exchange.step(&a.auth_bytes) {
                     Outcome::Continue(reply) => {
@@ -312,12 +311,12 @@ impl Authenticator {
                             exchange,
                             raw: false,
                         };
-                        Gate::Answer(Handled::Now(authenticate(codes::NONE, None, reply, 0)))
+                        Verdict::Answer(Handled::Now(authenticate(codes::NONE, None, reply, 0)))
                     }
                     Outcome::Authenticated { principal, reply } => {
                         self.succeed(exchange.mechanism(), principal, session);
                         let lifetime = if version >= 1 { self.lifetime_ms() } else { 0 };
-                        Gate::Answer(Handled::Now(authenticate(
+                        Verdict::Answer(Handled::Now(authenticate(
                             codes::NONE,
                             None,
                             reply,
@@ -329,7 +328,7 @@ impl Authenticator {
             }
             (State::Exchanging { .. }, _) => {
                 self.state = State::Failed;
-                Gate::Close("a request other than SaslAuthenticate during the SASL exchange")
+                Verdict::Close("a request other than SaslAuthenticate during the SASL exchange")
             }
         }
     }

@@ -4,6 +4,10 @@
 //! clear its dedupe window on every partition this broker leads) and the
 //! COMMIT/ABORT markers, after which the completion is persisted.
 //!
+//! Its collaborators come through the ports of [`super::port`] (an
+//! `Arc<dyn Host>` each call takes, and the [`StateLog`] it owns); it never
+//! sees the broker.
+//!
 //! Order of every transition: decide (policy, checked) → persist the state
 //! record (fsync) → apply in memory → fence → answer → markers → persist
 //! the completion. Nothing is answered before it is durable.
@@ -12,7 +16,10 @@
 //! then its completion is recorded (unsynced) and applied at once, while
 //! the markers' fdatasync runs; the client's next transaction does not wait
 //! for it. Until it finishes, every record of the entry carries the
-//! markers' partitions and offsets ([`UnsyncedMarkers`]). A crash can lose
+//! markers' partitions and offsets ([`UnsyncedMarkers`]). The shortcut is
+//! the local marker writer's ([`MarkerSink::append_here`]) and only taken
+//! where [`LeaderView::defers_marker_sync`] says so (single-node mode).
+//! A crash can lose
 //! a marker only together with everything after it in that partition's
 //! file, so at load a partition whose log ends at or before its marker's
 //! offset gets the marker again ([`Coordinator::resume`]); one that ends
@@ -22,30 +29,23 @@
 //! durable before the completion), as does the high watermark: consumers see
 //! a marker only once it is durable.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use super::machine::{Answer, AppendError, InitProducerId, MarkerJob, Step, TxnMachine};
+use super::port::{BoxFuture, Host, MarkerSet, StateLog, Unflushed};
 use super::record::UnsyncedMarkers;
-use super::store::TxnStore;
-use crate::broker::Broker;
 use crate::clock::now_ms;
+use crate::codes;
 use crate::fault;
+use crate::group::offsets_topic::OFFSETS_TOPIC;
 use crate::policy::{AddPartitionsRequest, EndTxnRequest, Reply, TopicPartition};
-
-/// Error codes the coordinator maps to.
-mod code {
-    pub const COORDINATOR_NOT_AVAILABLE: i16 = 15;
-    pub const INVALID_TXN_STATE: i16 = 48;
-}
 
 /// The coordinator.
 #[derive(Debug)]
 pub struct Coordinator {
     machine: Mutex<TxnMachine>,
-    store: TxnStore,
+    store: Box<dyn StateLog>,
     /// Marker jobs found Prepare* at load, to finish once the broker runs.
     recovered: Mutex<Vec<MarkerJob>>,
     /// Woken whenever a transaction's completion is durable.
@@ -68,7 +68,7 @@ impl Coordinator {
     /// expires transactional ids idle for `expiration_ms`.
     pub fn new(
         mut machine: TxnMachine,
-        store: TxnStore,
+        store: Box<dyn StateLog>,
         records: Vec<super::record::StateRecord>,
         expiration_ms: i64,
         coordinator_epoch: i32,
@@ -102,8 +102,8 @@ impl Coordinator {
     }
 
     /// The durable state log.
-    pub fn store(&self) -> &TxnStore {
-        &self.store
+    pub fn store(&self) -> &dyn StateLog {
+        &*self.store
     }
 
     /// The state machine (short critical sections only; never held across an await).
@@ -115,7 +115,7 @@ impl Coordinator {
     /// module docs), then finishes the markers of transactions found
     /// Prepare*. The repairs come first: a Prepare* transaction's markers
     /// go after the previous transaction's in the same partitions.
-    pub fn resume(self: &Arc<Self>, broker: &Arc<Broker>) {
+    pub fn resume(self: &Arc<Self>, host: &Arc<dyn Host>) {
         // Whatever a loaded record names as unsynced may have been lost.
         let unsynced = self.machine().unsynced_markers();
         let jobs = std::mem::take(&mut *self.recovered.lock().unwrap_or_else(|p| p.into_inner()));
@@ -124,21 +124,28 @@ impl Coordinator {
         let repaired: Vec<_> = unsynced
             .into_iter()
             .map(|(txn_id, markers)| {
-                let appended = repair_markers(broker, &txn_id, &markers);
-                (txn_id, markers, appended)
+                let flush = host.repair(&txn_id, &markers);
+                (txn_id, markers, flush)
             })
             .collect();
-        let broker = broker.clone();
+        let host = host.clone();
         let me = self.clone();
         tokio::spawn(async move {
-            for (txn_id, markers, (files, written)) in repaired {
-                sync_unsynced(&broker, &me, &txn_id, &markers, files, written).await;
+            for (txn_id, markers, flush) in repaired {
+                flush.await;
+                me.markers_synced(&txn_id, &markers);
             }
             for job in jobs {
                 tracing::info!(txn = %job.transactional_id, commit = job.commit, "finishing markers found at load");
-                tokio::spawn(write_markers(broker.clone(), me.clone(), job));
+                tokio::spawn(write_markers(host.clone(), me.clone(), job));
             }
         });
+    }
+
+    /// `txn_id`'s unsynced `markers` are durable: its records stop naming them.
+    fn markers_synced(&self, txn_id: &str, markers: &UnsyncedMarkers) {
+        self.machine().markers_synced(txn_id, markers);
+        self.synced.notify_waiters();
     }
 
     /// Waits until `txn_id`'s previous markers are durable.
@@ -174,7 +181,7 @@ impl Coordinator {
     }
 
     /// Persists a planned write (if any), applies it, runs side effects.
-    async fn resolve(self: &Arc<Self>, broker: &Arc<Broker>, step: Step) -> Answer {
+    async fn resolve(self: &Arc<Self>, host: &Arc<dyn Host>, step: Step) -> Answer {
         let answer = match step {
             Step::Done(a) => a,
             Step::Write(w) => {
@@ -199,18 +206,36 @@ impl Coordinator {
             }
         };
         if let Some((pid, epoch)) = answer.fence {
-            fence_ring(broker, pid, epoch);
+            host.fence(pid, epoch);
         }
         if let Some(job) = answer.markers.clone() {
-            tokio::spawn(write_markers(broker.clone(), self.clone(), job));
+            tokio::spawn(write_markers(host.clone(), self.clone(), job));
         }
         answer
+    }
+
+    /// Records `job`'s completion once its markers are written (and, with
+    /// `unsynced`, before they are durable).
+    async fn complete(
+        self: &Arc<Self>,
+        host: &Arc<dyn Host>,
+        job: &MarkerJob,
+        unsynced: Option<UnsyncedMarkers>,
+    ) {
+        let step = self
+            .machine()
+            .markers_written(&job.transactional_id, now_ms(), unsynced);
+        let a = self.resolve(host, step).await;
+        self.completed.notify_waiters();
+        if a.reply.error_code != 0 {
+            tracing::error!(txn = %job.transactional_id, code = a.reply.error_code, "completing the transaction failed");
+        }
     }
 
     /// InitProducerId (both paths).
     pub async fn init_producer_id(
         self: &Arc<Self>,
-        broker: &Arc<Broker>,
+        host: &Arc<dyn Host>,
         req: &InitProducerId,
     ) -> Reply {
         if let Some(id) = &req.transactional_id {
@@ -218,41 +243,41 @@ impl Coordinator {
         }
         // Allocated up front: two concurrent InitProducerIds must never be
         // offered the same candidate. An unused candidate is skipped.
-        let candidate = match broker.producer_ids.allocate().await {
+        let candidate = match host.allocate().await {
             Ok(c) => c,
             Err(e) => {
                 tracing::error!(error = %e, "reserving producer ids failed");
                 return Reply {
-                    error_code: code::COORDINATOR_NOT_AVAILABLE,
+                    error_code: codes::COORDINATOR_NOT_AVAILABLE,
                     producer_id: -1,
                     producer_epoch: -1,
                 };
             }
         };
         let step = self.machine().init_producer_id(req, now_ms(), candidate);
-        let answer = self.resolve(broker, step).await;
+        let answer = self.resolve(host, step).await;
         answer.reply
     }
 
     /// AddPartitionsToTxn / AddOffsetsToTxn: the error and per-partition codes.
     pub async fn add_partitions(
         self: &Arc<Self>,
-        broker: &Arc<Broker>,
+        host: &Arc<dyn Host>,
         req: &AddPartitionsRequest,
     ) -> (i16, Vec<i16>) {
         if !req.verify_only {
             self.await_markers(&req.transactional_id).await;
         }
         let step = self.machine().add_partitions(req);
-        let a = self.resolve(broker, step).await;
+        let a = self.resolve(host, step).await;
         (a.reply.error_code, a.partition_errors)
     }
 
     /// EndTxn.
-    pub async fn end_txn(self: &Arc<Self>, broker: &Arc<Broker>, req: &EndTxnRequest) -> i16 {
+    pub async fn end_txn(self: &Arc<Self>, host: &Arc<dyn Host>, req: &EndTxnRequest) -> i16 {
         self.await_markers(&req.transactional_id).await;
         let step = self.machine().end_txn(req);
-        self.resolve(broker, step).await.reply.error_code
+        self.resolve(host, step).await.reply.error_code
     }
 
     /// The VerifyOnly check of one partition: the coordinator's code and,
@@ -274,13 +299,13 @@ impl Coordinator {
             now_ms: now_ms(),
         };
         let Step::Done(a) = self.machine().add_partitions(&req) else {
-            return (0, code::INVALID_TXN_STATE);
+            return (0, codes::INVALID_TXN_STATE);
         };
         let partition = a
             .partition_errors
             .first()
             .copied()
-            .unwrap_or(code::INVALID_TXN_STATE);
+            .unwrap_or(codes::INVALID_TXN_STATE);
         (a.reply.error_code, partition)
     }
 
@@ -302,7 +327,7 @@ impl Coordinator {
     }
 
     /// One reaper pass: every overdue Ongoing transaction is fenced and aborted.
-    pub async fn reap(self: &Arc<Self>, broker: &Arc<Broker>) -> usize {
+    pub async fn reap(self: &Arc<Self>, host: &Arc<dyn Host>) -> usize {
         let ids = self.machine().reap_candidates();
         let mut aborted = 0;
         for id in ids {
@@ -310,7 +335,7 @@ impl Coordinator {
             if matches!(step, Step::Write(_)) {
                 aborted += 1;
             }
-            self.resolve(broker, step).await;
+            self.resolve(host, step).await;
         }
         self.expire().await;
         if self.store.compaction_worth_checking() {
@@ -341,159 +366,88 @@ impl Coordinator {
             }
         }
     }
-
-    /// Runs the reaper every `every` until the process ends.
-    pub async fn run_reaper(broker: Arc<Broker>, every: Duration) {
-        let mut tick = tokio::time::interval(every);
-        loop {
-            tick.tick().await;
-            let mut n = 0;
-            for c in broker.txn.all() {
-                n += c.reap(&broker).await;
-            }
-            if n > 0 {
-                tracing::info!(aborted = n, "timed-out transactions aborted");
-            }
-        }
-    }
 }
 
-/// The in-process fence ring: raise `pid`'s epoch and clear its dedupe
-/// window on every partition this broker leads, so a zombie's batches are
-/// refused even where the new session never wrote.
-pub fn fence_ring(broker: &Broker, producer_id: i64, epoch: i16) {
-    let mut fenced = 0;
-    for t in broker.logs.topics() {
-        for p in &t.open_partitions() {
-            if p.fence_producer(producer_id, epoch) {
-                fenced += 1;
-            }
-        }
-    }
-    tracing::debug!(producer_id, epoch, fenced, "fence ring");
-    // The other brokers' partitions (cluster::fences).
-    broker.fences.broadcast(producer_id, epoch);
+/// What became of one partition's marker that was not written.
+enum Refused {
+    /// Nothing to write there: the partition is gone or holds a newer epoch.
+    Skip,
+    /// Not written yet: try again.
+    Retry,
 }
 
-/// Waits for every journal write; the first failure's code, if any.
-async fn wait_all(writes: Vec<crate::group::coordinator::Durable>) -> Option<i16> {
-    let mut failed = None;
-    for w in writes {
-        if let Err(code) = w.wait().await {
-            failed.get_or_insert(code);
+/// The single-node answer to a refused marker append (see
+/// [`super::remote_markers`] for cluster mode's).
+fn refused(host: &dyn Host, tp: &TopicPartition, code: i16) -> Refused {
+    match code {
+        codes::INVALID_PRODUCER_EPOCH
+        | codes::TRANSACTION_COORDINATOR_FENCED
+        | codes::INVALID_TXN_STATE => {
+            tracing::warn!(topic = %tp.topic, partition = tp.partition, "the partition holds a newer epoch; marker skipped");
+            Refused::Skip
+        }
+        codes::UNKNOWN_TOPIC_OR_PARTITION if !host.exists(tp) => {
+            tracing::warn!(topic = %tp.topic, partition = tp.partition, "marker for a partition that no longer exists; skipped");
+            Refused::Skip
+        }
+        other => {
+            tracing::error!(topic = %tp.topic, partition = tp.partition, code = other, "marker append failed; retrying");
+            Refused::Retry
         }
     }
-    failed
 }
 
 /// Writes a transaction's markers to every partition, then records the
-/// completion. With consumer offsets in the transaction the markers and the
-/// offsets journal are durable first; otherwise the completion carries the
-/// markers as unsynced and their fdatasync follows (module docs). Retries
-/// storage errors.
+/// completion. Where the leader view allows it and no consumer offsets are
+/// in the transaction, the completion carries the markers as unsynced and
+/// their fdatasync follows (module docs); otherwise every marker (and the
+/// offsets journal) is durable first, wherever it is led.
 fn write_markers(
-    broker: Arc<Broker>,
+    host: Arc<dyn Host>,
     coord: Arc<Coordinator>,
     job: MarkerJob,
-) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+) -> BoxFuture<'static, ()> {
     Box::pin(async move {
-        if !broker.cluster.is_local() {
-            if super::remote_markers::write_everywhere(&broker, &coord, &job).await {
-                let step = coord
-                    .machine()
-                    .markers_written(&job.transactional_id, now_ms(), None);
-                let a = coord.resolve(&broker, step).await;
-                coord.completed.notify_waiters();
-                if a.reply.error_code != 0 {
-                    tracing::error!(txn = %job.transactional_id, code = a.reply.error_code, "completing the transaction failed");
-                }
+        // One set of unsynced markers per entry: the previous transaction's first.
+        coord.await_synced(&job.transactional_id).await;
+        let offsets_too = job.partitions.iter().any(|tp| tp.topic == OFFSETS_TOPIC);
+        if offsets_too || !host.defers_marker_sync() {
+            let retired = || coord.is_retired();
+            if super::remote_markers::write_everywhere(
+                &host,
+                &job,
+                coord.coordinator_epoch,
+                retired,
+            )
+            .await
+            {
+                coord.complete(&host, &job, None).await;
             }
             return;
         }
-        // One set of unsynced markers per entry: the previous transaction's first.
-        coord.await_synced(&job.transactional_id).await;
-        let offsets_too = job
-            .partitions
-            .iter()
-            .any(|tp| tp.topic == crate::group::offsets_topic::OFFSETS_TOPIC);
         let mut pending: Vec<TopicPartition> = job.partitions.clone();
         let mut delay = Duration::from_millis(10);
-        // Appended, not yet durable (only without offsets): marker offsets,
-        // files, and where each partition's high watermark goes once synced.
         let mut marker_offsets = Vec::new();
-        let mut later_files = Vec::new();
-        let mut later_written = Vec::new();
+        let mut flushes = Vec::new();
         while !pending.is_empty() {
-            let mut files = Vec::new();
-            let mut written = Vec::new();
+            let set = MarkerSet {
+                producer_id: job.producer_id,
+                producer_epoch: job.producer_epoch,
+                commit: job.commit,
+                coordinator_epoch: coord.coordinator_epoch,
+                partitions: std::mem::take(&mut pending),
+            };
+            let Unflushed { results, flush } = host.append_here(&set);
+            flushes.push(flush);
             let mut retry = Vec::new();
-            let mut offsets = Vec::new();
-            for tp in pending.drain(..) {
-                if tp.topic == crate::group::offsets_topic::OFFSETS_TOPIC {
-                    match broker
-                        .groups
-                        .complete_txn(job.producer_id, tp.partition, job.commit)
-                    {
-                        Ok(Some(d)) => offsets.push(d),
-                        Ok(None) => {}
-                        Err(e) => {
-                            tracing::error!(partition = tp.partition, error = %e, "journaling transactional offsets failed; retrying");
-                            retry.push(tp);
-                        }
-                    }
-                    continue;
+            for (tp, result) in results {
+                match result {
+                    Ok(offset) => marker_offsets.push((tp, offset)),
+                    Err(code) => match refused(&*host, &tp, code) {
+                        Refused::Skip => {}
+                        Refused::Retry => retry.push(tp),
+                    },
                 }
-                let Some(part) = broker.logs.partition(&tp.topic, tp.partition) else {
-                    tracing::warn!(topic = %tp.topic, partition = tp.partition, "marker for a partition that no longer exists; skipped");
-                    continue;
-                };
-                match part.append_marker(
-                    job.producer_id,
-                    job.producer_epoch,
-                    job.commit,
-                    0,
-                    now_ms(),
-                ) {
-                    Ok(a) => {
-                        if let Some(f) = a.file {
-                            if written.is_empty()
-                                && job.partitions.len() > 1
-                                && cfg!(feature = "fault-injection")
-                            {
-                                // Crash with one marker durable and the rest unwritten.
-                                let _ = f.sync_data();
-                                fault::point("markers-half-written");
-                            }
-                            files.push(f);
-                        }
-                        marker_offsets.push((tp, a.base_offset));
-                        written.push((part, a.end_offset));
-                    }
-                    Err(crate::log::partition::AppendError::Producer(_)) => {
-                        tracing::warn!(topic = %tp.topic, partition = tp.partition, "the partition holds a newer epoch; marker skipped");
-                    }
-                    Err(e) => {
-                        tracing::error!(topic = %tp.topic, partition = tp.partition, error = %e, "marker append failed; retrying");
-                        retry.push(tp);
-                    }
-                }
-            }
-            if offsets_too {
-                // The offsets journal's fsync runs in the same group-commit round.
-                let (synced, offsets_synced) = tokio::join!(
-                    broker.logs.group_commit().sync_all(files),
-                    wait_all(offsets)
-                );
-                if let Some(code) = offsets_synced {
-                    tracing::error!(
-                        code,
-                        "offsets journal fsync failed; the transactional offsets stand unsynced"
-                    );
-                }
-                markers_durable(&broker, synced, written);
-            } else {
-                later_files.extend(files);
-                later_written.extend(written);
             }
             if !retry.is_empty() {
                 tokio::time::sleep(delay).await;
@@ -501,108 +455,18 @@ fn write_markers(
             }
             pending = retry;
         }
-        let unsynced = (!offsets_too && !marker_offsets.is_empty()).then_some(UnsyncedMarkers {
+        let unsynced = (!marker_offsets.is_empty()).then_some(UnsyncedMarkers {
             producer_id: job.producer_id,
             producer_epoch: job.producer_epoch,
             commit: job.commit,
             markers: marker_offsets,
         });
-        let step =
-            coord
-                .machine()
-                .markers_written(&job.transactional_id, now_ms(), unsynced.clone());
-        let a = coord.resolve(&broker, step).await;
-        coord.completed.notify_waiters();
-        if a.reply.error_code != 0 {
-            tracing::error!(txn = %job.transactional_id, code = a.reply.error_code, "completing the transaction failed");
+        coord.complete(&host, &job, unsynced.clone()).await;
+        for flush in flushes {
+            flush.await;
         }
         if let Some(markers) = unsynced {
-            sync_unsynced(
-                &broker,
-                &coord,
-                &job.transactional_id,
-                &markers,
-                later_files,
-                later_written,
-            )
-            .await;
+            coord.markers_synced(&job.transactional_id, &markers);
         }
     })
-}
-
-/// Makes `markers` (appended to `files`) durable, lets consumers read up to
-/// them, and stops naming them in the entry's records.
-async fn sync_unsynced(
-    broker: &Arc<Broker>,
-    coord: &Coordinator,
-    txn_id: &str,
-    markers: &UnsyncedMarkers,
-    files: Vec<Arc<std::fs::File>>,
-    written: Vec<(Arc<crate::log::Partition>, i64)>,
-) {
-    let synced = broker.logs.group_commit().sync_lazily(files).await;
-    markers_durable(broker, synced, written);
-    coord.machine().markers_synced(txn_id, markers);
-    coord.synced.notify_waiters();
-}
-
-/// After the markers' fdatasync: consumers may read up to them.
-fn markers_durable(
-    broker: &Broker,
-    synced: std::io::Result<()>,
-    written: Vec<(Arc<crate::log::Partition>, i64)>,
-) {
-    match synced {
-        Ok(()) => {
-            for (part, end) in written {
-                part.advance_high_watermark(end);
-            }
-            broker.data_ready.notify_waiters();
-        }
-        Err(e) => {
-            tracing::error!(error = %e, "marker fsync failed; rewriting is not possible, the markers stand unsynced");
-        }
-    }
-}
-
-/// At load: appends `markers`' marker again to every partition whose log
-/// ends at or before it (lost in a crash with everything after it); returns
-/// the files to sync and where each high watermark goes.
-#[allow(clippy::type_complexity)]
-fn repair_markers(
-    broker: &Broker,
-    txn_id: &str,
-    markers: &UnsyncedMarkers,
-) -> (
-    Vec<Arc<std::fs::File>>,
-    Vec<(Arc<crate::log::Partition>, i64)>,
-) {
-    let mut files = Vec::new();
-    let mut written = Vec::new();
-    for (tp, offset) in &markers.markers {
-        let Some(part) = broker.logs.partition(&tp.topic, tp.partition) else {
-            continue;
-        };
-        let end = part.log_end_offset();
-        if end > *offset {
-            continue; // the marker made it
-        }
-        tracing::warn!(txn = %txn_id, topic = %tp.topic, partition = tp.partition, marker_offset = offset, log_end = end, commit = markers.commit, "a marker was lost in a crash; appending it again");
-        match part.append_marker(
-            markers.producer_id,
-            markers.producer_epoch,
-            markers.commit,
-            0,
-            now_ms(),
-        ) {
-            Ok(a) => {
-                files.extend(a.file);
-                written.push((part, a.end_offset));
-            }
-            Err(e) => {
-                tracing::error!(topic = %tp.topic, partition = tp.partition, error = %e, "appending a lost marker again failed");
-            }
-        }
-    }
-    (files, written)
 }

@@ -1,44 +1,62 @@
-//! The partition leader's side of a transaction's completion (issue 15
-//! items 1 and 3): a coordinator's COMMIT/ABORT markers applied to the
-//! partitions this broker has open, each answered with the Kafka error code
-//! once the marker is durable here. WriteTxnMarkers (API 27) calls it for
-//! a remote coordinator; a coordinator may call it for the partitions it
-//! leads itself.
+//! The partition leader's side of a transaction's completion: a
+//! coordinator's COMMIT/ABORT markers applied to the partitions this broker
+//! has open, each answered with the Kafka error code once the marker is
+//! durable here. It is the one local marker writer: WriteTxnMarkers (API
+//! 27) calls it for a remote coordinator, and this broker's own coordinator
+//! calls it (through its [`super::port::MarkerSink`]) for the partitions it
+//! leads, in both modes.
 //!
 //! It touches the partition logs (`Partition::append_marker`, which checks
 //! the producer and coordinator epochs under the partition lock), the group
 //! shards (a `__consumer_offsets` marker completes a producer's pending
 //! transactional offsets; kaas keeps no log for that topic) and the group
-//! commit. Nothing is answered 0 before it is durable and the write gate is
-//! still open.
+//! commit, all through [`LeaderSide`]. Nothing is answered 0 before it is
+//! durable and the write gate is still open. [`append_unsynced`] is the
+//! single-node shortcut: the markers are appended and their fdatasync is
+//! handed back to run after the transaction's completion.
 
 use std::collections::HashMap;
+use std::io;
 use std::sync::Arc;
 
-use crate::broker::Broker;
+use tokio::sync::Notify;
+
+pub use super::port::MarkerSet;
+use super::port::{Flush, Unflushed};
+use super::record::UnsyncedMarkers;
 use crate::codes;
 use crate::group::coordinator::Durable;
-use crate::log::Partition;
 use crate::log::partition::{AppendError, is_not_leader};
 use crate::log::producer::ProducerError;
+use crate::log::{GroupCommit, Partition};
 use crate::policy::TopicPartition;
+
+/// What a partition leader writes markers into (the broker implements it).
+pub trait LeaderSide: Send + Sync {
+    /// Partition `p` of `topic`, if it is open here.
+    fn partition(&self, topic: &str, p: i32) -> Option<Arc<Partition>>;
+
+    /// The code for a partition not open here.
+    fn not_here(&self, topic: &str, p: i32) -> i16;
+
+    /// Completes `producer_id`'s pending transactional offsets on offsets
+    /// partition `partition`: the journal write to wait for, if any.
+    fn complete_offsets(
+        &self,
+        producer_id: i64,
+        partition: i32,
+        commit: bool,
+    ) -> io::Result<Option<Durable>>;
+
+    /// The flusher of the partition files.
+    fn group_commit(&self) -> &Arc<GroupCommit>;
+
+    /// Woken when a high watermark advances.
+    fn data_ready(&self) -> &Arc<Notify>;
+}
 
 /// Kafka's partitions of `__consumer_offsets` (and of kaas's group shards).
 const OFFSETS_PARTITIONS: i32 = crate::group::shards::CLUSTER_SHARDS as i32;
-
-/// One coordinator's markers for one producer: the transaction's result on
-/// every partition named.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MarkerSet {
-    pub producer_id: i64,
-    pub producer_epoch: i16,
-    /// true: COMMIT; false: ABORT.
-    pub commit: bool,
-    /// The epoch of the coordinator writing them (its shard's leader epoch;
-    /// 0 on a single node).
-    pub coordinator_epoch: i32,
-    pub partitions: Vec<TopicPartition>,
-}
 
 /// The Kafka error code of a refused marker append.
 pub fn marker_error_code(e: &AppendError) -> i16 {
@@ -54,9 +72,9 @@ pub fn marker_error_code(e: &AppendError) -> i16 {
 }
 
 /// The code of a failed `complete_txn` on a group shard.
-fn offsets_error_code(e: &std::io::Error) -> i16 {
-    if e.kind() == std::io::ErrorKind::NotConnected || is_not_leader(e) {
-        crate::group::codes::NOT_COORDINATOR
+fn offsets_error_code(e: &io::Error) -> i16 {
+    if e.kind() == io::ErrorKind::NotConnected || is_not_leader(e) {
+        codes::NOT_COORDINATOR
     } else {
         codes::KAFKA_STORAGE_ERROR
     }
@@ -66,8 +84,9 @@ fn offsets_error_code(e: &std::io::Error) -> i16 {
 enum Step {
     /// Decided: this code.
     Done(i16),
-    /// Appended to the partition, up to the offset; durable after the sync.
-    Appended(Arc<Partition>, i64),
+    /// Appended to the partition at the first offset, up to the second;
+    /// durable after the sync.
+    Appended(Arc<Partition>, i64, i64),
     /// The offsets journal write to wait for.
     Offsets(Durable),
 }
@@ -78,8 +97,8 @@ struct Pending {
     codes: Vec<Option<i16>>,
     /// (index, index of the first entry naming the same partition).
     repeats: Vec<(usize, usize)>,
-    /// (index, partition, log end after the marker).
-    appended: Vec<(usize, Arc<Partition>, i64)>,
+    /// (index, partition, marker offset, log end after the marker).
+    appended: Vec<(usize, Arc<Partition>, i64, i64)>,
     /// (index, offsets journal write).
     journal: Vec<(usize, Durable)>,
 }
@@ -90,8 +109,8 @@ struct Pending {
 /// first, then made durable in one group-commit round (with the offsets
 /// journal's writes alongside); a partition named twice gets one marker
 /// and the same answer.
-pub async fn write_here(broker: &Arc<Broker>, set: &MarkerSet) -> Vec<(TopicPartition, i16)> {
-    let codes = write_all_here(broker, std::slice::from_ref(set))
+pub async fn write_here(host: &dyn LeaderSide, set: &MarkerSet) -> Vec<(TopicPartition, i16)> {
+    let codes = write_all_here(host, std::slice::from_ref(set))
         .await
         .pop()
         .unwrap_or_default();
@@ -101,18 +120,18 @@ pub async fn write_here(broker: &Arc<Broker>, set: &MarkerSet) -> Vec<(TopicPart
 /// [`write_here`] for several sets: appended in order (a producer's
 /// markers land in the order given), then made durable in one round. Per
 /// set, per partition, the code.
-pub async fn write_all_here(broker: &Arc<Broker>, sets: &[MarkerSet]) -> Vec<Vec<i16>> {
+pub async fn write_all_here(host: &dyn LeaderSide, sets: &[MarkerSet]) -> Vec<Vec<i16>> {
     let now = crate::clock::now_ms();
     let mut files = Vec::new();
     let mut pending: Vec<Pending> = sets
         .iter()
-        .map(|set| append_set(broker, set, now, &mut files))
+        .map(|set| append_set(host, set, now, &mut files, false))
         .collect();
     let sync = async {
         if files.is_empty() {
             Ok(())
         } else {
-            broker.logs.group_commit().sync_all(files).await
+            host.group_commit().sync_all(files).await
         }
     };
     let journal: Vec<(usize, usize, Durable)> = pending
@@ -143,7 +162,7 @@ pub async fn write_all_here(broker: &Arc<Broker>, sets: &[MarkerSet]) -> Vec<Vec
     let mut advanced = false;
     let mut out = Vec::with_capacity(pending.len());
     for mut p in pending {
-        for (i, part, end) in std::mem::take(&mut p.appended) {
+        for (i, part, _, end) in std::mem::take(&mut p.appended) {
             let code = match &synced {
                 Err(_) => codes::KAFKA_STORAGE_ERROR,
                 Ok(()) if !part.may_acknowledge() => codes::NOT_LEADER_OR_FOLLOWER,
@@ -168,17 +187,136 @@ pub async fn write_all_here(broker: &Arc<Broker>, sets: &[MarkerSet]) -> Vec<Vec
         );
     }
     if advanced {
-        broker.data_ready.notify_waiters();
+        host.data_ready().notify_waiters();
     }
     out
 }
 
-/// Appends one set's markers; the files to sync go to `files`.
+/// Appends `set`'s markers (no offsets partitions: those are refused
+/// UNKNOWN_TOPIC_OR_PARTITION here) without waiting for the disk: per
+/// partition, the marker's offset or the refusal's code, and the flush
+/// that makes them durable and lets consumers read up to them.
+pub fn append_unsynced(host: &dyn LeaderSide, set: &MarkerSet) -> Unflushed {
+    let now = crate::clock::now_ms();
+    let mut files = Vec::new();
+    let is_offsets = |tp: &TopicPartition| tp.topic == crate::group::offsets_topic::OFFSETS_TOPIC;
+    let logs_only = MarkerSet {
+        partitions: set
+            .partitions
+            .iter()
+            .filter(|tp| !is_offsets(tp))
+            .cloned()
+            .collect(),
+        ..set.clone()
+    };
+    let mut p = append_set(host, &logs_only, now, &mut files, true);
+    let mut results: Vec<Option<Result<i64, i16>>> = p.codes.iter().map(|c| c.map(Err)).collect();
+    let mut written = Vec::with_capacity(p.appended.len());
+    for (i, part, offset, end) in std::mem::take(&mut p.appended) {
+        if let Some(r) = results.get_mut(i) {
+            *r = Some(Ok(offset));
+        }
+        written.push((part, end));
+    }
+    for (i, j) in std::mem::take(&mut p.repeats) {
+        let first = results.get(j).cloned().flatten();
+        if let Some(r) = results.get_mut(i) {
+            *r = first;
+        }
+    }
+    let mut results = logs_only.partitions.into_iter().zip(
+        results
+            .into_iter()
+            .map(|r| r.unwrap_or(Err(codes::UNKNOWN_SERVER_ERROR))),
+    );
+    // Offsets partitions take the durable path (write_here); refused here.
+    let results = set
+        .partitions
+        .iter()
+        .map(|tp| {
+            if is_offsets(tp) {
+                (tp.clone(), Err(codes::UNKNOWN_TOPIC_OR_PARTITION))
+            } else {
+                results
+                    .next()
+                    .unwrap_or((tp.clone(), Err(codes::UNKNOWN_SERVER_ERROR)))
+            }
+        })
+        .collect();
+    Unflushed {
+        results,
+        flush: flush(host, files, written),
+    }
+}
+
+/// The flush of markers appended to `files`: fdatasync (lazily, in the
+/// group commit's next round), then each partition's high watermark up to
+/// its marker.
+fn flush(
+    host: &dyn LeaderSide,
+    files: Vec<Arc<std::fs::File>>,
+    written: Vec<(Arc<Partition>, i64)>,
+) -> Flush {
+    let group_commit = host.group_commit().clone();
+    let data_ready = host.data_ready().clone();
+    Box::pin(async move {
+        match group_commit.sync_lazily(files).await {
+            Ok(()) => {
+                for (part, end) in written {
+                    part.advance_high_watermark(end);
+                }
+                data_ready.notify_waiters();
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "marker fsync failed; rewriting is not possible, the markers stand unsynced");
+            }
+        }
+    })
+}
+
+/// At load: appends `markers`' marker again to every partition whose log
+/// ends at or before it (lost in a crash with everything after it); the
+/// flush makes them durable.
+pub fn repair(host: &dyn LeaderSide, txn_id: &str, markers: &UnsyncedMarkers) -> Flush {
+    let mut files = Vec::new();
+    let mut written = Vec::new();
+    for (tp, offset) in &markers.markers {
+        let Some(part) = host.partition(&tp.topic, tp.partition) else {
+            continue;
+        };
+        let end = part.log_end_offset();
+        if end > *offset {
+            continue; // the marker made it
+        }
+        tracing::warn!(txn = %txn_id, topic = %tp.topic, partition = tp.partition, marker_offset = offset, log_end = end, commit = markers.commit, "a marker was lost in a crash; appending it again");
+        match part.append_marker(
+            markers.producer_id,
+            markers.producer_epoch,
+            markers.commit,
+            0,
+            crate::clock::now_ms(),
+        ) {
+            Ok(a) => {
+                files.extend(a.file);
+                written.push((part, a.end_offset));
+            }
+            Err(e) => {
+                tracing::error!(topic = %tp.topic, partition = tp.partition, error = %e, "appending a lost marker again failed");
+            }
+        }
+    }
+    flush(host, files, written)
+}
+
+/// Appends one set's markers; the files to sync go to `files`. With
+/// `half_written_fault`, the fault point `markers-half-written` crashes
+/// the process with the first marker durable and the rest unwritten.
 fn append_set(
-    broker: &Broker,
+    host: &dyn LeaderSide,
     set: &MarkerSet,
     now: i64,
     files: &mut Vec<Arc<std::fs::File>>,
+    half_written_fault: bool,
 ) -> Pending {
     let n = set.partitions.len();
     let mut p = Pending {
@@ -194,9 +332,21 @@ fn append_set(
             continue;
         }
         first.insert(tp, i);
-        match apply_one(broker, set, tp, now, files) {
+        let before = files.len();
+        match apply_one(host, set, tp, now, files) {
             Step::Done(code) => put(&mut p.codes, i, code),
-            Step::Appended(part, end) => p.appended.push((i, part, end)),
+            Step::Appended(part, offset, end) => {
+                if half_written_fault
+                    && cfg!(feature = "fault-injection")
+                    && n > 1
+                    && p.appended.is_empty()
+                    && let Some(f) = files.get(before)
+                {
+                    let _ = f.sync_data();
+                    crate::fault::point("markers-half-written");
+                }
+                p.appended.push((i, part, offset, end));
+            }
             Step::Offsets(d) => p.journal.push((i, d)),
         }
     }
@@ -212,7 +362,7 @@ fn put(codes_out: &mut [Option<i16>], i: usize, code: i16) {
 
 /// Appends (or hands to the group shard) the marker for one partition.
 fn apply_one(
-    broker: &Broker,
+    host: &dyn LeaderSide,
     set: &MarkerSet,
     tp: &TopicPartition,
     now: i64,
@@ -222,10 +372,7 @@ fn apply_one(
         if !(0..OFFSETS_PARTITIONS).contains(&tp.partition) {
             return Step::Done(codes::UNKNOWN_TOPIC_OR_PARTITION);
         }
-        return match broker
-            .groups
-            .complete_txn(set.producer_id, tp.partition, set.commit)
-        {
+        return match host.complete_offsets(set.producer_id, tp.partition, set.commit) {
             Ok(Some(d)) => Step::Offsets(d),
             Ok(None) => Step::Done(0),
             Err(e) => {
@@ -234,8 +381,8 @@ fn apply_one(
             }
         };
     }
-    let Some(part) = broker.logs.partition(&tp.topic, tp.partition) else {
-        return Step::Done(broker.not_here(&tp.topic, tp.partition));
+    let Some(part) = host.partition(&tp.topic, tp.partition) else {
+        return Step::Done(host.not_here(&tp.topic, tp.partition));
     };
     match part.append_marker(
         set.producer_id,
@@ -246,7 +393,7 @@ fn apply_one(
     ) {
         Ok(a) => {
             files.extend(a.file);
-            Step::Appended(part, a.end_offset)
+            Step::Appended(part, a.base_offset, a.end_offset)
         }
         Err(e) => {
             tracing::debug!(topic = %tp.topic, partition = tp.partition, producer_id = set.producer_id, error = %e, "marker refused");

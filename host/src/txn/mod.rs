@@ -1,10 +1,16 @@
-//! The transaction coordinator: its sans-I/O state machine and the
-//! state-record codec its log uses. Wire handlers and storage come later and
-//! drive [`machine::TxnMachine`]; nothing here touches sockets or files.
+//! Transactions: the policy-driven state machine ([`machine`], sans I/O,
+//! with the state-record codec of [`record`]), its durable log ([`store`],
+//! files), the coordinator that drives both ([`coordinator`]) through the
+//! ports of [`port`], its shards ([`shards`]), the marker writers (the
+//! partition leader's side in [`markers`], the coordinator's routing in
+//! [`remote_markers`]) and the verification a partition leader asks of a
+//! coordinator ([`route`]). Nothing here knows the broker: what it needs
+//! from the log, the groups and the cluster comes through narrow traits.
 
 pub mod coordinator;
 pub mod machine;
 pub mod markers;
+pub mod port;
 pub mod record;
 pub mod remote_markers;
 pub mod route;

@@ -1,22 +1,25 @@
-//! Cluster mode's marker writer: a transaction's COMMIT/ABORT markers go to
-//! whichever broker leads each partition (and each offsets partition's group
-//! shard), this one included, with the coordinator's epoch; the caller
-//! records the completion only once every marker is durable and
-//! acknowledged.
+//! The coordinator's marker router: a transaction's COMMIT/ABORT markers go
+//! to whichever broker leads each partition (and each offsets partition's
+//! group shard), this one included, with the coordinator's epoch; the
+//! caller records the completion only once every marker is durable and
+//! acknowledged. Single-node mode takes this path too for a transaction
+//! with consumer offsets (every partition is led here).
 //!
-//! Partitions this broker leads are written here ([`super::markers`]);
-//! the others get one WriteTxnMarkers (API 27) per leader over
-//! [`crate::cluster::peer`]. A partition without a live leader, a leader
-//! that moved (NOT_LEADER_OR_FOLLOWER / NOT_COORDINATOR) or a peer that
-//! cannot be reached is tried again, with a growing delay, until it is
-//! done: a transaction is never completed with a marker missing. Given up
-//! only when the partition's topic no longer exists, when the partition
-//! holds a newer producer epoch (the marker changes nothing there), or when
-//! a newer coordinator fenced this one (TRANSACTION_COORDINATOR_FENCED: the
-//! shard moved, its new coordinator finishes the job).
+//! Partitions this broker leads go to the local marker writer
+//! ([`super::markers`], through [`MarkerSink`]); the others get one
+//! WriteTxnMarkers (API 27) per leader ([`PeerMarkers`], built by
+//! [`send`]). A partition without a live leader, a leader that moved
+//! (NOT_LEADER_OR_FOLLOWER / NOT_COORDINATOR) or a peer that cannot be
+//! reached is tried again, with a growing delay, until it is done: a
+//! transaction is never completed with a marker missing. Given up only when
+//! the partition's topic no longer exists, when the partition holds a newer
+//! producer epoch (the marker changes nothing there), or when a newer
+//! coordinator fenced this one (TRANSACTION_COORDINATOR_FENCED: the shard
+//! moved, its new coordinator finishes the job).
 //!
-//! It may touch: the cluster view (who leads what), the peer client, the
-//! local marker path. It never touches the coordinator's state.
+//! It may touch: the coordinator's ports ([`LeaderView`], [`MarkerSink`],
+//! [`PeerMarkers`]) and the peer client. It never touches the coordinator's
+//! state.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -27,69 +30,26 @@ use kafka_protocol::messages::write_txn_markers_request::{
 };
 use kafka_protocol::messages::{ProducerId, WriteTxnMarkersRequest};
 
-use super::coordinator::Coordinator;
 use super::machine::MarkerJob;
-use super::markers::{MarkerSet, write_here};
-use crate::broker::Broker;
+use super::port::{Host, Leader, MarkerSet};
 use crate::cluster::NodeInfo;
+use crate::cluster::peer::Peers;
 use crate::codes;
 use crate::policy::TopicPartition;
 
-const INVALID_PRODUCER_EPOCH: i16 = 47;
-const TRANSACTION_COORDINATOR_FENCED: i16 = 52;
-
-/// Where one marker goes.
-enum Route {
-    Here,
-    Peer(NodeInfo),
-    /// No live leader yet: ask again later.
-    Unknown,
-    /// The topic or partition no longer exists.
-    Gone,
-}
-
-fn route(broker: &Broker, tp: &TopicPartition) -> Route {
-    let me = broker.cluster.me().id;
-    let leader = if tp.topic == crate::group::offsets_topic::OFFSETS_TOPIC {
-        let Ok(shard) = u32::try_from(tp.partition) else {
-            return Route::Gone;
-        };
-        if broker.groups.is_open(shard) {
-            return Route::Here;
-        }
-        broker.cluster.group_coordinator(shard)
-    } else {
-        if broker.logs.partition(&tp.topic, tp.partition).is_some() {
-            return Route::Here;
-        }
-        if !broker.has_partition(&tp.topic, tp.partition) {
-            return Route::Gone;
-        }
-        broker
-            .cluster
-            .partition_leader(&tp.topic, tp.partition)
-            .and_then(|l| {
-                broker
-                    .cluster
-                    .brokers()
-                    .into_iter()
-                    .find(|b| b.id == l.node)
-            })
-    };
-    match leader {
-        Some(n) if n.id == me => Route::Unknown, // the view is ahead of our own opening
-        Some(n) => Route::Peer(n),
-        None => Route::Unknown,
-    }
-}
-
-/// Writes `job`'s markers everywhere; true once every one is durable
-/// (or needs none), false when this coordinator was fenced or retired.
-pub async fn write_everywhere(broker: &Arc<Broker>, coord: &Coordinator, job: &MarkerJob) -> bool {
+/// Writes `job`'s markers everywhere, as the coordinator at
+/// `coordinator_epoch`; true once every one is durable (or needs none),
+/// false when this coordinator was fenced or (`retired`) its shard moved.
+pub async fn write_everywhere(
+    host: &Arc<dyn Host>,
+    job: &MarkerJob,
+    coordinator_epoch: i32,
+    retired: impl Fn() -> bool,
+) -> bool {
     let mut pending = job.partitions.clone();
     let mut delay = Duration::from_millis(5);
     loop {
-        if coord.is_retired() {
+        if retired() {
             tracing::info!(txn = %job.transactional_id, "the shard moved; its new coordinator finishes the markers");
             return false;
         }
@@ -97,15 +57,15 @@ pub async fn write_everywhere(broker: &Arc<Broker>, coord: &Coordinator, job: &M
         let mut remote: BTreeMap<i32, (NodeInfo, Vec<TopicPartition>)> = BTreeMap::new();
         let mut retry = Vec::new();
         for tp in pending.drain(..) {
-            match route(broker, &tp) {
-                Route::Here => here.push(tp),
-                Route::Peer(n) => remote
+            match host.leader_of(&tp) {
+                Leader::Here => here.push(tp),
+                Leader::Peer(n) => remote
                     .entry(n.id)
                     .or_insert_with(|| (n, Vec::new()))
                     .1
                     .push(tp),
-                Route::Unknown => retry.push(tp),
-                Route::Gone => {
+                Leader::Unknown => retry.push(tp),
+                Leader::Gone => {
                     tracing::warn!(topic = %tp.topic, partition = tp.partition, "marker for a partition that no longer exists; skipped");
                 }
             }
@@ -114,20 +74,20 @@ pub async fn write_everywhere(broker: &Arc<Broker>, coord: &Coordinator, job: &M
             producer_id: job.producer_id,
             producer_epoch: job.producer_epoch,
             commit: job.commit,
-            coordinator_epoch: coord.coordinator_epoch(),
+            coordinator_epoch,
             partitions,
         };
         let local = async {
             if here.is_empty() {
                 Vec::new()
             } else {
-                write_here(broker, &set(here.clone())).await
+                host.write_here(set(here.clone())).await
             }
         };
         let mut peers = tokio::task::JoinSet::new();
         let sent: Vec<TopicPartition> = remote.values().flat_map(|(_, t)| t.clone()).collect();
         for (node, tps) in remote.into_values() {
-            peers.spawn(send(broker.clone(), node, set(tps)));
+            peers.spawn(host.send(node, set(tps)));
         }
         let peers = async {
             let mut out = Vec::new();
@@ -149,15 +109,15 @@ pub async fn write_everywhere(broker: &Arc<Broker>, coord: &Coordinator, job: &M
         for (tp, code) in local.into_iter().chain(peers) {
             match code {
                 codes::NONE => {}
-                INVALID_PRODUCER_EPOCH => {
+                codes::INVALID_PRODUCER_EPOCH => {
                     tracing::warn!(topic = %tp.topic, partition = tp.partition, "the partition holds a newer epoch; marker skipped");
                 }
-                TRANSACTION_COORDINATOR_FENCED => {
-                    tracing::warn!(txn = %job.transactional_id, topic = %tp.topic, partition = tp.partition, coordinator_epoch = coord.coordinator_epoch(), "a newer coordinator fenced this one; it finishes the markers");
+                codes::TRANSACTION_COORDINATOR_FENCED => {
+                    tracing::warn!(txn = %job.transactional_id, topic = %tp.topic, partition = tp.partition, coordinator_epoch = coordinator_epoch, "a newer coordinator fenced this one; it finishes the markers");
                     return false;
                 }
                 codes::UNKNOWN_TOPIC_OR_PARTITION
-                    if !broker.has_partition(&tp.topic, tp.partition)
+                    if !host.exists(&tp)
                         && tp.topic != crate::group::offsets_topic::OFFSETS_TOPIC =>
                 {
                     tracing::warn!(topic = %tp.topic, partition = tp.partition, "marker for a partition that no longer exists; skipped");
@@ -179,7 +139,7 @@ pub async fn write_everywhere(broker: &Arc<Broker>, coord: &Coordinator, job: &M
 
 /// One WriteTxnMarkers to `node`: each partition's code (every one
 /// COORDINATOR_NOT_AVAILABLE when the peer could not be asked).
-async fn send(broker: Arc<Broker>, node: NodeInfo, set: MarkerSet) -> Vec<(TopicPartition, i16)> {
+pub async fn send(peers: &Peers, node: &NodeInfo, set: MarkerSet) -> Vec<(TopicPartition, i16)> {
     let mut topics: Vec<WritableTxnMarkerTopic> = Vec::new();
     for tp in &set.partitions {
         match topics.iter_mut().find(|t| t.name.0.as_str() == tp.topic) {
@@ -201,7 +161,7 @@ async fn send(broker: Arc<Broker>, node: NodeInfo, set: MarkerSet) -> Vec<(Topic
     ]);
     let addr = format!("{}:{}", node.host, node.port);
     let failed = |code| set.partitions.iter().map(|tp| (tp.clone(), code)).collect();
-    let resp = match broker.peers.call(&addr, 1, &req).await {
+    let resp = match peers.call(&addr, 1, &req).await {
         Ok(r) => r,
         Err(e) => {
             tracing::debug!(node = node.id, error = %e, "WriteTxnMarkers failed; retrying");

@@ -15,16 +15,16 @@ use kafka_protocol::messages::add_partitions_to_txn_request::{
 use kafka_protocol::messages::{AddPartitionsToTxnRequest, ProducerId, TransactionalId};
 
 use super::coordinator::Coordinator;
-use crate::broker::Broker;
-use crate::cluster::NodeInfo;
+use super::shards::TxnShards;
+use crate::cluster::peer::Peers;
+use crate::cluster::{Cluster, NodeInfo};
 use crate::codes;
 use crate::policy::TopicPartition;
 
-const NOT_COORDINATOR: i16 = 16;
-const NOT_ENOUGH_REPLICAS: i16 = 19;
-const INVALID_PRODUCER_ID_MAPPING: i16 = 49;
-const CONCURRENT_TRANSACTIONS: i16 = 51;
-const PRODUCER_FENCED: i16 = 90;
+use crate::codes::{
+    CONCURRENT_TRANSACTIONS, INVALID_PRODUCER_ID_MAPPING, NOT_COORDINATOR, NOT_ENOUGH_REPLICAS,
+    PRODUCER_FENCED,
+};
 
 /// Where a transactional id is coordinated.
 #[derive(Debug)]
@@ -35,13 +35,23 @@ pub enum Coord {
     Unavailable,
 }
 
+/// What finding a coordinator reads: the shards open here, the cluster
+/// view, and the peer client to ask another broker's.
+#[derive(Debug, Clone, Copy)]
+pub struct Routes<'a> {
+    pub shards: &'a TxnShards,
+    pub cluster: &'a Cluster,
+    pub peers: &'a Peers,
+}
+
 /// The coordinator of `txn_id`.
-pub fn coordinator_of(broker: &Broker, txn_id: &str) -> Coord {
-    if let Some(c) = broker.txn.for_txn(txn_id) {
+pub fn coordinator_of(routes: Routes<'_>, txn_id: &str) -> Coord {
+    if let Some(c) = routes.shards.for_txn(txn_id) {
         return Coord::Here(c);
     }
-    match broker.cluster.txn_coordinator(broker.txn.shard_of(txn_id)) {
-        Some(n) if !broker.cluster.is_local() && n.id != broker.cluster.me().id => Coord::Peer(n),
+    let cluster = routes.cluster;
+    match cluster.txn_coordinator(routes.shards.shard_of(txn_id)) {
+        Some(n) if !cluster.is_local() && n.id != cluster.me().id => Coord::Peer(n),
         _ => Coord::Unavailable,
     }
 }
@@ -79,24 +89,34 @@ pub fn offsets_code(verified: i16) -> i16 {
 /// `txn_id` has the partition in its ongoing transaction, else the
 /// coordinator's (or the partition's) error code, unmapped.
 pub async fn verify_only(
-    broker: &Arc<Broker>,
+    routes: Routes<'_>,
     txn_id: &str,
     producer_id: i64,
     producer_epoch: i16,
     tps: &[TopicPartition],
 ) -> Vec<i16> {
-    match coordinator_of(broker, txn_id) {
+    match coordinator_of(routes, txn_id) {
         Coord::Here(c) => tps
             .iter()
             .map(|tp| c.verify_only_code(txn_id, producer_id, producer_epoch, tp.clone()))
             .collect(),
-        Coord::Peer(node) => ask(broker, &node, txn_id, producer_id, producer_epoch, tps).await,
+        Coord::Peer(node) => {
+            ask(
+                routes.peers,
+                &node,
+                txn_id,
+                producer_id,
+                producer_epoch,
+                tps,
+            )
+            .await
+        }
         Coord::Unavailable => vec![codes::COORDINATOR_NOT_AVAILABLE; tps.len()],
     }
 }
 
 async fn ask(
-    broker: &Broker,
+    peers: &Peers,
     node: &NodeInfo,
     txn_id: &str,
     producer_id: i64,
@@ -123,7 +143,7 @@ async fn ask(
             .with_topics(topics),
     ]);
     let addr = format!("{}:{}", node.host, node.port);
-    let resp = match broker.peers.call(&addr, 4, &req).await {
+    let resp = match peers.call(&addr, 4, &req).await {
         Ok(r) => r,
         Err(e) => {
             tracing::debug!(node = node.id, error = %e, "verification with the coordinator failed");

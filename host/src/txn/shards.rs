@@ -80,7 +80,7 @@ impl TxnShards {
         let group_commit = store.group_commit().clone();
         let only = Arc::new(Coordinator::new(
             TxnMachine::with_slot(policy.clone(), limits),
-            store,
+            Box::new(store),
             records,
             expiration_ms,
             0,
@@ -111,7 +111,7 @@ impl TxnShards {
         let (store, records) = TxnStore::open(own_dir)?;
         let idempotent = Arc::new(Coordinator::new(
             TxnMachine::with_slot(policy.clone(), limits),
-            store,
+            Box::new(store),
             records,
             expiration_ms,
             0,
@@ -227,7 +227,7 @@ impl TxnShards {
         .map_err(|e| io::Error::new(e.kind(), format!("opening transaction shard {n}: {e}")))?;
         let c = Arc::new(Coordinator::new(
             TxnMachine::with_slot(self.policy.clone(), self.limits),
-            store,
+            Box::new(store),
             records,
             self.expiration_ms,
             epoch,

@@ -372,6 +372,33 @@ impl TxnStore {
     }
 }
 
+/// The coordinator's port onto this store.
+impl super::port::StateLog for TxnStore {
+    fn append<'a>(&'a self, record: &'a StateRecord) -> super::port::BoxFuture<'a, io::Result<()>> {
+        Box::pin(TxnStore::append(self, record))
+    }
+
+    fn append_unsynced(&self, record: &StateRecord) -> io::Result<()> {
+        TxnStore::append_unsynced(self, record)
+    }
+
+    fn retire(&self) {
+        TxnStore::retire(self);
+    }
+
+    fn is_retired(&self) -> bool {
+        TxnStore::is_retired(self)
+    }
+
+    fn compaction_worth_checking(&self) -> bool {
+        TxnStore::compaction_worth_checking(self)
+    }
+
+    fn maybe_compact(&self, live: &[StateRecord]) -> io::Result<bool> {
+        TxnStore::maybe_compact(self, live)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -53,7 +53,7 @@ pub fn handle(
                 );
             }
             match crate::cluster::admin::create_partitions(
-                broker,
+                broker.topic_admin(),
                 &name,
                 t.count,
                 req.validate_only,

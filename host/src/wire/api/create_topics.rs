@@ -105,7 +105,7 @@ pub fn handle(
                 }
             }
             match crate::cluster::admin::create_topic(
-                broker,
+                broker.topic_admin(),
                 &name,
                 partitions,
                 overrides,

@@ -67,7 +67,7 @@ pub fn handle(
             let r = DeletableTopicResult::default()
                 .with_name(Some(TopicName(sb(&name))))
                 .with_topic_id(id);
-            match crate::cluster::admin::delete_topic(broker, &name) {
+            match crate::cluster::admin::delete_topic(broker.topic_admin(), &name) {
                 Ok(true) => {
                     // Committed offsets of the topic go with it.
                     broker.groups.topic_deleted(&name);

@@ -85,7 +85,9 @@ pub fn handle(
     let broker = broker.clone();
     let session = session.clone();
     Handled::Later(Box::pin(async move {
-        let mut reply = coordinator.init_producer_id(&broker, &request).await;
+        let mut reply = coordinator
+            .init_producer_id(&broker.txn_host(), &request)
+            .await;
         if reply.error_code == codes::NONE && reply.producer_id >= 0 && broker.pid_owners.is_some()
         {
             let b = broker.clone();

@@ -169,7 +169,7 @@ impl AutoCreate {
             return unknown(name, codes::LEADER_NOT_AVAILABLE);
         }
         match crate::cluster::admin::create_topic(
-            broker,
+            broker.topic_admin(),
             name,
             broker.config.default_partitions,
             Default::default(),

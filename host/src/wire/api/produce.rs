@@ -253,7 +253,7 @@ async fn verify_remotely(broker: &Arc<Broker>, req: &ProduceRequest, checks: &Ch
     };
     if broker.cluster.is_local()
         || !matches!(
-            crate::txn::route::coordinator_of(broker, &txn_id),
+            crate::txn::route::coordinator_of(broker.txn_routes(), &txn_id),
             crate::txn::route::Coord::Peer(_)
         )
     {
@@ -300,7 +300,8 @@ async fn verify_remotely(broker: &Arc<Broker>, req: &ProduceRequest, checks: &Ch
     let Some((pid, epoch)) = producer else {
         return out;
     };
-    let answers = crate::txn::route::verify_only(broker, &txn_id, pid, epoch, &ask).await;
+    let answers =
+        crate::txn::route::verify_only(broker.txn_routes(), &txn_id, pid, epoch, &ask).await;
     for (tp, code) in ask.into_iter().zip(answers) {
         out.insert(
             (tp.topic, tp.partition),
@@ -428,7 +429,7 @@ fn append(
             };
             let code = match verified.get(&(tp.topic.clone(), tp.partition)) {
                 Some(&code) => code,
-                None => match crate::txn::route::coordinator_of(broker, txn_id) {
+                None => match crate::txn::route::coordinator_of(broker.txn_routes(), txn_id) {
                     crate::txn::route::Coord::Here(c) => crate::txn::route::produce_code(
                         c.verify_only_code(txn_id, h.producer_id, h.producer_epoch, tp),
                     ),

@@ -91,7 +91,7 @@ pub fn handle(
         };
         // The transaction's coordinator may be another broker (cluster mode).
         let verified = crate::txn::route::verify_only(
-            &broker,
+            broker.txn_routes(),
             &req.transactional_id.0,
             req.producer_id.0,
             req.producer_epoch,

@@ -75,7 +75,7 @@ pub fn handle(
             })
             .collect();
         let written = if allowed {
-            markers::write_all_here(&broker, &sets).await
+            markers::write_all_here(&*broker, &sets).await
         } else {
             sets.iter()
                 .map(|s| vec![codes::CLUSTER_AUTHORIZATION_FAILED; s.partitions.len()])
