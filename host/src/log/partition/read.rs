@@ -1,0 +1,131 @@
+//! A partition's read paths: Fetch's reads (bounded by bytes and by the
+//! isolation level's last offset) and the timestamp lookups of ListOffsets.
+
+use super::*;
+
+impl Partition {
+    /// Reads batches from `offset`, at most about `max_bytes` (at least one
+    /// whole batch), below the HW, or below the LSO when `read_committed`.
+    /// (Tests; Fetch uses [`Self::read_limited`].)
+    #[cfg(test)]
+    pub fn read(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        read_committed: bool,
+    ) -> Result<ReadResult, ReadError> {
+        self.read_limited(offset, max_bytes, true, read_committed)
+    }
+
+    /// Reads whole batches from `offset` within `max_bytes`, below the HW,
+    /// or below the LSO when `read_committed`. With `min_one` the first
+    /// batch is returned whole even if it alone exceeds `max_bytes` (Kafka
+    /// allows that for the first batch of a response, so a consumer makes
+    /// progress); without it such a read returns no records.
+    pub fn read_limited(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        min_one: bool,
+        read_committed: bool,
+    ) -> Result<ReadResult, ReadError> {
+        let hw = self.high_watermark();
+        let st = self.lock();
+        let lso = st
+            .producers
+            .first_unstable_offset()
+            .map_or(hw, |f| f.min(hw));
+        let end = st.log_end();
+        if offset < st.log_start || offset > end {
+            return Err(ReadError::OutOfRange {
+                offset,
+                start: st.log_start,
+                end,
+            });
+        }
+        let upper = if read_committed { lso } else { hw };
+        let mut result = ReadResult {
+            records: Vec::new(),
+            high_watermark: hw,
+            last_stable_offset: lso,
+            log_start_offset: st.log_start,
+            aborted: Vec::new(),
+        };
+        if offset >= upper {
+            return Ok(result);
+        }
+        for (_, seg) in st
+            .segments
+            .range(..=offset)
+            .next_back()
+            .into_iter()
+            .chain(st.segments.range(offset + 1..))
+        {
+            if seg.next_offset <= offset {
+                continue;
+            }
+            if let Some(pos) = seg.position_of(offset)? {
+                result.records = seg.read(pos, max_bytes, min_one, upper)?;
+                break;
+            }
+        }
+        if read_committed {
+            let last = batch::parse_header(&result.records).map(|_| offset);
+            if last.is_some() {
+                result.aborted = st
+                    .aborted
+                    .iter()
+                    .filter(|a| a.last_offset >= offset && a.first_offset < upper)
+                    .copied()
+                    .collect();
+            }
+        }
+        Ok(result)
+    }
+
+    /// ListOffsets by timestamp: the first offset whose record timestamp is
+    /// ≥ `ts`, with that timestamp. The batch is located under the lock
+    /// ([`Partition::locate_timestamp`]) and scanned without it.
+    pub fn offset_for_timestamp(&self, ts: i64) -> io::Result<Option<(i64, i64)>> {
+        match self.locate_timestamp(ts)? {
+            Some(probe) => probe.scan(ts).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// The first batch whose max timestamp is ≥ `ts`, found from the time
+    /// index under the partition lock (headers only). Scanning its records
+    /// ([`TimestampProbe::scan`], up to [`batch::MAX_SCAN_BYTES`] of
+    /// decompression) needs no lock, so appends go on meanwhile.
+    pub fn locate_timestamp(&self, ts: i64) -> io::Result<Option<TimestampProbe>> {
+        let hw = self.high_watermark();
+        let st = self.lock();
+        for seg in st.segments.values() {
+            if seg.max_timestamp < ts {
+                continue;
+            }
+            if let Some((pos, h)) = seg.position_for_timestamp(ts)? {
+                if h.base_offset >= hw {
+                    return Ok(None);
+                }
+                return Ok(Some(TimestampProbe {
+                    file: seg.file.clone(),
+                    pos,
+                    header: h,
+                }));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The largest timestamp and its offset (ListOffsets -3).
+    pub fn max_timestamp(&self) -> (i64, i64) {
+        let st = self.lock();
+        st.segments
+            .values()
+            .filter(|s| s.max_timestamp >= 0)
+            .map(|s| (s.max_timestamp, s.next_offset - 1))
+            .max()
+            .unwrap_or((-1, -1))
+    }
+}

@@ -1,0 +1,86 @@
+//! Moving a partition's log start: DeleteRecords and time/size retention,
+//! both dropping whole segments below the new start.
+
+use super::*;
+
+impl Partition {
+    /// DeleteRecords: moves the log start offset (never past the HW) and
+    /// drops whole segments below it.
+    pub fn delete_records_before(&self, offset: i64) -> Result<i64, ReadError> {
+        let hw = self.high_watermark();
+        let mut st = self.lock();
+        let target = if offset == -1 { hw } else { offset };
+        if target < 0 || target > hw {
+            return Err(ReadError::OutOfRange {
+                offset,
+                start: st.log_start,
+                end: hw,
+            });
+        }
+        if target > st.log_start {
+            self.check_gate()?;
+            write_atomically(
+                &self.dir.join(seal::log_start_name(self.generation)),
+                target.to_string().as_bytes(),
+            )?;
+            st.log_start = target;
+            self.drop_segments_below(&mut st, target)?;
+        }
+        Ok(st.log_start)
+    }
+
+    fn drop_segments_below(&self, st: &mut State, offset: i64) -> io::Result<()> {
+        let doomed: Vec<i64> = st
+            .segments
+            .iter()
+            .filter(|(_, s)| s.next_offset <= offset)
+            .map(|(b, _)| *b)
+            .filter(|b| Some(b) != st.segments.keys().next_back())
+            .collect();
+        for b in doomed {
+            self.check_gate()?;
+            if let Some(s) = st.segments.remove(&b) {
+                s.delete()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Retention by time and size: deletes whole old segments, never the active one.
+    pub fn apply_retention(&self, now_ms: i64) -> io::Result<usize> {
+        let mut st = self.lock();
+        let mut removed = 0;
+        loop {
+            if st.segments.len() <= 1 {
+                break;
+            }
+            let total: u64 = st.segments.values().map(|s| s.size).sum();
+            let Some((&base, oldest)) = st.segments.iter().next() else {
+                break;
+            };
+            let by_time = self.config.retention_ms >= 0
+                && oldest.max_timestamp >= 0
+                && oldest.max_timestamp < now_ms - self.config.retention_ms;
+            let by_size = self.config.retention_bytes >= 0
+                && total - oldest.size >= self.config.retention_bytes as u64;
+            if !(by_time || by_size) {
+                break;
+            }
+            let next = oldest.next_offset;
+            self.check_gate()?;
+            if let Some(s) = st.segments.remove(&base) {
+                s.delete()?;
+            }
+            if next > st.log_start {
+                self.check_gate()?;
+                st.log_start = next;
+                write_atomically(
+                    &self.dir.join(seal::log_start_name(self.generation)),
+                    next.to_string().as_bytes(),
+                )?;
+            }
+            removed += 1;
+        }
+        Ok(removed)
+    }
+}

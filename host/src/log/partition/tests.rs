@@ -1,0 +1,323 @@
+use super::*;
+use crate::log::batch::data_batch;
+
+fn small_segments() -> LogConfig {
+    LogConfig {
+        segment_bytes: 1024,
+        ..LogConfig::default()
+    }
+}
+
+fn fill(p: &Partition, n: usize, ts0: i64) {
+    for i in 0..n {
+        let v = format!("value-{i:04}-{}", "x".repeat(40));
+        p.append(data_batch(
+            &[(None, v.as_bytes())],
+            ts0 + i as i64,
+            None,
+            false,
+        ))
+        .expect("append");
+    }
+}
+
+fn values(p: &Partition, from: i64) -> Vec<i64> {
+    let mut out = Vec::new();
+    let mut offset = from;
+    loop {
+        let r = p.read(offset, 1 << 20, false).expect("read");
+        if r.records.is_empty() {
+            return out;
+        }
+        let mut rest = &r.records[..];
+        while let Some(h) = batch::parse_header(rest) {
+            out.push(h.base_offset);
+            offset = h.last_offset() + 1;
+            rest = &rest[h.size..];
+        }
+    }
+}
+
+#[test]
+fn appends_roll_segments_and_reads_cross_them() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let p = Partition::create(dir.path(), "t", 0, small_segments(), true).expect("create");
+    fill(&p, 100, 1000);
+    assert!(p.lock().segments.len() > 3, "small segments roll");
+    assert_eq!(values(&p, 0), (0..100).collect::<Vec<_>>());
+    assert_eq!(values(&p, 57).first(), Some(&57));
+    assert_eq!(p.offset_for_timestamp(1050).expect("ts"), Some((50, 1050)));
+    assert_eq!(p.offset_for_timestamp(5000).expect("ts"), None);
+}
+
+#[test]
+fn a_torn_tail_is_truncated_on_recovery_and_the_rest_kept() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let good = {
+        let p = Partition::create(dir.path(), "t", 0, LogConfig::default(), true).expect("create");
+        fill(&p, 10, 1000);
+        p.size_bytes() as usize
+        // no close(): a crash
+    };
+    let seg = dir
+        .path()
+        .join("t-0")
+        .join(format!("{}.log", super::super::segment::stem(0)));
+    let mut bytes = std::fs::read(&seg).expect("read segment");
+    assert!(bytes.len() > good, "zeros follow the data");
+    let half_header = bytes[..40].to_owned();
+    bytes[good..good + 40].copy_from_slice(&half_header); // a torn write
+    std::fs::write(&seg, &bytes).expect("write");
+    let p = Partition::open(dir.path(), "t", 0, LogConfig::default(), true).expect("recover");
+    assert_eq!(p.log_end_offset(), 10);
+    assert_eq!(std::fs::metadata(&seg).expect("meta").len() as usize, good);
+    fill(&p, 1, 2000);
+    assert_eq!(values(&p, 0), (0..11).collect::<Vec<_>>());
+}
+
+#[test]
+fn the_zero_filled_tail_is_cut_at_recovery_and_at_a_clean_close() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let seg = dir
+        .path()
+        .join("t-0")
+        .join(format!("{}.log", super::super::segment::stem(0)));
+    let len = || std::fs::metadata(&seg).expect("meta").len();
+    let data = {
+        let p = Partition::create(dir.path(), "t", 0, LogConfig::default(), true).expect("create");
+        fill(&p, 10, 1000);
+        let data = p.size_bytes();
+        assert!(len() > data, "zeros follow the data");
+        data
+        // no close(): a crash with the zeros in place
+    };
+    let p = Partition::open(dir.path(), "t", 0, LogConfig::default(), true).expect("recover");
+    assert_eq!(p.log_end_offset(), 10);
+    assert_eq!(len(), data, "recovery cut the zeros, kept every batch");
+    fill(&p, 1, 2000);
+    assert!(len() > p.size_bytes(), "appending zero-fills again");
+    p.close().expect("close");
+    assert_eq!(len(), p.size_bytes(), "a clean close leaves no zeros");
+    drop(p);
+    let p = Partition::open(dir.path(), "t", 0, LogConfig::default(), true).expect("reopen");
+    assert_eq!(values(&p, 0), (0..11).collect::<Vec<_>>());
+}
+
+#[test]
+fn a_corrupt_batch_ends_the_recovered_log_there() {
+    let dir = tempfile::tempdir().expect("tmp");
+    {
+        let p = Partition::create(dir.path(), "t", 0, LogConfig::default(), true).expect("create");
+        fill(&p, 10, 1000);
+    }
+    let seg = dir
+        .path()
+        .join("t-0")
+        .join(format!("{}.log", super::super::segment::stem(0)));
+    let mut bytes = std::fs::read(&seg).expect("read");
+    let h = batch::parse_header(&bytes).expect("first");
+    let at = 7 * h.size + 70; // inside the 8th batch's records
+    bytes[at] ^= 0xff;
+    std::fs::write(&seg, &bytes).expect("write");
+    let p = Partition::open(dir.path(), "t", 0, LogConfig::default(), true).expect("recover");
+    assert_eq!(
+        p.log_end_offset(),
+        7,
+        "batches after the corrupt one are dropped"
+    );
+}
+
+#[test]
+fn retention_by_size_and_time_drops_old_segments_only() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let cfg = LogConfig {
+        retention_bytes: 2048,
+        ..small_segments()
+    };
+    let p = Partition::create(dir.path(), "t", 0, cfg, true).expect("create");
+    fill(&p, 100, 1000);
+    let before = p.lock().segments.len();
+    assert!(p.apply_retention(2000).expect("retention") > 0);
+    let after = p.lock().segments.len();
+    assert!(after < before && p.size_bytes() <= 2048 + 1024);
+    let start = p.log_start_offset();
+    assert!(start > 0);
+    assert!(matches!(
+        p.read(0, 100, false),
+        Err(ReadError::OutOfRange { .. })
+    ));
+    assert_eq!(values(&p, start).last(), Some(&99));
+
+    let cfg = LogConfig {
+        retention_ms: 10,
+        ..small_segments()
+    };
+    let q = Partition::create(dir.path(), "u", 0, cfg, true).expect("create");
+    fill(&q, 50, 1000);
+    q.apply_retention(1000 + 49 + 10 + 1).expect("retention");
+    assert_eq!(
+        q.lock().segments.len(),
+        1,
+        "everything but the active segment expired"
+    );
+}
+
+#[test]
+fn delete_records_moves_the_log_start_and_survives_reopen() {
+    let dir = tempfile::tempdir().expect("tmp");
+    {
+        let p = Partition::create(dir.path(), "t", 0, small_segments(), true).expect("create");
+        fill(&p, 40, 1000);
+        assert_eq!(p.delete_records_before(25).expect("delete"), 25);
+        assert!(matches!(
+            p.delete_records_before(41),
+            Err(ReadError::OutOfRange { .. })
+        ));
+        p.close().expect("close");
+    }
+    let p = Partition::open(dir.path(), "t", 0, small_segments(), true).expect("open");
+    assert_eq!(p.log_start_offset(), 25);
+    assert_eq!(values(&p, 25).first(), Some(&25));
+}
+
+/// (base offset, partition leader epoch) of every batch from `from`.
+fn epochs_of(p: &Partition, from: i64) -> Vec<(i64, i32)> {
+    let mut out = Vec::new();
+    let mut offset = from;
+    loop {
+        let r = p.read(offset, 1 << 20, false).expect("read");
+        if r.records.is_empty() {
+            return out;
+        }
+        let mut rest = &r.records[..];
+        while let Some(h) = batch::parse_header(rest) {
+            out.push((
+                h.base_offset,
+                batch::partition_leader_epoch(rest).expect("epoch"),
+            ));
+            offset = h.last_offset() + 1;
+            rest = &rest[h.size..];
+        }
+    }
+}
+
+#[test]
+fn data_and_marker_batches_carry_the_current_leader_epoch() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let p = Partition::create(dir.path(), "t", 0, LogConfig::default(), true).expect("create");
+    fill(&p, 1, 1000);
+    p.become_leader(3).expect("become leader");
+    p.append(data_batch(&[(None, b"tx")], 1001, Some((7, 0, 0)), true))
+        .expect("transactional append");
+    p.append_marker(7, 0, true, 0, 1002).expect("marker");
+    p.become_leader(2).expect("an older epoch is a no-op");
+    fill(&p, 1, 1003);
+    assert_eq!(p.leader_epoch(), 3);
+    assert_eq!(epochs_of(&p, 0), vec![(0, 0), (1, 3), (2, 3), (3, 3)]);
+}
+
+#[test]
+fn the_epoch_history_survives_reopen_and_answers_end_offsets() {
+    let dir = tempfile::tempdir().expect("tmp");
+    {
+        let p = Partition::create(dir.path(), "t", 0, small_segments(), true).expect("create");
+        fill(&p, 5, 1000);
+        p.become_leader(2).expect("become leader");
+        fill(&p, 3, 2000);
+        p.close().expect("close");
+    }
+    let p = Partition::open(dir.path(), "t", 0, small_segments(), true).expect("open");
+    assert_eq!(p.leader_epoch(), 2);
+    assert_eq!(p.end_offset_for_epoch(0), (0, 5));
+    assert_eq!(p.end_offset_for_epoch(1), (0, 5));
+    assert_eq!(p.end_offset_for_epoch(2), (2, 8));
+    assert_eq!(p.end_offset_for_epoch(3), (-1, -1));
+    assert_eq!((p.epoch_at(4), p.epoch_at(5), p.epoch_at(8)), (0, 2, 2));
+    assert_eq!(p.epoch_at(-1), -1);
+    fill(&p, 1, 3000);
+    assert_eq!(epochs_of(&p, 7), vec![(7, 2), (8, 2)]);
+}
+
+#[test]
+fn batches_taken_back_from_the_wal_keep_the_epoch_they_were_written_with() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let a = Partition::create(dir.path(), "a", 0, LogConfig::default(), true).expect("create");
+    a.become_leader(1).expect("become leader");
+    fill(&a, 2, 1000);
+    let r = a.read(0, 1 << 20, false).expect("read");
+    let mut frames = Vec::new();
+    let mut rest = &r.records[..];
+    while let Some(h) = batch::parse_header(rest) {
+        frames.push(rest[..h.size].to_vec());
+        rest = &rest[h.size..];
+    }
+    let b = Partition::create(dir.path(), "b", 0, LogConfig::default(), true).expect("create");
+    b.become_leader(4).expect("become leader");
+    assert_eq!(b.recover_from_wal(&frames).expect("recover"), 2);
+    assert_eq!(epochs_of(&b, 0), vec![(0, 1), (1, 1)]);
+}
+
+#[test]
+fn moving_the_log_start_leaves_the_epochs_alone() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let p = Partition::create(dir.path(), "t", 0, small_segments(), true).expect("create");
+    fill(&p, 20, 1000);
+    p.become_leader(1).expect("become leader");
+    fill(&p, 20, 2000);
+    p.delete_records_before(30).expect("delete");
+    assert_eq!(p.end_offset_for_epoch(0), (0, 20));
+    assert_eq!(p.end_offset_for_epoch(1), (1, 40));
+    assert_eq!(p.leader_epoch(), 1);
+}
+
+#[test]
+fn an_epoch_whose_start_a_crash_lost_restarts_at_the_first_new_batch() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let seg = dir
+        .path()
+        .join("t-0")
+        .join(format!("{}.log", super::super::segment::stem(0)));
+    let kept = {
+        let p = Partition::create(dir.path(), "t", 0, LogConfig::default(), true).expect("create");
+        fill(&p, 3, 1000);
+        let kept = p.size_bytes();
+        fill(&p, 2, 1100);
+        p.become_leader(2).expect("become leader");
+        fill(&p, 3, 2000);
+        kept
+        // no close(): a crash that loses everything after offset 3
+    };
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&seg)
+        .expect("segment")
+        .set_len(kept)
+        .expect("truncate");
+    let p = Partition::open(dir.path(), "t", 0, LogConfig::default(), true).expect("recover");
+    assert_eq!(p.log_end_offset(), 3);
+    assert_eq!(p.leader_epoch(), 2, "the epoch never goes down");
+    assert_eq!(p.end_offset_for_epoch(0), (0, 3));
+    fill(&p, 4, 3000);
+    assert_eq!(p.end_offset_for_epoch(0), (0, 3), "epoch 2 begins at 3 now");
+    assert_eq!(p.end_offset_for_epoch(2), (2, 7));
+    assert_eq!(
+        epochs_of(&p, 2),
+        vec![(2, 0), (3, 2), (4, 2), (5, 2), (6, 2)]
+    );
+}
+
+#[test]
+fn the_high_watermark_waits_for_durability_when_fsync_is_always() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let p = Partition::create(dir.path(), "t", 0, LogConfig::default(), false).expect("create");
+    let a = p
+        .append(data_batch(&[(None, b"v")], 1, None, false))
+        .expect("append");
+    assert_eq!((p.high_watermark(), a.end_offset), (0, 1));
+    assert!(
+        p.read(0, 1000, false).expect("read").records.is_empty(),
+        "not readable before durable"
+    );
+    p.advance_high_watermark(a.end_offset);
+    assert!(!p.read(0, 1000, false).expect("read").records.is_empty());
+}
