@@ -1,0 +1,217 @@
+//! Topics as the log keeps them: a topic and the partitions of it open
+//! here, its metadata record (`__topics/<topic>.json`), the creation
+//! errors and limits, name and config validation, and topic ids.
+
+use super::*;
+
+/// A topic and the partitions of it this broker has open.
+#[derive(Debug)]
+pub struct Topic {
+    pub name: String,
+    /// 16 bytes, stable for the topic's life (Metadata v10+).
+    pub id: [u8; 16],
+    /// Partitions of the topic, open here or not.
+    pub partition_count: i32,
+    /// One slot per partition: the partition when this broker has it open
+    /// (single-node mode: always; cluster mode: while it leads it).
+    pub(super) slots: Vec<RwLock<Option<Arc<Partition>>>>,
+    /// One per slot: the producer batches refused there, shared by every
+    /// partition opened in the slot ([`refusals`]).
+    pub(super) refusals: Vec<Arc<refusals::Refusals>>,
+    pub config: LogConfig,
+    /// The configs as given (DescribeConfigs shows them as dynamic).
+    pub overrides: BTreeMap<String, String>,
+}
+
+impl Topic {
+    pub(super) fn new(
+        name: &str,
+        id: [u8; 16],
+        count: i32,
+        config: LogConfig,
+        overrides: BTreeMap<String, String>,
+        mut open: Vec<Option<Arc<Partition>>>,
+        mut refused: Vec<Arc<refusals::Refusals>>,
+    ) -> Topic {
+        let n = usize::try_from(count).unwrap_or(0);
+        open.resize(n, None);
+        refused.resize_with(n, Default::default);
+        Topic {
+            name: name.into(),
+            id,
+            partition_count: count,
+            slots: open.into_iter().map(RwLock::new).collect(),
+            refusals: refused,
+            config,
+            overrides,
+        }
+    }
+
+    /// Partition `id` if it is open on this broker.
+    pub fn partition(&self, id: i32) -> Option<Arc<Partition>> {
+        let slot = self.slots.get(usize::try_from(id).ok()?)?;
+        slot.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The partitions open on this broker, by id.
+    pub fn open_partitions(&self) -> Vec<Arc<Partition>> {
+        self.slots
+            .iter()
+            .filter_map(|s| s.read().unwrap_or_else(|p| p.into_inner()).clone())
+            .collect()
+    }
+
+    /// The refusals of slot `id` (a fresh set for an id out of range).
+    pub(super) fn refusals(&self, id: i32) -> Arc<refusals::Refusals> {
+        usize::try_from(id)
+            .ok()
+            .and_then(|i| self.refusals.get(i))
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    pub(super) fn take(&self, id: i32) -> Option<Arc<Partition>> {
+        let slot = self.slots.get(usize::try_from(id).ok()?)?;
+        slot.write().unwrap_or_else(|p| p.into_inner()).take()
+    }
+
+    pub(super) fn put(&self, id: i32, p: Arc<Partition>) -> bool {
+        let Some(slot) = usize::try_from(id).ok().and_then(|i| self.slots.get(i)) else {
+            return false;
+        };
+        *slot.write().unwrap_or_else(|p| p.into_inner()) = Some(p);
+        true
+    }
+}
+
+/// A topic's durable description: `__topics/<name>.json` in single-node
+/// mode, `topics/<name>` in etcd in cluster mode.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopicMeta {
+    pub name: String,
+    pub partitions: i32,
+    pub id: String,
+    pub configs: BTreeMap<String, String>,
+}
+
+/// Why a topic could not be created.
+#[derive(Debug, thiserror::Error)]
+pub enum CreateError {
+    #[error("topic {0} already exists")]
+    Exists(String),
+    #[error("invalid topic name {0:?}")]
+    InvalidName(String),
+    #[error("invalid partition count {0}")]
+    InvalidPartitions(i32),
+    #[error("invalid config: {0}")]
+    InvalidConfig(String),
+    #[error("storage: {0}")]
+    Io(#[from] io::Error),
+    #[error(
+        "{requested} more partitions would take the broker past its limit of {max} \
+         ({existing} exist; --max-partitions)"
+    )]
+    PartitionLimit {
+        requested: usize,
+        existing: usize,
+        max: usize,
+    },
+    #[error(transparent)]
+    FdBudget(#[from] crate::fd_budget::Shortfall),
+}
+
+/// What topic creation may take (issue 13 item 7).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TopicLimits {
+    /// Most partitions on this broker.
+    pub max_partitions: usize,
+    /// Open files left free after a creation (see
+    /// [`crate::fd_budget::check`]).
+    pub fd_reserve: u64,
+}
+
+impl Default for TopicLimits {
+    fn default() -> Self {
+        TopicLimits {
+            max_partitions: 10_000,
+            fd_reserve: crate::fd_budget::reserve_for(1024),
+        }
+    }
+}
+
+/// Kafka's topic-name rule: 1–249 of `[a-zA-Z0-9._-]`, not `.` or `..`.
+pub fn valid_topic_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 249
+        && name != "."
+        && name != ".."
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
+}
+
+/// Applies topic config overrides to the broker defaults.
+pub fn parse_configs(
+    defaults: &LogConfig,
+    overrides: &BTreeMap<String, String>,
+) -> Result<LogConfig, String> {
+    let mut c = defaults.clone();
+    for (k, v) in overrides {
+        let num = |v: &str| {
+            v.parse::<i64>()
+                .map_err(|_| format!("{k}={v} is not a number"))
+        };
+        match k.as_str() {
+            "segment.bytes" => {
+                let n = num(v)?;
+                if n < 1024 {
+                    return Err(format!("segment.bytes={n} is below 1024"));
+                }
+                c.segment_bytes = n as u64;
+            }
+            "max.message.bytes" => {
+                let n = num(v)?;
+                if n < 0 {
+                    return Err(format!("max.message.bytes={n}"));
+                }
+                c.max_message_bytes = n as usize;
+            }
+            "retention.ms" => c.retention_ms = num(v)?,
+            "retention.bytes" => c.retention_bytes = num(v)?,
+            "cleanup.policy" => {
+                if v != "delete" {
+                    return Err(format!("cleanup.policy={v} is not supported (only delete)"));
+                }
+                c.cleanup_policy = v.clone();
+            }
+            // Accepted and reported back, without effect on this broker.
+            "min.insync.replicas"
+            | "compression.type"
+            | "message.timestamp.type"
+            | "unclean.leader.election.enable" => {}
+            other => return Err(format!("unknown topic config {other}")),
+        }
+    }
+    Ok(c)
+}
+
+pub(super) fn new_topic_id(name: &str) -> [u8; 16] {
+    use sha2::{Digest, Sha256};
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let d = Sha256::digest(format!("{name}/{nanos}/{}", std::process::id()));
+    let mut id = [0u8; 16];
+    id.copy_from_slice(&d[..16]);
+    id
+}
+
+pub fn parse_id(s: &str) -> [u8; 16] {
+    let mut id = [0u8; 16];
+    if let Ok(b) = hex::decode(s)
+        && b.len() == 16
+    {
+        id.copy_from_slice(&b);
+    }
+    id
+}
