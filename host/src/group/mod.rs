@@ -26,6 +26,7 @@ pub mod codes;
 pub mod config;
 pub mod coordinator;
 pub mod journal;
+pub mod live;
 pub mod member;
 pub mod offsets;
 pub mod offsets_topic;
