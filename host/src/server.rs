@@ -698,7 +698,7 @@ where
             use crate::security::authenticate::Verdict;
             // On a SASL listener the authenticator sees every frame first;
             // after SaslHandshake v0 a frame is a bare token, not a request.
-            let (gate, reply_to, req) = match auth.as_mut() {
+            let (verdict, reply_to, req) = match auth.as_mut() {
                 Some(a) if a.expects_raw_token() => (
                     a.raw_token(&buf, &mut session),
                     (ApiKey::SaslAuthenticate, 0, 0),
@@ -709,12 +709,12 @@ where
                     // A too-new ApiVersions is answered in the v0 format (KIP-511).
                     let reply_version = if req.body.is_none() { 0 } else { req.version };
                     let reply_to = (req.api_key, reply_version, req.correlation_id);
-                    let gate = a.map_or(Verdict::Dispatch, |a| a.request(&req, &mut session));
-                    (gate, reply_to, Some(req))
+                    let verdict = a.map_or(Verdict::Dispatch, |a| a.request(&req, &mut session));
+                    (verdict, reply_to, Some(req))
                 }
             };
             let (key, reply_version, correlation) = reply_to;
-            match gate {
+            match verdict {
                 Verdict::Dispatch => {}
                 Verdict::Answer(h) => {
                     drop(held);

@@ -29,11 +29,11 @@ pub fn handle(
     let refused = |code: i16| {
         ResponseKind::AddOffsetsToTxn(AddOffsetsToTxnResponse::default().with_error_code(code))
     };
-    let mut gate = super::Gate::new(broker, session, ApiKey::AddOffsetsToTxn);
-    if !gate.txn(Operation::Write, &req.transactional_id.0) {
+    let mut checks = super::Checks::new(broker, session, ApiKey::AddOffsetsToTxn);
+    if !checks.txn(Operation::Write, &req.transactional_id.0) {
         return Handled::Now(refused(codes::TRANSACTIONAL_ID_AUTHORIZATION_FAILED));
     }
-    if !gate.group(Operation::Read, &req.group_id.0) {
+    if !checks.group(Operation::Read, &req.group_id.0) {
         return Handled::Now(refused(codes::GROUP_AUTHORIZATION_FAILED));
     }
     let broker = broker.clone();

@@ -64,8 +64,8 @@ async fn client_checks(
     producer_id: i64,
     topics: &[AddPartitionsToTxnTopic],
 ) -> Result<std::collections::HashSet<String>, i16> {
-    let mut gate = super::Gate::new(broker, session, ApiKey::AddPartitionsToTxn);
-    if !gate.txn(Operation::Write, txn_id) {
+    let mut checks = super::Checks::new(broker, session, ApiKey::AddPartitionsToTxn);
+    if !checks.txn(Operation::Write, txn_id) {
         return Err(TRANSACTIONAL_ID_AUTHORIZATION_FAILED);
     }
     if !super::owns_producer_id(broker, session, "AddPartitionsToTxn", producer_id).await {
@@ -74,7 +74,7 @@ async fn client_checks(
     Ok(topics
         .iter()
         .map(|t| t.name.0.to_string())
-        .filter(|n| !gate.topic(Operation::Write, n))
+        .filter(|n| !checks.topic(Operation::Write, n))
         .collect())
 }
 
@@ -164,8 +164,8 @@ pub fn handle(
     version: i16,
 ) -> Handled {
     if version >= 4 {
-        let mut gate = super::Gate::new(broker, session, ApiKey::AddPartitionsToTxn);
-        if !gate.cluster(Operation::ClusterAction) {
+        let mut checks = super::Checks::new(broker, session, ApiKey::AddPartitionsToTxn);
+        if !checks.cluster(Operation::ClusterAction) {
             return Handled::Now(ResponseKind::AddPartitionsToTxn(
                 AddPartitionsToTxnResponse::default()
                     .with_error_code(crate::codes::CLUSTER_AUTHORIZATION_FAILED),

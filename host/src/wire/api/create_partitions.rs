@@ -21,7 +21,7 @@ pub fn handle(
     version: i16,
 ) -> ResponseKind {
     // ALTER on each topic (issue 16).
-    let mut gate = super::Gate::new(broker, session, ApiKey::CreatePartitions);
+    let mut checks = super::Checks::new(broker, session, ApiKey::CreatePartitions);
     let mut seen = std::collections::BTreeSet::new();
     let results = req
         .topics
@@ -40,7 +40,7 @@ pub fn handle(
                     format!("topic {name} is named more than once"),
                 );
             }
-            if !gate.topic(Operation::Alter, &name) {
+            if !checks.topic(Operation::Alter, &name) {
                 return fail(
                     codes::TOPIC_AUTHORIZATION_FAILED,
                     "The topic authorization is failed.".into(),

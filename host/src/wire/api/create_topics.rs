@@ -30,12 +30,12 @@ pub fn handle(
 ) -> ResponseKind {
     // CREATE on the cluster (probe) or on each topic (issue 16); whether a
     // created topic's configs are shown: DESCRIBE_CONFIGS on it.
-    let mut gate = super::Gate::new(broker, session, ApiKey::CreateTopics);
-    let all = gate.cluster_probe(Operation::Create);
+    let mut checks = super::Checks::new(broker, session, ApiKey::CreateTopics);
+    let all = checks.cluster_probe(Operation::Create);
     let allowed: Vec<bool> = req
         .topics
         .iter()
-        .map(|t| all || gate.topic(Operation::Create, &t.name.0))
+        .map(|t| all || checks.topic(Operation::Create, &t.name.0))
         .collect();
     let unauthorized = |t: &kafka_protocol::messages::create_topics_request::CreatableTopic| {
         CreatableTopicResult::default()
@@ -111,7 +111,7 @@ pub fn handle(
                 overrides,
                 req.validate_only,
             ) {
-                Ok(_) if !gate.topic(Operation::DescribeConfigs, &name) => result
+                Ok(_) if !checks.topic(Operation::DescribeConfigs, &name) => result
                     .with_num_partitions(-1)
                     .with_replication_factor(-1)
                     .with_topic_config_error_code(codes::TOPIC_AUTHORIZATION_FAILED)

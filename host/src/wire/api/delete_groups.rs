@@ -17,11 +17,11 @@ pub fn handle(
     req: DeleteGroupsRequest,
     _version: i16,
 ) -> Handled {
-    let mut gate = super::Gate::new(broker, session, ApiKey::DeleteGroups);
+    let mut checks = super::Checks::new(broker, session, ApiKey::DeleteGroups);
     let allowed: Vec<bool> = req
         .groups_names
         .iter()
-        .map(|g| gate.group(Operation::Delete, &g.0))
+        .map(|g| checks.group(Operation::Delete, &g.0))
         .collect();
     let ids: Vec<String> = req
         .groups_names

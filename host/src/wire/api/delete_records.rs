@@ -19,13 +19,13 @@ pub fn handle(
     _version: i16,
 ) -> ResponseKind {
     // DELETE on each topic (issue 16).
-    let mut gate = super::Gate::new(broker, session, ApiKey::DeleteRecords);
+    let mut checks = super::Checks::new(broker, session, ApiKey::DeleteRecords);
     let topics = req
         .topics
         .into_iter()
         .map(|t| {
             let name = t.name.0.to_string();
-            let allowed = gate.topic(Operation::Delete, &name);
+            let allowed = checks.topic(Operation::Delete, &name);
             let partitions = t
                 .partitions
                 .iter()

@@ -23,8 +23,8 @@ pub fn handle(
     // (issue 16): a topic the session may not describe is answered
     // TOPIC_AUTHORIZATION_FAILED whether or not it exists (by id: without
     // its name).
-    let mut gate = super::Gate::new(broker, session, ApiKey::DeleteTopics);
-    let all = gate.cluster_probe(Operation::Delete);
+    let mut checks = super::Checks::new(broker, session, ApiKey::DeleteTopics);
+    let all = checks.cluster_probe(Operation::Delete);
     let mut names: Vec<(Option<String>, uuid::Uuid)> = req
         .topic_names
         .iter()
@@ -51,14 +51,14 @@ pub fn handle(
                     .with_topic_id(id)
                     .with_error_code(codes::UNKNOWN_TOPIC_ID);
             };
-            if !all && !gate.topic(Operation::Describe, &name) {
+            if !all && !checks.topic(Operation::Describe, &name) {
                 let shown = (id.is_nil()).then(|| TopicName(sb(&name)));
                 return DeletableTopicResult::default()
                     .with_name(shown)
                     .with_topic_id(id)
                     .with_error_code(codes::TOPIC_AUTHORIZATION_FAILED);
             }
-            if !all && !gate.topic(Operation::Delete, &name) {
+            if !all && !checks.topic(Operation::Delete, &name) {
                 return DeletableTopicResult::default()
                     .with_name(Some(TopicName(sb(&name))))
                     .with_topic_id(id)

@@ -50,7 +50,7 @@ pub fn handle(
 ) -> ResponseKind {
     // DESCRIBE_CONFIGS on the topic, or on the cluster for a broker
     // (issue 16), before anything is looked up.
-    let mut gate = super::Gate::new(broker, session, ApiKey::DescribeConfigs);
+    let mut checks = super::Checks::new(broker, session, ApiKey::DescribeConfigs);
     let results = req
         .resources
         .into_iter()
@@ -73,11 +73,11 @@ pub fn handle(
                     .with_read_only(source != SOURCE_DYNAMIC_TOPIC)
             };
             let denied = match r.resource_type {
-                TOPIC if !gate.topic(Operation::DescribeConfigs, &name) => Some((
+                TOPIC if !checks.topic(Operation::DescribeConfigs, &name) => Some((
                     codes::TOPIC_AUTHORIZATION_FAILED,
                     "Topic authorization failed.",
                 )),
-                BROKER | BROKER_LOGGER if !gate.cluster(Operation::DescribeConfigs) => Some((
+                BROKER | BROKER_LOGGER if !checks.cluster(Operation::DescribeConfigs) => Some((
                     codes::CLUSTER_AUTHORIZATION_FAILED,
                     "Cluster authorization failed.",
                 )),

@@ -24,7 +24,7 @@ pub fn handle(
     req: DescribeGroupsRequest,
     version: i16,
 ) -> ResponseKind {
-    let mut gate = super::Gate::new(broker, session, ApiKey::DescribeGroups);
+    let mut checks = super::Checks::new(broker, session, ApiKey::DescribeGroups);
     let operations = if version >= 3 && req.include_authorized_operations {
         GROUP_OPERATIONS
     } else {
@@ -37,7 +37,7 @@ pub fn handle(
             let base = DescribedGroup::default()
                 .with_authorized_operations(operations)
                 .with_group_id(id.clone());
-            if !gate.group(Operation::Describe, &id.0) {
+            if !checks.group(Operation::Describe, &id.0) {
                 return base.with_error_code(crate::codes::GROUP_AUTHORIZATION_FAILED);
             }
             let described = match broker.groups.for_group(&id.0) {

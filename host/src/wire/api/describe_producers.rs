@@ -20,12 +20,12 @@ pub fn handle(
     _version: i16,
 ) -> ResponseKind {
     // READ on each topic (issue 16).
-    let mut gate = super::Gate::new(broker, session, ApiKey::DescribeProducers);
+    let mut checks = super::Checks::new(broker, session, ApiKey::DescribeProducers);
     let topics = req
         .topics
         .into_iter()
         .map(|t| {
-            let allowed = gate.topic(Operation::Read, &t.name.0);
+            let allowed = checks.topic(Operation::Read, &t.name.0);
             let partitions = t
                 .partition_indexes
                 .iter()

@@ -37,13 +37,13 @@ pub fn handle(
 ) -> ResponseKind {
     // DESCRIBE on each transactional id; partitions only of topics the
     // session may describe (issue 16).
-    let mut gate = super::Gate::new(broker, session, ApiKey::DescribeTransactions);
+    let mut checks = super::Checks::new(broker, session, ApiKey::DescribeTransactions);
     let states = req
         .transactional_ids
         .into_iter()
         .map(|id| {
             let base = TransactionState::default().with_transactional_id(id.clone());
-            if !gate.txn(Operation::Describe, &id.0) {
+            if !checks.txn(Operation::Describe, &id.0) {
                 return base
                     .with_error_code(crate::codes::TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
                     .with_transaction_state(sb(""));
@@ -62,7 +62,7 @@ pub fn handle(
             };
             let mut topics: Vec<TopicData> = Vec::new();
             for p in &e.partitions {
-                if !gate.probe(Operation::Describe, ResourceType::Topic, &p.topic) {
+                if !checks.probe(Operation::Describe, ResourceType::Topic, &p.topic) {
                     continue;
                 }
                 match topics.iter_mut().find(|t| t.topic.0.as_str() == p.topic) {

@@ -30,8 +30,8 @@ pub fn handle(
     req: EndTxnRequest,
     version: i16,
 ) -> Handled {
-    let mut gate = super::Gate::new(broker, session, ApiKey::EndTxn);
-    if !gate.txn(Operation::Write, &req.transactional_id.0) {
+    let mut checks = super::Checks::new(broker, session, ApiKey::EndTxn);
+    if !checks.txn(Operation::Write, &req.transactional_id.0) {
         return Handled::Now(refused(codes::TRANSACTIONAL_ID_AUTHORIZATION_FAILED));
     }
     let broker = broker.clone();

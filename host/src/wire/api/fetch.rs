@@ -47,8 +47,8 @@ fn refused_topics(
     req: &FetchRequest,
     version: i16,
 ) -> HashSet<String> {
-    let mut gate = super::Gate::new(broker, session, ApiKey::Fetch);
-    if !gate.authz_enabled() {
+    let mut checks = super::Checks::new(broker, session, ApiKey::Fetch);
+    if !checks.authz_enabled() {
         return HashSet::new();
     }
     let replica = if version >= 15 {
@@ -56,7 +56,7 @@ fn refused_topics(
     } else {
         req.replica_id.0
     };
-    let follower_allowed = replica >= 0 && gate.cluster(Operation::ClusterAction);
+    let follower_allowed = replica >= 0 && checks.cluster(Operation::ClusterAction);
     let mut names = Vec::new();
     for t in &req.topics {
         match find_topic(broker, &t.topic.0, t.topic_id, version) {
@@ -71,7 +71,7 @@ fn refused_topics(
             if replica >= 0 {
                 !follower_allowed
             } else {
-                !gate.topic(Operation::Read, n)
+                !checks.topic(Operation::Read, n)
             }
         })
         .collect()

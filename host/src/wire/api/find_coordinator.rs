@@ -79,16 +79,16 @@ fn this_broker(broker: &Broker, listener: &str) -> (i32, String, i32) {
 fn coordinator_of(
     broker: &Broker,
     listener: &str,
-    gate: &mut super::Gate<'_>,
+    checks: &mut super::Checks<'_>,
     key_type: i8,
     key: &str,
 ) -> Result<(i32, String, i32), (i16, &'static str)> {
     match key_type {
-        GROUP if !gate.group(Operation::Describe, key) => Err((
+        GROUP if !checks.group(Operation::Describe, key) => Err((
             codes::GROUP_AUTHORIZATION_FAILED,
             "Group authorization failed.",
         )),
-        TRANSACTION if !gate.txn(Operation::Describe, key) => Err((
+        TRANSACTION if !checks.txn(Operation::Describe, key) => Err((
             codes::TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
             "Transactional Id authorization failed.",
         )),
@@ -106,7 +106,7 @@ pub fn handle(
     req: FindCoordinatorRequest,
     version: i16,
 ) -> ResponseKind {
-    let mut gate = super::Gate::new(broker, session, ApiKey::FindCoordinator);
+    let mut checks = super::Checks::new(broker, session, ApiKey::FindCoordinator);
     // v0 has no key type: always a group.
     let key_type = if version == 0 { GROUP } else { req.key_type };
     if version >= 4 {
@@ -114,7 +114,7 @@ pub fn handle(
             .coordinator_keys
             .into_iter()
             .map(|key: StrBytes| {
-                let found = coordinator_of(broker, &session.listener, &mut gate, key_type, &key);
+                let found = coordinator_of(broker, &session.listener, &mut checks, key_type, &key);
                 let c = Coordinator::default().with_key(key);
                 match found {
                     Ok((node, host, port)) => c
@@ -136,7 +136,7 @@ pub fn handle(
     }
     let r = FindCoordinatorResponse::default();
     ResponseKind::FindCoordinator(
-        match coordinator_of(broker, &session.listener, &mut gate, key_type, &req.key) {
+        match coordinator_of(broker, &session.listener, &mut checks, key_type, &req.key) {
             Ok((node, host, port)) => r
                 .with_error_code(codes::NONE)
                 .with_node_id(BrokerId(node))

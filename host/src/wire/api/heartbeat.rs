@@ -15,8 +15,8 @@ pub fn handle(
     req: HeartbeatRequest,
     _version: i16,
 ) -> ResponseKind {
-    let mut gate = super::Gate::new(broker, session, ApiKey::Heartbeat);
-    if !gate.group(Operation::Read, &req.group_id.0) {
+    let mut checks = super::Checks::new(broker, session, ApiKey::Heartbeat);
+    if !checks.group(Operation::Read, &req.group_id.0) {
         return ResponseKind::Heartbeat(
             HeartbeatResponse::default().with_error_code(codes::GROUP_AUTHORIZATION_FAILED),
         );

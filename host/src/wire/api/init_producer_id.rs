@@ -37,18 +37,18 @@ fn refused(code: i16) -> Handled {
 
 /// Whether `session` may initialise this producer.
 fn authorized(broker: &Broker, session: &Session, transactional_id: Option<&str>) -> bool {
-    let mut gate = super::Gate::new(broker, session, ApiKey::InitProducerId);
+    let mut checks = super::Checks::new(broker, session, ApiKey::InitProducerId);
     match transactional_id {
-        Some(id) => gate.txn(Operation::Write, id),
+        Some(id) => checks.txn(Operation::Write, id),
         None => {
-            gate.cluster_probe(Operation::IdempotentWrite)
+            checks.cluster_probe(Operation::IdempotentWrite)
                 || broker.authz.authorize_by_resource_type(
                     session,
                     Operation::Write,
                     ResourceType::Topic,
                 )
                 // Denied both ways: audited once, as the cluster action.
-                || gate.cluster(Operation::IdempotentWrite)
+                || checks.cluster(Operation::IdempotentWrite)
         }
     }
 }

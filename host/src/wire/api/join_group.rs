@@ -60,8 +60,8 @@ pub fn handle(
         protocols,
     };
     let member_id = join.member_id.clone();
-    let mut gate = super::Gate::new(broker, session, ApiKey::JoinGroup);
-    if !gate.group(Operation::Read, &req.group_id.0) {
+    let mut checks = super::Checks::new(broker, session, ApiKey::JoinGroup);
+    if !checks.group(Operation::Read, &req.group_id.0) {
         let o = JoinOutcome::error(&member_id, crate::codes::GROUP_AUTHORIZATION_FAILED);
         return Handled::Now(response(o, version));
     }

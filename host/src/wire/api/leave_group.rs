@@ -18,8 +18,8 @@ pub fn handle(
     req: LeaveGroupRequest,
     version: i16,
 ) -> ResponseKind {
-    let mut gate = super::Gate::new(broker, session, ApiKey::LeaveGroup);
-    if !gate.group(Operation::Read, &req.group_id.0) {
+    let mut checks = super::Checks::new(broker, session, ApiKey::LeaveGroup);
+    if !checks.group(Operation::Read, &req.group_id.0) {
         return ResponseKind::LeaveGroup(
             LeaveGroupResponse::default().with_error_code(codes::GROUP_AUTHORIZATION_FAILED),
         );

@@ -20,8 +20,8 @@ pub fn handle(
 ) -> ResponseKind {
     // DESCRIBE on the cluster lists every group; otherwise only those the
     // session may describe (never an error, never audited).
-    let gate = super::Gate::new(broker, session, ApiKey::ListGroups);
-    let all = gate.cluster_probe(Operation::Describe);
+    let checks = super::Checks::new(broker, session, ApiKey::ListGroups);
+    let all = checks.cluster_probe(Operation::Describe);
     let states: Vec<String> = if version >= 4 {
         req.states_filter.iter().map(|s| s.to_string()).collect()
     } else {
@@ -31,7 +31,7 @@ pub fn handle(
         .groups
         .list(&states)
         .into_iter()
-        .filter(|g| all || gate.probe(Operation::Describe, ResourceType::Group, &g.group_id))
+        .filter(|g| all || checks.probe(Operation::Describe, ResourceType::Group, &g.group_id))
         .map(|g| {
             ListedGroup::default()
                 .with_group_id(GroupId(sb(&g.group_id)))

@@ -27,12 +27,12 @@ pub fn handle(
     version: i16,
 ) -> Handled {
     // DESCRIBE on each topic (issue 16), decided before anything is read.
-    let mut gate = super::Gate::new(broker, session, ApiKey::ListOffsets);
+    let mut checks = super::Checks::new(broker, session, ApiKey::ListOffsets);
     let denied: HashSet<String> = req
         .topics
         .iter()
         .map(|t| t.name.0.to_string())
-        .filter(|n| !gate.topic(Operation::Describe, n))
+        .filter(|n| !checks.topic(Operation::Describe, n))
         .collect();
     let by_timestamp = req
         .topics

@@ -31,7 +31,7 @@ pub fn handle(
     _version: i16,
 ) -> ResponseKind {
     // Only ids the session may describe, silently (issue 16).
-    let gate = super::Gate::new(broker, session, ApiKey::ListTransactions);
+    let checks = super::Checks::new(broker, session, ApiKey::ListTransactions);
     let filters: Vec<String> = req.state_filters.iter().map(|s| s.to_string()).collect();
     let unknown: Vec<_> = filters
         .iter()
@@ -54,7 +54,7 @@ pub fn handle(
                 || (e.start_timestamp_ms >= 0 && now - e.start_timestamp_ms >= req.duration_filter)
         })
         .filter(|e| {
-            gate.probe(
+            checks.probe(
                 Operation::Describe,
                 ResourceType::TransactionalId,
                 &e.transactional_id,

@@ -64,19 +64,19 @@ pub fn handle(
     version: i16,
 ) -> ResponseKind {
     let node = BrokerId(broker.config.node_id);
-    let mut gate = super::Gate::new(broker, session, ApiKey::Metadata);
+    let mut checks = super::Checks::new(broker, session, ApiKey::Metadata);
     let topics: Vec<MetadataResponseTopic> = match req.topics {
         None => match broker.cluster.topics() {
             Some(all) => all
                 .values()
-                .filter(|m| gate.probe(Operation::Describe, ResourceType::Topic, &m.name))
+                .filter(|m| checks.probe(Operation::Describe, ResourceType::Topic, &m.name))
                 .map(|m| describe_meta(broker, m))
                 .collect(),
             None => broker
                 .logs
                 .topics()
                 .iter()
-                .filter(|t| gate.probe(Operation::Describe, ResourceType::Topic, &t.name))
+                .filter(|t| checks.probe(Operation::Describe, ResourceType::Topic, &t.name))
                 .map(|t| describe(t, node))
                 .collect(),
         },
@@ -90,7 +90,7 @@ pub fn handle(
                             .with_topic_id(rt.topic_id)
                             .with_error_code(codes::UNKNOWN_TOPIC_ID);
                     };
-                    if !gate.topic(Operation::Describe, &name) {
+                    if !checks.topic(Operation::Describe, &name) {
                         return unknown(&name, codes::TOPIC_AUTHORIZATION_FAILED);
                     }
                     if let Some(m) = broker
@@ -110,8 +110,8 @@ pub fn handle(
                         return unknown(&name, codes::INVALID_TOPIC_EXCEPTION);
                     }
                     if broker.config.auto_create_topics && allow {
-                        if !gate.cluster_probe(Operation::Create)
-                            && !gate.topic(Operation::Create, &name)
+                        if !checks.cluster_probe(Operation::Create)
+                            && !checks.topic(Operation::Create, &name)
                         {
                             return unknown(&name, codes::TOPIC_AUTHORIZATION_FAILED);
                         }

@@ -39,11 +39,11 @@ pub mod write_txn_markers;
 
 pub(crate) use crate::names::{sb, topic_name};
 
-/// One request's authorization checks (issue 16): each distinct
+/// One request's authorization checks: each distinct
 /// (operation, resource) is decided once, so a request naming many
 /// partitions of a topic asks the authorizer (and audits a denial) once.
 /// With the authorizer disabled every check is `true` at no cost.
-pub(crate) struct Gate<'a> {
+pub(crate) struct Checks<'a> {
     authz: &'a crate::security::Authorizer,
     session: &'a crate::security::Session,
     api: kafka_protocol::messages::ApiKey,
@@ -52,13 +52,13 @@ pub(crate) struct Gate<'a> {
 
 use crate::security::{Operation, ResourceType};
 
-impl<'a> Gate<'a> {
+impl<'a> Checks<'a> {
     pub(crate) fn new(
         broker: &'a crate::broker::Broker,
         session: &'a crate::security::Session,
         api: kafka_protocol::messages::ApiKey,
     ) -> Self {
-        Gate {
+        Checks {
             authz: &broker.authz,
             session,
             api,

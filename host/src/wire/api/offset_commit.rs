@@ -83,8 +83,8 @@ pub fn handle(
     req: OffsetCommitRequest,
     version: i16,
 ) -> Handled {
-    let mut gate = super::Gate::new(broker, session, ApiKey::OffsetCommit);
-    let group_allowed = gate.group(Operation::Read, &req.group_id.0);
+    let mut checks = super::Checks::new(broker, session, ApiKey::OffsetCommit);
+    let group_allowed = checks.group(Operation::Read, &req.group_id.0);
     let now_ms = crate::clock::now_ms();
     // v2–v4 may ask for a retention of their own (-1: the broker's).
     let expire_ms = ((2..=4).contains(&version) && req.retention_time_ms != -1)
@@ -116,7 +116,7 @@ pub fn handle(
         ));
     }
     let (slots, entries) = check(broker, requested, now_ms, expire_ms, &mut |t| {
-        gate.topic(Operation::Read, t)
+        checks.topic(Operation::Read, t)
     });
     if entries.is_empty() {
         // Nothing to commit: Kafka answers without consulting the group.

@@ -21,8 +21,8 @@ pub fn handle(
     req: OffsetDeleteRequest,
     _version: i16,
 ) -> Handled {
-    let mut gate = super::Gate::new(broker, session, ApiKey::OffsetDelete);
-    if !gate.group(Operation::Delete, &req.group_id.0) {
+    let mut checks = super::Checks::new(broker, session, ApiKey::OffsetDelete);
+    if !checks.group(Operation::Delete, &req.group_id.0) {
         return Handled::Now(ResponseKind::OffsetDelete(
             OffsetDeleteResponse::default()
                 .with_error_code(crate::codes::GROUP_AUTHORIZATION_FAILED),
@@ -34,7 +34,7 @@ pub fn handle(
     for (ti, t) in req.topics.iter().enumerate() {
         let topic = t.name.0.to_string();
         for p in &t.partitions {
-            if !gate.topic(Operation::Read, &topic) {
+            if !checks.topic(Operation::Read, &topic) {
                 slots.push((
                     ti,
                     p.partition_index,

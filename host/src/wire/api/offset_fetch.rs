@@ -87,12 +87,12 @@ fn wanted<T>(
 /// as Kafka orders them); of all topics (null), those are left out.
 fn fetch_authorized(
     broker: &Broker,
-    gate: &mut super::Gate<'_>,
+    checks: &mut super::Checks<'_>,
     group: &str,
     wanted: Option<Vec<(String, Vec<i32>)>>,
     require_stable: bool,
 ) -> Result<Vec<FetchedTopic>, i16> {
-    if !gate.group(Operation::Describe, group) {
+    if !checks.group(Operation::Describe, group) {
         return Err(crate::codes::GROUP_AUTHORIZATION_FAILED);
     }
     let Some(groups) = broker.groups.for_group(group) else {
@@ -101,13 +101,13 @@ fn fetch_authorized(
     match wanted {
         None => {
             let mut all = groups.fetch(group, None, require_stable)?;
-            all.retain(|(t, _)| gate.probe(Operation::Describe, ResourceType::Topic, t));
+            all.retain(|(t, _)| checks.probe(Operation::Describe, ResourceType::Topic, t));
             Ok(all)
         }
         Some(list) => {
             let (ok, denied): (Vec<_>, Vec<_>) = list
                 .into_iter()
-                .partition(|(t, _)| gate.topic(Operation::Describe, t));
+                .partition(|(t, _)| checks.topic(Operation::Describe, t));
             let mut out = groups.fetch(group, Some(ok), require_stable)?;
             out.extend(denied.into_iter().map(|(t, ps)| {
                 let parts = ps
@@ -127,7 +127,7 @@ pub fn handle(
     req: OffsetFetchRequest,
     version: i16,
 ) -> ResponseKind {
-    let mut gate = super::Gate::new(broker, session, ApiKey::OffsetFetch);
+    let mut checks = super::Checks::new(broker, session, ApiKey::OffsetFetch);
     if version >= 8 {
         let groups = req
             .groups
@@ -135,8 +135,13 @@ pub fn handle(
             .map(|g| {
                 let wanted = wanted(g.topics, |t| (t.name.0.to_string(), t.partition_indexes));
                 let base = OffsetFetchResponseGroup::default().with_group_id(g.group_id.clone());
-                let fetched =
-                    fetch_authorized(broker, &mut gate, &g.group_id.0, wanted, req.require_stable);
+                let fetched = fetch_authorized(
+                    broker,
+                    &mut checks,
+                    &g.group_id.0,
+                    wanted,
+                    req.require_stable,
+                );
                 match fetched {
                     Err(code) => base.with_error_code(code),
                     Ok(topics) => base.with_topics(group_topics(topics)),
@@ -148,7 +153,7 @@ pub fn handle(
     let requested = wanted(req.topics, |t| (t.name.0.to_string(), t.partition_indexes));
     let fetched = fetch_authorized(
         broker,
-        &mut gate,
+        &mut checks,
         &req.group_id.0,
         requested.clone(),
         version >= 7 && req.require_stable,

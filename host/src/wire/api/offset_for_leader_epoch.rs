@@ -28,14 +28,14 @@ pub fn handle(
 ) -> ResponseKind {
     // CLUSTER_ACTION (a follower) may ask about every topic; others need
     // DESCRIBE on each (issue 16).
-    let mut gate = super::Gate::new(broker, session, ApiKey::OffsetForLeaderEpoch);
-    let all = gate.cluster_probe(Operation::ClusterAction);
+    let mut checks = super::Checks::new(broker, session, ApiKey::OffsetForLeaderEpoch);
+    let all = checks.cluster_probe(Operation::ClusterAction);
     let topics = req
         .topics
         .into_iter()
         .map(|t| {
             let name = t.topic.0.to_string();
-            let allowed = all || gate.topic(Operation::Describe, &name);
+            let allowed = all || checks.topic(Operation::Describe, &name);
             let partitions = t
                 .partitions
                 .iter()

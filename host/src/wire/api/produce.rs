@@ -102,7 +102,7 @@ async fn authorize(
     if !broker.authz.is_enabled() {
         return Ok(checks);
     }
-    let mut gate = super::Gate::new(broker, session, ApiKey::Produce);
+    let mut access = super::Checks::new(broker, session, ApiKey::Produce);
     let headers = || {
         req.topic_data.iter().flat_map(|t| {
             t.partition_data.iter().filter_map(move |p| {
@@ -117,13 +117,13 @@ async fn authorize(
         let allowed = req
             .transactional_id
             .as_ref()
-            .is_some_and(|id| gate.txn(Operation::Write, &id.0));
+            .is_some_and(|id| access.txn(Operation::Write, &id.0));
         if !allowed {
             return Err(codes::TRANSACTIONAL_ID_AUTHORIZATION_FAILED);
         }
     }
     for t in &req.topic_data {
-        if !gate.topic(Operation::Write, &t.name.0) {
+        if !access.topic(Operation::Write, &t.name.0) {
             checks.denied_topics.insert(t.name.0.to_string());
         }
     }

@@ -19,8 +19,8 @@ pub fn handle(
     req: SyncGroupRequest,
     version: i16,
 ) -> Handled {
-    let mut gate = super::Gate::new(broker, session, ApiKey::SyncGroup);
-    if !gate.group(Operation::Read, &req.group_id.0) {
+    let mut checks = super::Checks::new(broker, session, ApiKey::SyncGroup);
+    if !checks.group(Operation::Read, &req.group_id.0) {
         let o = SyncOutcome::error(crate::codes::GROUP_AUTHORIZATION_FAILED);
         return Handled::Now(response(o, version));
     }

@@ -34,10 +34,10 @@ pub fn handle(
     req: TxnOffsetCommitRequest,
     version: i16,
 ) -> Handled {
-    let mut gate = super::Gate::new(broker, session, ApiKey::TxnOffsetCommit);
-    let whole = if !gate.txn(Operation::Write, &req.transactional_id.0) {
+    let mut checks = super::Checks::new(broker, session, ApiKey::TxnOffsetCommit);
+    let whole = if !checks.txn(Operation::Write, &req.transactional_id.0) {
         Some(crate::codes::TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-    } else if !gate.group(Operation::Read, &req.group_id.0) {
+    } else if !checks.group(Operation::Read, &req.group_id.0) {
         Some(crate::codes::GROUP_AUTHORIZATION_FAILED)
     } else {
         None
@@ -64,7 +64,7 @@ pub fn handle(
         return Handled::Now(response(&names, &slots, code));
     }
     let (slots, entries) = check(broker, requested, crate::clock::now_ms(), None, &mut |t| {
-        gate.topic(Operation::Read, t)
+        checks.topic(Operation::Read, t)
     });
     // Old clients know 15, not 14 (spec §2.3).
     let for_version = move |code: i16| {

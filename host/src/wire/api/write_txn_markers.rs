@@ -41,8 +41,8 @@ pub fn handle(
     req: WriteTxnMarkersRequest,
     _version: i16,
 ) -> Handled {
-    let mut gate = super::Gate::new(broker, session, ApiKey::WriteTxnMarkers);
-    let allowed = gate.cluster(Operation::ClusterAction);
+    let mut checks = super::Checks::new(broker, session, ApiKey::WriteTxnMarkers);
+    let allowed = checks.cluster(Operation::ClusterAction);
     let broker = broker.clone();
     Handled::Later(Box::pin(async move {
         // Within the budget: the sets to write; every marker keeps its
