@@ -23,10 +23,10 @@ use crate::cluster::NodeInfo;
 use crate::cluster::admin::TopicAdmin;
 use crate::cluster::fences::{FenceHost, FenceRing};
 use crate::cluster::keys::{EpochRec, wal_dir_name};
-use crate::cluster::lease::Gate;
 use crate::cluster::reconcile::Host as ReconcileHost;
 use crate::group::coordinator::Durable;
 use crate::group::offsets_topic::OFFSETS_TOPIC;
+use crate::lease_gate::LeaseGate;
 use crate::log::{GroupCommit, Partition, TopicMeta};
 use crate::policy::TopicPartition;
 use crate::txn::markers::{self, LeaderSide, MarkerSet};
@@ -204,7 +204,7 @@ impl ReconcileHost for Broker {
         meta: &TopicMeta,
         p: i32,
         rec: &EpochRec,
-        gate: Gate,
+        gate: LeaseGate,
     ) -> io::Result<()> {
         let replay: Vec<String> = rec
             .wal
@@ -233,7 +233,7 @@ impl ReconcileHost for Broker {
         self.logs.abandon(topic, p);
     }
 
-    fn open_group_shard(&self, shard: u32, gate: Gate) -> io::Result<()> {
+    fn open_group_shard(&self, shard: u32, gate: LeaseGate) -> io::Result<()> {
         self.groups.open_shard(shard, gate)
     }
 
@@ -253,7 +253,7 @@ impl ReconcileHost for Broker {
         }
     }
 
-    fn open_txn_shard(&self, shard: u32, epoch: i32, gate: Gate) -> io::Result<()> {
+    fn open_txn_shard(&self, shard: u32, epoch: i32, gate: LeaseGate) -> io::Result<()> {
         let Some(me) = self.shared() else {
             return Err(io::Error::other("the broker is not running yet"));
         };

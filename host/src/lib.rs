@@ -35,6 +35,7 @@ pub mod exposition;
 pub mod fault;
 pub mod fd_budget;
 pub mod group;
+pub mod lease_gate;
 pub mod log;
 pub mod metrics;
 pub mod names;

@@ -15,6 +15,7 @@
 //! closed even after a new lease is granted, so a request that held a
 //! partition across the loss can never write or acknowledge with it.
 
+use crate::lease_gate::LeaseGate;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
@@ -22,9 +23,6 @@ use std::time::{Duration, Instant};
 /// Share of the TTL a keep-alive answer makes usable: the rest is the
 /// safety margin for clock rates and scheduling.
 pub const SAFE_FRACTION: f64 = 0.8;
-
-/// A write gate: true while its holder may still write and acknowledge.
-pub type Gate = Arc<dyn Fn() -> bool + Send + Sync>;
 
 /// The lease state one broker shares between its keep-alive task and its
 /// gates.
@@ -95,7 +93,7 @@ impl LeaseState {
     }
 
     /// A gate for the current generation.
-    pub fn gate(self: &Arc<Self>) -> Gate {
+    pub fn gate(self: &Arc<Self>) -> LeaseGate {
         let g = self.generation();
         let me = self.clone();
         Arc::new(move || me.generation() == g && me.valid())

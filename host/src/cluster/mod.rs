@@ -27,8 +27,8 @@ pub mod reconcile;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+pub use crate::lease_gate::LeaseGate;
 pub use keys::{LeaderRec, NodeInfo, Unit};
-pub use lease::Gate;
 
 use crate::log::TopicMeta;
 

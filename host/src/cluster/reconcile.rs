@@ -22,8 +22,8 @@ use std::time::Duration;
 
 use super::etcd::{Etcd, View};
 use super::keys::{EpochRec, LeaderRec, NodeInfo, Unit};
-use super::lease::Gate;
 use super::placement;
+use crate::lease_gate::LeaseGate;
 use crate::log::TopicMeta;
 
 /// What the control loop asks of the broker. Blocking methods run on the
@@ -40,14 +40,14 @@ pub trait Host: Send + Sync + 'static {
         meta: &TopicMeta,
         p: i32,
         rec: &EpochRec,
-        gate: Gate,
+        gate: LeaseGate,
     ) -> io::Result<()>;
     /// Closes a partition this broker gives up (blocking).
     fn release_partition(&self, topic: &str, p: i32);
     /// Drops a partition without writing anything more.
     fn abandon_partition(&self, topic: &str, p: i32);
     /// Opens a group shard as its coordinator (blocking).
-    fn open_group_shard(&self, shard: u32, gate: Gate) -> io::Result<()>;
+    fn open_group_shard(&self, shard: u32, gate: LeaseGate) -> io::Result<()>;
     /// Closes a group shard this broker gives up.
     fn close_group_shard(&self, shard: u32);
     /// Drops a group shard without writing anything more.
@@ -56,7 +56,7 @@ pub trait Host: Send + Sync + 'static {
     fn txn_shards(&self) -> u32;
     /// Opens a transaction shard as its coordinator at `epoch` (blocking)
     /// and resumes the markers of its transactions found Prepare*.
-    fn open_txn_shard(&self, shard: u32, epoch: i32, gate: Gate) -> io::Result<()>;
+    fn open_txn_shard(&self, shard: u32, epoch: i32, gate: LeaseGate) -> io::Result<()>;
     /// Stops coordinating a transaction shard (handed over or lost).
     fn close_txn_shard(&self, shard: u32);
     /// A new lease: appends go to the write-ahead log of this incarnation.

@@ -29,12 +29,13 @@ use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
 use super::config::GroupConfig;
-use super::journal::{self, Gate, Journal, OffsetKey, Opened};
+use super::journal::{self, Journal, OffsetKey, Opened};
 use super::offsets::Offsets;
 use super::outcome::{GroupOverview, GroupSummary, JoinOutcome, Reply, SyncOutcome};
 use super::record::{Committed, Record};
 use super::state::{Group, GroupState, JoinRequest, Now, SyncRequest};
 use super::{codes, retention};
+use crate::lease_gate::LeaseGate;
 use crate::log::{FsyncMode, GroupCommit};
 
 /// Longest group id accepted (the journal stores u16-length strings; the
@@ -74,7 +75,7 @@ pub(super) struct Inner {
     ids: AtomicU64,
     compacting: AtomicBool,
     /// This broker may still write (cluster mode: its lease is valid).
-    gate: Gate,
+    gate: LeaseGate,
     /// Set (under the state lock) when the shard is closed or abandoned:
     /// nothing is written from then on.
     closed: Arc<AtomicBool>,
@@ -366,7 +367,7 @@ impl GroupCoordinator {
         config: GroupConfig,
         group_commit: Arc<GroupCommit>,
         topic_exists: impl Fn(&str) -> bool,
-        gate: Gate,
+        gate: LeaseGate,
     ) -> io::Result<GroupCoordinator> {
         let closed = Arc::new(AtomicBool::new(false));
         let journal_gate = Self::journal_gate(&closed, &gate);
@@ -375,7 +376,7 @@ impl GroupCoordinator {
     }
 
     /// The journal's gate: the shard is open and the lease gate holds.
-    fn journal_gate(closed: &Arc<AtomicBool>, gate: &Gate) -> Gate {
+    fn journal_gate(closed: &Arc<AtomicBool>, gate: &LeaseGate) -> LeaseGate {
         let closed = closed.clone();
         let gate = gate.clone();
         Arc::new(move || !closed.load(Ordering::Acquire) && gate())
@@ -386,7 +387,7 @@ impl GroupCoordinator {
         config: GroupConfig,
         group_commit: Arc<GroupCommit>,
         topic_exists: impl Fn(&str) -> bool,
-        gate: Gate,
+        gate: LeaseGate,
         closed: Arc<AtomicBool>,
     ) -> io::Result<GroupCoordinator> {
         let mut journal = opened.journal;

@@ -3,7 +3,7 @@
 //! [`super::record`]). In cluster mode a shard's journal is a sequence of
 //! generations `offsets-<g>.log` under `__groups/shard-<n>/`, sealed on each
 //! open ([`Journal::open_sealed`]), and every write first checks the
-//! shard's write gate ([`Gate`]).
+//! shard's write gate ([`LeaseGate`]).
 //!
 //! Appends go to the end of the file under the coordinator's lock (a page
 //! cache write); the caller makes them durable through the log's
@@ -38,6 +38,7 @@ use std::os::unix::fs::FileExt;
 
 pub use super::live::{Live, LiveGroup, OffsetKey};
 use super::record::{FrameError, MAGIC, Record};
+use crate::lease_gate::LeaseGate;
 use crate::log::sync::sync_dir;
 use crate::log::zero_tail::{CHUNK, ZeroTail};
 
@@ -54,10 +55,6 @@ const GENERATION_SUFFIX: &str = ".log";
 /// Suffix of a generation being written by a seal.
 const SEAL_SUFFIX: &str = ".seal";
 
-/// True while this broker may still write (its lease is valid); see
-/// `group::shards`.
-pub type Gate = Arc<dyn Fn() -> bool + Send + Sync>;
-
 /// A compaction in progress: the snapshot to write and where.
 #[derive(Debug)]
 pub struct Compaction {
@@ -73,7 +70,7 @@ pub struct Journal {
     /// A compaction's temporary file name in `dir`.
     compact_tmp: String,
     /// Checked before every write.
-    gate: Gate,
+    gate: LeaseGate,
     file: Arc<File>,
     len: u64,
     /// Zeros kept ahead of `len`.
@@ -235,16 +232,10 @@ pub fn newest_generation(dir: &Path) -> io::Result<Option<u64>> {
     Ok(newest)
 }
 
-/// A gate that is always open (single-node mode).
-pub fn always_open() -> Gate {
-    Arc::new(|| true)
-}
+pub use crate::lease_gate::always_open;
 
 fn gate_closed(what: &str) -> io::Error {
-    io::Error::new(
-        io::ErrorKind::PermissionDenied,
-        format!("the write gate is closed (this broker no longer coordinates the shard): {what}"),
-    )
+    crate::lease_gate::closed(what)
 }
 
 impl Journal {
@@ -254,7 +245,7 @@ impl Journal {
     }
 
     /// [`Self::open`], every write checking `gate` first.
-    pub fn open_gated(dir: &Path, compact_bytes: u64, gate: Gate) -> io::Result<Opened> {
+    pub fn open_gated(dir: &Path, compact_bytes: u64, gate: LeaseGate) -> io::Result<Opened> {
         Self::open_file(dir, FILE, compact_bytes, gate)
     }
 
@@ -266,7 +257,7 @@ impl Journal {
     /// opener reads the newest generation only, so whatever a previous
     /// writer still appends to its (older) file is never seen. Every write
     /// checks `gate` first.
-    pub fn open_sealed(dir: &Path, compact_bytes: u64, gate: Gate) -> io::Result<Opened> {
+    pub fn open_sealed(dir: &Path, compact_bytes: u64, gate: LeaseGate) -> io::Result<Opened> {
         fs::create_dir_all(dir)?;
         let newest = newest_generation(dir)?;
         let (records, truncated, live) = match newest {
@@ -321,7 +312,12 @@ impl Journal {
         Ok(opened)
     }
 
-    fn open_file(dir: &Path, name: &str, compact_bytes: u64, gate: Gate) -> io::Result<Opened> {
+    fn open_file(
+        dir: &Path,
+        name: &str,
+        compact_bytes: u64,
+        gate: LeaseGate,
+    ) -> io::Result<Opened> {
         fs::create_dir_all(dir)?;
         let compact_tmp = format!("{name}{COMPACT_SUFFIX}");
         let _ = fs::remove_file(dir.join(&compact_tmp));

@@ -27,8 +27,8 @@ use std::sync::{Arc, Mutex, RwLock};
 use super::codes;
 use super::config::GroupConfig;
 use super::coordinator::{DIR, Durable, GroupCoordinator};
-use super::journal::Gate;
 use super::outcome::GroupOverview;
+use crate::lease_gate::LeaseGate;
 use crate::log::GroupCommit;
 
 /// Shards in cluster mode (Kafka's default `offsets.topic.num.partitions`).
@@ -129,7 +129,7 @@ impl GroupShards {
     /// restart does, then seals it so the previous coordinator's late
     /// writes are never seen. Already open: nothing happens. It reads and
     /// writes files: call it off the async threads (`spawn_blocking`).
-    pub fn open_shard(&self, n: u32, gate: Gate) -> io::Result<()> {
+    pub fn open_shard(&self, n: u32, gate: LeaseGate) -> io::Result<()> {
         if self.count == 1 || n >= self.count {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -285,13 +285,12 @@ impl GroupShards {
         } else {
             u32::try_from(offsets_partition).unwrap_or(u32::MAX)
         };
-        // cluster: the shard's leader completes them (transactions across
-        // the cluster are the next issue).
+        // cluster: the shard's leader completes them (the coordinator routes
+        // the marker there).
         let Some(c) = self.shard(n) else {
-            return Err(io::Error::new(
-                io::ErrorKind::NotConnected,
-                format!("group shard of offsets partition {offsets_partition} is not open here"),
-            ));
+            return Err(crate::lease_gate::closed(format!(
+                "group shard of offsets partition {offsets_partition} is not open here"
+            )));
         };
         c.complete_txn(producer_id, offsets_partition, commit)
     }
@@ -312,7 +311,7 @@ mod tests {
         )
     }
 
-    fn open_gate() -> Gate {
+    fn open_gate() -> LeaseGate {
         Arc::new(|| true)
     }
 

@@ -32,6 +32,7 @@ use super::epochs::LeaderEpochs;
 use super::producer::{ProducerError, ProducerTable, Verdict};
 use super::segment::Segment;
 use super::wal::{self, PartitionKey, Wal};
+use crate::lease_gate::LeaseGate;
 
 #[cfg(test)]
 mod gap_tests;
@@ -104,44 +105,35 @@ impl From<io::Error> for AppendError {
     }
 }
 
-/// The payload of the io::Error a closed write gate fails a file write
-/// with (see [`is_not_leader`]).
-#[derive(Debug, thiserror::Error)]
-#[error("this broker no longer leads the partition")]
-pub struct NotLeader;
-
-/// The error of a write the gate refused.
+/// The error of a write the partition's lease gate refused.
 pub fn not_leader() -> io::Error {
-    io::Error::other(NotLeader)
+    crate::lease_gate::closed("writing the partition")
 }
 
-/// Whether `e` is a write the gate refused (this broker lost the lead).
+/// Whether `e` is a write a closed lease gate refused (this broker lost
+/// the lead); see [`crate::lease_gate`].
 pub fn is_not_leader(e: &io::Error) -> bool {
-    e.get_ref().is_some_and(|inner| inner.is::<NotLeader>())
+    crate::lease_gate::is_closed(e)
 }
-
-/// Whether this broker may still write and acknowledge: true while its
-/// lease is valid (cluster mode); always true alone.
-pub type WriteGate = Arc<dyn Fn() -> bool + Send + Sync>;
 
 /// The write gate and the abandoned flag of a partition, and the producer
 /// batches refused through them ([`super::refusals`]).
 #[derive(Default)]
-struct Gate {
-    check: Option<WriteGate>,
+struct WriteState {
+    check: Option<LeaseGate>,
     abandoned: std::sync::atomic::AtomicBool,
     refusals: Arc<super::refusals::Refusals>,
 }
 
-impl Gate {
+impl WriteState {
     fn open(&self) -> bool {
         !self.abandoned.load(Ordering::Acquire) && self.check.as_ref().is_none_or(|g| g())
     }
 }
 
-impl std::fmt::Debug for Gate {
+impl std::fmt::Debug for WriteState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Gate")
+        f.debug_struct("WriteState")
             .field("gated", &self.check.is_some())
             .field("abandoned", &self.abandoned.load(Ordering::Relaxed))
             .finish()
@@ -282,7 +274,7 @@ pub struct Partition {
     /// The directory's generation this partition writes ([`seal`]).
     generation: u64,
     /// Checked under the lock before every file write.
-    gate: Gate,
+    gate: WriteState,
 }
 
 /// Zeros kept ahead of the active segment's end: a chunk, but never more
@@ -331,7 +323,7 @@ impl Partition {
             immediate_hw,
             wal: None,
             generation: 0,
-            gate: Gate::default(),
+            gate: WriteState::default(),
         })
     }
 
@@ -377,7 +369,7 @@ impl Partition {
             immediate_hw,
             wal: None,
             generation,
-            gate: Gate::default(),
+            gate: WriteState::default(),
         })
     }
 
@@ -440,7 +432,7 @@ impl Partition {
             immediate_hw,
             wal: None,
             generation,
-            gate: Gate::default(),
+            gate: WriteState::default(),
         };
         {
             let mut st = part.lock();
@@ -472,7 +464,7 @@ impl Partition {
     /// Lets this partition write only while `gate` says so (cluster mode:
     /// while this broker's lease is valid). Every file write checks it
     /// under the partition lock just before writing.
-    pub fn with_gate(mut self, gate: WriteGate) -> Self {
+    pub fn with_gate(mut self, gate: LeaseGate) -> Self {
         self.gate.check = Some(gate);
         self
     }

@@ -193,8 +193,13 @@ impl Coordinator {
                     self.store.append(&w.record).await
                 };
                 let outcome = appended.map_err(|e| {
-                    tracing::error!(error = %e, "transaction state append failed");
-                    AppendError::Storage(e.to_string())
+                    if crate::lease_gate::is_closed(&e) {
+                        tracing::info!(error = %e, "the shard moved; transaction state not appended");
+                        AppendError::NotCoordinator
+                    } else {
+                        tracing::error!(error = %e, "transaction state append failed");
+                        AppendError::Storage(e.to_string())
+                    }
                 });
                 // Durable, not yet applied or answered: the KAFKA-20357 window.
                 fault::point(

@@ -26,7 +26,7 @@ use super::port::{Flush, Unflushed};
 use super::record::UnsyncedMarkers;
 use crate::codes;
 use crate::group::coordinator::Durable;
-use crate::log::partition::{AppendError, is_not_leader};
+use crate::log::partition::AppendError;
 use crate::log::producer::ProducerError;
 use crate::log::{GroupCommit, Partition};
 use crate::policy::TopicPartition;
@@ -71,9 +71,11 @@ pub fn marker_error_code(e: &AppendError) -> i16 {
     }
 }
 
-/// The code of a failed `complete_txn` on a group shard.
-fn offsets_error_code(e: &io::Error) -> i16 {
-    if e.kind() == io::ErrorKind::NotConnected || is_not_leader(e) {
+/// The code of a failed `complete_txn` on a group shard: a closed lease
+/// gate (the shard moved, or is not open here) sends the coordinator to
+/// the shard's new leader; anything else is the disk's.
+pub fn offsets_error_code(e: &io::Error) -> i16 {
+    if crate::lease_gate::is_closed(e) {
         codes::NOT_COORDINATOR
     } else {
         codes::KAFKA_STORAGE_ERROR
@@ -399,5 +401,108 @@ fn apply_one(
             tracing::debug!(topic = %tp.topic, partition = tp.partition, producer_id = set.producer_id, error = %e, "marker refused");
             Step::Done(marker_error_code(&e))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use super::*;
+    use crate::group::GroupShards;
+    use crate::group::config::GroupConfig;
+    use crate::group::record::Committed;
+    use crate::log::FsyncMode;
+
+    /// A leader with group shards and no partitions.
+    struct Groups {
+        shards: GroupShards,
+        group_commit: Arc<GroupCommit>,
+        data_ready: Arc<Notify>,
+    }
+
+    impl LeaderSide for Groups {
+        fn partition(&self, _topic: &str, _p: i32) -> Option<Arc<Partition>> {
+            None
+        }
+        fn not_here(&self, _topic: &str, _p: i32) -> i16 {
+            codes::UNKNOWN_TOPIC_OR_PARTITION
+        }
+        fn complete_offsets(
+            &self,
+            producer_id: i64,
+            partition: i32,
+            commit: bool,
+        ) -> io::Result<Option<Durable>> {
+            self.shards.complete_txn(producer_id, partition, commit)
+        }
+        fn group_commit(&self) -> &Arc<GroupCommit> {
+            &self.group_commit
+        }
+        fn data_ready(&self) -> &Arc<Notify> {
+            &self.data_ready
+        }
+    }
+
+    fn commit_marker(producer_id: i64, offsets_partition: i32) -> MarkerSet {
+        MarkerSet {
+            producer_id,
+            producer_epoch: 0,
+            commit: true,
+            coordinator_epoch: 0,
+            partitions: vec![TopicPartition {
+                topic: crate::group::offsets_topic::OFFSETS_TOPIC.into(),
+                partition: offsets_partition,
+            }],
+        }
+    }
+
+    #[tokio::test]
+    async fn a_group_shard_that_lost_its_lease_answers_txn_offsets_not_coordinator() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let group_commit = GroupCommit::new(FsyncMode::Always);
+        let host = Groups {
+            shards: GroupShards::cluster(dir.path(), GroupConfig::default(), group_commit.clone()),
+            group_commit,
+            data_ready: Arc::new(Notify::new()),
+        };
+        let lease = Arc::new(AtomicBool::new(true));
+        let held = lease.clone();
+        let shard = host.shards.shard_of("my-group");
+        host.shards
+            .open_shard(shard, Arc::new(move || held.load(Ordering::SeqCst)))
+            .expect("open");
+        let c = host.shards.for_group("my-group").expect("local");
+        let offset = Committed {
+            offset: 5,
+            leader_epoch: -1,
+            metadata: String::new(),
+            commit_ms: 1,
+            expire_ms: None,
+        };
+        c.txn_commit(
+            "my-group",
+            -1,
+            "",
+            None,
+            7,
+            0,
+            vec![("t".into(), 0, offset)],
+        )
+        .expect("staged")
+        .wait()
+        .await
+        .expect("durable");
+        // The lease lapses before the transaction's marker arrives: the
+        // coordinator must look for the shard's new leader, not give up
+        // on a storage error.
+        lease.store(false, Ordering::SeqCst);
+        let partition = i32::try_from(shard).expect("shard");
+        let codes = write_all_here(&host, &[commit_marker(7, partition)]).await;
+        assert_eq!(codes, vec![vec![codes::NOT_COORDINATOR]]);
+        // A shard not open here at all answers the same.
+        host.shards.close_shard(shard);
+        let codes = write_all_here(&host, &[commit_marker(7, partition)]).await;
+        assert_eq!(codes, vec![vec![codes::NOT_COORDINATOR]]);
     }
 }

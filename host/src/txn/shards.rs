@@ -29,7 +29,8 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use super::coordinator::Coordinator;
 use super::machine::TxnMachine;
-use super::store::{Gate, TxnStore};
+use super::store::TxnStore;
+use crate::lease_gate::LeaseGate;
 use crate::log::GroupCommit;
 use crate::policy::{Limits, Policy, PolicySlot};
 
@@ -203,7 +204,7 @@ impl TxnShards {
         &self,
         n: u32,
         epoch: i32,
-        gate: Gate,
+        gate: LeaseGate,
     ) -> io::Result<Option<Arc<Coordinator>>> {
         if self.count == 1 || n >= self.count {
             return Err(io::Error::new(

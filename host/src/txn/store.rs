@@ -33,6 +33,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use super::record::StateRecord;
+use crate::lease_gate::LeaseGate;
 use crate::log::GroupCommit;
 use crate::log::zero_tail::{CHUNK, ZeroTail};
 
@@ -69,7 +70,7 @@ pub struct TxnStore {
     inner: Mutex<Inner>,
     group_commit: Arc<GroupCommit>,
     /// Cluster mode: whether this broker may still write the shard.
-    gate: Option<Gate>,
+    gate: Option<LeaseGate>,
     /// Set when this broker stops coordinating the shard.
     retired: std::sync::atomic::AtomicBool,
 }
@@ -81,9 +82,6 @@ impl std::fmt::Debug for TxnStore {
             .finish_non_exhaustive()
     }
 }
-
-/// Whether this broker may still write (cluster mode's lease gate).
-pub type Gate = crate::cluster::lease::Gate;
 
 /// The name of a shard's state log written under leader epoch `epoch`.
 fn generation_file(epoch: i32) -> String {
@@ -98,12 +96,9 @@ fn generation_of(name: &str) -> Option<i32> {
         .ok()
 }
 
-/// The NotConnected error a closed gate turns a write into.
+/// The error a closed gate turns a write into.
 fn gate_closed() -> io::Error {
-    io::Error::new(
-        io::ErrorKind::NotConnected,
-        "this broker no longer coordinates the shard (its lease ended)",
-    )
+    crate::lease_gate::closed("writing the transaction shard's state log")
 }
 
 fn frame(record: &StateRecord) -> Vec<u8> {
@@ -216,7 +211,7 @@ impl TxnStore {
     pub fn open_shard(
         shard_dir: &Path,
         epoch: i32,
-        gate: Gate,
+        gate: LeaseGate,
         group_commit: Arc<GroupCommit>,
     ) -> io::Result<(Self, Vec<StateRecord>)> {
         fs::create_dir_all(shard_dir)?;
@@ -265,7 +260,7 @@ impl TxnStore {
     fn compacted(
         path: PathBuf,
         live: Vec<StateRecord>,
-        gate: Option<Gate>,
+        gate: Option<LeaseGate>,
         group_commit: Arc<GroupCommit>,
     ) -> io::Result<(Self, Vec<StateRecord>)> {
         // Compact on open: the file holds exactly the live records afterwards.
@@ -491,7 +486,7 @@ mod tests {
         );
     }
 
-    fn open_gate() -> Gate {
+    fn open_gate() -> LeaseGate {
         Arc::new(|| true)
     }
 
@@ -559,7 +554,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tmp");
         let open = Arc::new(std::sync::atomic::AtomicBool::new(true));
         let flag = open.clone();
-        let gate: Gate = Arc::new(move || flag.load(std::sync::atomic::Ordering::SeqCst));
+        let gate: LeaseGate = Arc::new(move || flag.load(std::sync::atomic::Ordering::SeqCst));
         let (store, _) =
             TxnStore::open_shard(&dir.path().join("s"), 0, gate, flusher()).expect("open");
         store
@@ -571,7 +566,7 @@ mod tests {
             .append(&StateRecord::upsert(&entry("a", 2), None))
             .await
             .expect_err("closed gate");
-        assert_eq!(err.kind(), io::ErrorKind::NotConnected);
+        assert!(crate::lease_gate::is_closed(&err), "{err}");
         open.store(true, std::sync::atomic::Ordering::SeqCst);
         store.retire();
         assert!(

@@ -3,8 +3,6 @@
 
 use std::io;
 
-use super::MAX_SCAN_BYTES;
-
 /// Kafka's snappy as a stream: xerial framing (magic, version, compatible
 /// version, then length-prefixed raw blocks) or, as Java accepts it, one
 /// raw block. One block is decompressed at a time, its declared length
@@ -16,12 +14,15 @@ pub(super) struct SnappyReader<'a> {
     block: Vec<u8>,
     pos: usize,
     failed: bool,
+    /// Largest block it decompresses (the walker's bound).
+    max_block: u64,
 }
 
 impl<'a> SnappyReader<'a> {
     const XERIAL: &'static [u8] = b"\x82SNAPPY\x00";
 
-    pub(super) fn new(data: &'a [u8]) -> Self {
+    /// A reader of `data` that refuses a block of more than `max_block` bytes.
+    pub(super) fn new(data: &'a [u8], max_block: u64) -> Self {
         let (rest, framed) = match data.strip_prefix(Self::XERIAL) {
             // version and compatible version; a short header leaves no block
             // and the walk reports the missing records.
@@ -33,6 +34,7 @@ impl<'a> SnappyReader<'a> {
             framed,
             block: Vec::new(),
             pos: 0,
+            max_block,
             failed: false,
         }
     }
@@ -64,7 +66,7 @@ impl<'a> SnappyReader<'a> {
         // bytes): a larger declared length is a lie, refused before the
         // zero-filled buffer is made.
         let len = snap::raw::decompress_len(raw).map_err(|e| bad(&e.to_string()))?;
-        if len > raw.len().saturating_mul(22) || len as u64 > MAX_SCAN_BYTES {
+        if len > raw.len().saturating_mul(22) || len as u64 > self.max_block {
             return Err(bad("declared block length too large"));
         }
         self.block.clear();

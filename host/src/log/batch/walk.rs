@@ -64,7 +64,11 @@ pub fn walk_records(
             h,
             visit,
         ),
-        2 => walk(&mut Stream::new(SnappyReader::new(records)), h, visit),
+        2 => walk(
+            &mut Stream::new(SnappyReader::new(records, MAX_SCAN_BYTES)),
+            h,
+            visit,
+        ),
         3 => walk(
             &mut Stream::new(lz4::Decoder::new(records).map_err(stream)?),
             h,
