@@ -123,7 +123,55 @@ pub async fn run_listeners(
         ));
     }
     shutdown.await;
+    // Stop accepting first: once the accept loops are gone no connection
+    // joins the registry.
     loops.abort_all();
+    while loops.join_next().await.is_some() {}
+    drain(&registry, SHUTDOWN_DRAIN).await;
+}
+
+/// How long a shutdown lets the requests in flight finish before the log
+/// is closed under whatever is still running.
+pub const SHUTDOWN_DRAIN: Duration = Duration::from_secs(10);
+
+/// Tells every connection to stop reading requests, then waits (up to
+/// `bound`) until each has answered the requests it read and closed. Past
+/// the bound the rest are cut off: their unwritten responses are dropped.
+async fn drain(registry: &Registry, bound: Duration) {
+    let open = registry.all();
+    if open.is_empty() {
+        return;
+    }
+    tracing::info!(
+        connections = open.len(),
+        "shutting down: finishing the requests in flight"
+    );
+    for c in &open {
+        c.close.notify_one();
+    }
+    drop(open);
+    let deadline = tokio::time::Instant::now() + bound;
+    loop {
+        let emptied = registry.emptied.notified();
+        tokio::pin!(emptied);
+        emptied.as_mut().enable();
+        if registry.is_empty() {
+            return;
+        }
+        if tokio::time::timeout_at(deadline, emptied).await.is_err() {
+            let left = registry.all();
+            tracing::warn!(
+                connections = left.len(),
+                bound_ms = bound.as_millis() as u64,
+                "shutting down: connections still busy past the drain bound; closing them"
+            );
+            for c in &left {
+                c.evicted.store(true, Ordering::Release);
+                c.close.notify_one();
+            }
+            return;
+        }
+    }
 }
 
 async fn accept_loop(
@@ -270,6 +318,8 @@ struct Registry {
     clock: Clock,
     next_id: AtomicU64,
     conns: Mutex<HashMap<u64, Arc<Conn>>>,
+    /// Woken when the last connection leaves (a shutdown waits for it).
+    emptied: Notify,
 }
 
 impl Registry {
@@ -278,7 +328,25 @@ impl Registry {
             clock: Clock(Instant::now()),
             next_id: AtomicU64::new(0),
             conns: Mutex::new(HashMap::new()),
+            emptied: Notify::new(),
         }
+    }
+
+    /// Every connection registered now.
+    fn all(&self) -> Vec<Arc<Conn>> {
+        self.conns
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.conns
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_empty()
     }
 
     /// Registers a new connection. At `max` connections one is told to
@@ -349,6 +417,9 @@ impl Drop for Registered {
             .lock()
             .unwrap_or_else(|p| p.into_inner());
         conns.remove(&self.conn.id);
+        if conns.is_empty() {
+            self.registry.emptied.notify_waiters();
+        }
     }
 }
 

@@ -44,8 +44,14 @@ pub(crate) async fn run(args: BrokerArgs) -> anyhow::Result<()> {
     let _ = std::io::stdout().flush();
     kaas::server::run_listeners(listeners, broker.clone(), shutdown_signal()).await;
     tracing::info!("shutting down: closing the log cleanly");
+    if kaas::fault::once("slow-log-close") {
+        // Tests: a close that takes a while, so any connection still
+        // serving would write into a closing log.
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    }
     let b = broker.clone();
     tokio::task::spawn_blocking(move || b.logs.close()).await??;
+    tracing::info!("log closed cleanly");
     Ok(())
 }
 

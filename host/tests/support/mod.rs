@@ -156,6 +156,13 @@ impl Process {
         let _ = self.child.wait();
     }
 
+    /// SIGTERM, then waits for the exit.
+    pub fn sigterm(mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().to_string();
+        let _ = Command::new("kill").args(["-TERM", &pid]).status();
+        self.child.wait().expect("wait")
+    }
+
     pub fn terminate(mut self) {
         let pid = self.child.id().to_string();
         let _ = Command::new("kill").args(["-TERM", &pid]).status();
