@@ -9,7 +9,7 @@
 pub use kaas_apache37_rules as rules;
 
 use kaas_policy_sdk::PolicyInfo;
-use std::{string::String, vec};
+use std::string::String;
 
 /// The policy's name as `describe()` reports it.
 pub const NAME: &str = "apache37";
@@ -23,14 +23,7 @@ impl rules::Variant for Apache37 {
         PolicyInfo {
             name: NAME.into(),
             version: String::from(env!("CARGO_PKG_VERSION")),
-            features: vec![
-                "kip-98".into(),
-                "kip-360".into(),
-                "kip-890-verify".into(),
-                "no-kafka-20357".into(),
-                "q1-reproduced".into(),
-                "q2-producer-fenced".into(),
-            ],
+            features: rules::FEATURES.iter().map(|&f| f.into()).collect(),
         }
     }
 }

@@ -21,15 +21,13 @@ impl apache::Variant for Capped {
         PolicyInfo {
             name: NAME.into(),
             version: env!("CARGO_PKG_VERSION").into(),
-            features: vec![
-                "kip-98".into(),
-                "kip-360".into(),
-                "kip-890-verify".into(),
-                "no-kafka-20357".into(),
-                "q1-reproduced".into(),
-                "max-timeout-60000".into(),
-                "no-claims-on-uninitialised-ids".into(),
-            ],
+            // apache37's own, then capped's: it hands every other path
+            // (PRODUCER_FENCED answers included) to apache37's rules.
+            features: apache::FEATURES
+                .iter()
+                .chain(&["max-timeout-60000", "no-claims-on-uninitialised-ids"])
+                .map(|&f| f.into())
+                .collect(),
         }
     }
 

@@ -134,7 +134,7 @@ macro_rules! export_policy {
     };
 }
 
-/// Kafka error codes a policy may answer with (spec §0.3).
+/// Kafka error codes a policy may answer with (docs/txn-semantics.md §0.3).
 pub mod code {
     pub const NONE: i16 = 0;
     pub const UNKNOWN_SERVER_ERROR: i16 = -1;

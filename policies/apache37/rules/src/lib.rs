@@ -1,4 +1,5 @@
-//! The Apache Kafka 3.7 transaction-coordinator rules (spec §1–§2) as pure
+//! The Apache Kafka 3.7 transaction-coordinator rules (docs/txn-semantics.md
+//! §1–§2) as pure
 //! functions, in their own crate so other policies (strict, test policies)
 //! and native benchmarks can reuse them without inheriting WIT exports.
 //!
@@ -20,6 +21,18 @@ use kaas_policy_sdk::{
     AddPartitionsRequest, Claim, Decision, DecisionKind, EndTxnRequest, Entry, InitRequest, Limits,
     NO_EPOCH, NO_PID, Reply, TransactionalId, TxnState, VerifyDecision, code,
 };
+
+/// The features these rules implement, as `describe()` reports them: every
+/// policy built on them starts from this list and adds its own, so the
+/// lists cannot drift apart.
+pub const FEATURES: &[&str] = &[
+    "kip-98",
+    "kip-360",
+    "kip-890-verify",
+    "no-kafka-20357",
+    "q1-reproduced",
+    "q2-producer-fenced",
+];
 
 /// PRODUCER_FENCED as a client of `version` understands it: InitProducerId
 /// before v4 and AddPartitions/EndTxn before v2 get INVALID_PRODUCER_EPOCH.
@@ -99,7 +112,7 @@ pub fn init_producer_id(current: Option<Entry>, req: &InitRequest, limits: &Limi
                         rotate(entry, req, last)
                     }
                     // Apache 3.7 answers UNKNOWN_SERVER_ERROR here (quirk Q2);
-                    // we answer PRODUCER_FENCED (spec §7.3, IX-12).
+                    // we answer PRODUCER_FENCED (docs/txn-semantics.md §7.3, IX-12).
                     Some(_) => Decision::reject(fenced(req.version, INIT_FENCED_SINCE)),
                 }
             } else {
