@@ -1,6 +1,6 @@
 //! The broker's admin endpoint (`--admin-listen`, off by default) and its
 //! client (`kaas policy load`): hot swap of the transaction policy over a
-//! minimal HTTP/1.1 exchange (issue 17 item 3).
+//! minimal HTTP/1.1 exchange.
 //!
 //! Protection: the endpoint binds loopback addresses only ([`bind`] refuses
 //! anything else), so only processes on the broker's host reach it; with

@@ -87,7 +87,7 @@ impl Broker {
         };
         // A fresh producer id starts with no state on any partition: state
         // under ids never handed out can only come from forged batches
-        // accepted before Produce refused them (issue 13 item 3).
+        // accepted before Produce refused them.
         let forged: usize = logs
             .topics()
             .iter()

@@ -34,11 +34,11 @@ pub const REQUEST_TIMED_OUT: i16 = 7;
 pub const NOT_LEADER_OR_FOLLOWER: i16 = 6;
 pub const POLICY_VIOLATION: i16 = 44;
 
-// Cluster mode (issue 14):
+// Cluster mode:
 pub const REASSIGNMENT_IN_PROGRESS: i16 = 60;
 pub const INVALID_REPLICA_ASSIGNMENT: i16 = 39;
 
-// Security (issue 16):
+// Security:
 pub const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
 pub const GROUP_AUTHORIZATION_FAILED: i16 = 30;
 pub const CLUSTER_AUTHORIZATION_FAILED: i16 = 31;
@@ -46,7 +46,7 @@ pub const INVALID_PRODUCER_ID_MAPPING: i16 = 49;
 pub const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: i16 = 53;
 pub const OPERATION_NOT_ATTEMPTED: i16 = 55;
 pub const UNKNOWN_PRODUCER_ID: i16 = 59;
-// Security (issue 16): SASL.
+// Security: SASL.
 pub const UNSUPPORTED_SASL_MECHANISM: i16 = 33;
 pub const ILLEGAL_SASL_STATE: i16 = 34;
 pub const SASL_AUTHENTICATION_FAILED: i16 = 58;
@@ -54,10 +54,28 @@ pub const SASL_AUTHENTICATION_FAILED: i16 = 58;
 pub const RESOURCE_NOT_FOUND: i16 = 91;
 pub const DUPLICATE_RESOURCE: i16 = 92;
 pub const UNACCEPTABLE_CREDENTIAL: i16 = 93;
-// The ACL admin APIs (issue 16):
+// The ACL admin APIs:
 pub const SECURITY_DISABLED: i16 = 54;
 // Transactions.
 pub const NOT_ENOUGH_REPLICAS: i16 = 19;
 pub const INVALID_TRANSACTION_TIMEOUT: i16 = 50;
 pub const CONCURRENT_TRANSACTIONS: i16 = 51;
 pub const PRODUCER_FENCED: i16 = 90;
+// Consumer groups.
+pub const OFFSET_METADATA_TOO_LARGE: i16 = 12;
+pub const ILLEGAL_GENERATION: i16 = 22;
+pub const INCONSISTENT_GROUP_PROTOCOL: i16 = 23;
+pub const INVALID_GROUP_ID: i16 = 24;
+pub const UNKNOWN_MEMBER_ID: i16 = 25;
+pub const INVALID_SESSION_TIMEOUT: i16 = 26;
+pub const REBALANCE_IN_PROGRESS: i16 = 27;
+pub const NON_EMPTY_GROUP: i16 = 68;
+pub const GROUP_ID_NOT_FOUND: i16 = 69;
+pub const MEMBER_ID_REQUIRED: i16 = 79;
+pub const GROUP_MAX_SIZE_REACHED: i16 = 81;
+pub const FENCED_INSTANCE_ID: i16 = 82;
+pub const GROUP_SUBSCRIBED_TO_TOPIC: i16 = 86;
+pub const UNSTABLE_OFFSET_COMMIT: i16 = 88;
+// Fetch sessions and transaction admin.
+pub const FETCH_SESSION_ID_NOT_FOUND: i16 = 70;
+pub const TRANSACTIONAL_ID_NOT_FOUND: i16 = 105;

@@ -38,7 +38,7 @@ pub struct BrokerConfig {
     /// single node has always had.
     pub sharded_groups: bool,
     /// transactional.id.expiration.ms: idle transactional ids are removed
-    /// after this long (spec §2.7).
+    /// after this long (docs/txn-semantics.md §2.7).
     pub transactional_id_expiration_ms: i64,
     /// transaction.max.timeout.ms: the longest transaction timeout a
     /// producer may ask for; the policy is configured with it (through its
@@ -57,7 +57,7 @@ pub struct BrokerConfig {
     /// Most topics one Metadata request auto-creates; the others are
     /// answered LEADER_NOT_AVAILABLE and created when the client asks again.
     pub max_auto_created_topics_per_request: usize,
-    // Hostile clients (issue 13, items 1, 5, 8): connection and frame bounds.
+    // Hostile clients: connection and frame bounds.
     /// connections.max.idle.ms: a connection with no request in flight that
     /// has received and sent nothing for this long is closed.
     pub connections_max_idle: std::time::Duration,
@@ -69,9 +69,9 @@ pub struct BrokerConfig {
     /// `server::SMALL_FRAME`) being read, decoded or dispatched at once.
     pub queued_max_request_bytes: usize,
     /// fetch.max.bytes: most record bytes in one Fetch response (only its
-    /// first batch may exceed it; issue 13).
+    /// first batch may exceed it).
     pub fetch_max_bytes: usize,
-    // Cluster mode (issue 14):
+    // Cluster mode:
     /// etcd endpoints (`--etcd`); empty: single-node mode.
     pub etcd: Vec<String>,
     /// TTL of the broker's etcd lease (`--lease-ttl-ms`).
@@ -88,7 +88,7 @@ pub struct BrokerConfig {
     pub authorizer: crate::security::authorizer::AuthorizerConfig,
     /// ACLs the authorizer starts with (tests; the ACL store adds its own).
     pub acls: Vec<crate::security::acl::AclBinding>,
-    /// Most producer-id bindings kept in memory (issue 16 item 4; see
+    /// Most producer-id bindings kept in memory (see
     /// `security::pid_owners`).
     pub max_bound_producer_ids: usize,
     /// SASL and TLS settings.

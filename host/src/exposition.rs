@@ -51,7 +51,7 @@ pub fn render(broker: &Broker) -> String {
         );
         sample(&mut out, "kaas_wal_pending_bytes", "gauge", wal.pending().0);
     }
-    // Peer fences applied, by the path that brought them (issue 15 item 4).
+    // Peer fences applied, by the path that brought them.
     let _ = writeln!(out, "# TYPE kaas_fences_applied_total counter");
     for via in [
         crate::cluster::fences::Via::Push,

@@ -1,4 +1,4 @@
-//! The broker's file-descriptor budget (issue 13 item 7).
+//! The broker's file-descriptor budget.
 //!
 //! Every partition holds one open file per segment (the `.log` data file;
 //! indexes and snapshots are written and closed), and every client

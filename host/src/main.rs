@@ -242,7 +242,7 @@ struct BrokerArgs {
     /// it, so a consumer makes progress). At least 1024, as in Kafka.
     #[arg(long, default_value_t = kaas::config::DEFAULT_FETCH_MAX_BYTES)]
     fetch_max_bytes: usize,
-    // Cluster mode (issue 14):
+    // Cluster mode:
     /// This broker's id (node.id): unique in the cluster.
     #[arg(long, default_value_t = 1)]
     node_id: i32,
@@ -266,7 +266,7 @@ struct BrokerArgs {
     /// through etcd (`--fence-push false`: the files only).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     fence_push: bool,
-    // Security (issue 16): listeners, TLS, SASL.
+    // Security: listeners, TLS, SASL.
     /// A listener, NAME=PROTOCOL://HOST:PORT with PROTOCOL one of
     /// PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL (repeatable). The first is
     /// the one other brokers use. Default: PLAINTEXT=PLAINTEXT://<--listen>.

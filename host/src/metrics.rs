@@ -22,7 +22,7 @@ pub struct Metrics {
     pub bytes_in: AtomicU64,
     pub bytes_out: AtomicU64,
     pub connections: AtomicU64,
-    // Hostile clients (issue 13): see server.rs.
+    // Hostile clients: see server.rs.
     /// Connections closed to make room for a new one at max.connections.
     pub connections_evicted: AtomicU64,
     /// Connections closed after connections.max.idle.ms.
@@ -32,7 +32,7 @@ pub struct Metrics {
     pub request_timeouts: AtomicU64,
     /// Request bytes holding the queued.max.request.bytes budget now.
     pub queued_request_bytes: AtomicU64,
-    // Security (issue 16): see security::authenticate.
+    // Security: see security::authenticate.
     /// SASL authentications that succeeded / failed.
     pub sasl_authentication_succeeded: AtomicU64,
     pub sasl_authentication_failed: AtomicU64,
@@ -136,7 +136,7 @@ impl Metrics {
 }
 
 /// The policy deciding now (`kaas_policy_info`) and the counters of every
-/// policy this process loaded (issue 17 item 4), labelled
+/// policy this process loaded, labelled
 /// `policy="name@version",sha256="<12 hex digits>"` so a swapped-out
 /// policy's series stay apart. Decisions and traps are listed where
 /// non-zero, violations for every decision call, latency histograms for

@@ -6,7 +6,7 @@
 //! It also answers whether an id was ever handed out ([`Self::issued`]):
 //! every id below the next one to hand out was, or was skipped for good;
 //! every id at or above it was not. Produce refuses a batch under an id
-//! that was not (issue 13 item 3): a client that wrote seq-0 batches under
+//! that was not: a client that wrote seq-0 batches under
 //! the next ids before they are handed out would make the real producer's
 //! first batch look like a duplicate (acknowledged, and never stored).
 

@@ -1,4 +1,4 @@
-//! Rate-limited logging of repeated events (issue 13 item 8): a flood of
+//! Rate-limited logging of repeated events: a flood of
 //! the same failure (a full fd table makes every `accept` fail) must not
 //! turn into millions of identical log lines.
 //!

@@ -10,7 +10,7 @@
 //! unknown APIs and unsupported versions close the connection, as Kafka
 //! does; nothing a client sends can panic the broker.
 //!
-//! What a hostile client can hold (issue 13, docs/design.md "Hostile
+//! What a hostile client can hold (docs/design.md "Hostile
 //! clients"):
 //! - a connection slot: at `max_connections` the connection that has gone
 //!   longest without progress (no byte received, no response written) is

@@ -1,4 +1,4 @@
-//! Policy hot swap (issue 17 item 3): vets an offered policy component and,
+//! Policy hot swap: vets an offered policy component and,
 //! when it passes, makes it the policy every coordinator decides with.
 //!
 //! Before a new policy takes over it must load in the broker's own

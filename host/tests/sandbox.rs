@@ -28,11 +28,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use kaas::codes as code;
 use kaas::policy::{
     Call, DecisionKind, Entry, InitRequest, Limits, Policy, PolicyError, PolicyRuntime,
     STDERR_CAPACITY, SandboxLimits, TrapKind, TxnState, WIT_VERSION,
 };
-use kaas::txn::machine::{DEFAULT_LIMITS, InitProducerId, Step, TxnMachine, code};
+use kaas::txn::machine::{DEFAULT_LIMITS, InitProducerId, Step, TxnMachine};
 
 /// How long containing a hostile call may take, at most.
 const CONTAINED_WITHIN: Duration = Duration::from_secs(1);

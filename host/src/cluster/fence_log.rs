@@ -1,4 +1,4 @@
-//! The outbound side of the cross-broker fence ring (issue 15 item 4): this
+//! The outbound side of the cross-broker fence ring: this
 //! broker's file of producer-epoch bumps on the shared volume,
 //! `<data dir>/__cluster/producer_fences/from-<broker>.json`, which every
 //! peer polls ([`super::fence_watcher`]) and applies to the partitions it

@@ -1,5 +1,4 @@
-//! The inbound, polled side of the cross-broker fence ring (issue 15 item
-//! 4): reads every peer's fence file in `<data dir>/__cluster/
+//! The inbound, polled side of the cross-broker fence ring: reads every peer's fence file in `<data dir>/__cluster/
 //! producer_fences/` ([`super::fence_log`]) and hands back each (producer
 //! id, epoch) newer than what this broker already applied. Polling is
 //! deliberate: inotify does not see another NFS client's writes.

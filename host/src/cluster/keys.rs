@@ -15,7 +15,7 @@
 //!   last producer-epoch bump that broker's coordinator made (the push path
 //!   of the cross-broker fence ring, [`super::fences`]). One key per broker;
 //!   every put is a revision of its own, so the watch sees each bump.
-//! - `acls/<sha-256 of the record>` → one ACL (issue 16; persistent),
+//! - `acls/<sha-256 of the record>` → one ACL (persistent),
 //!   read and watched by [`crate::security::acl_store`], not by the view.
 //!
 //! A unit is a topic partition (`p/<topic>/<n>`) or a group-coordinator
@@ -34,7 +34,7 @@ pub struct NodeInfo {
     /// directory (see [`wal_dir_name`]).
     #[serde(default)]
     pub incarnation: i64,
-    /// Every listener's advertised address (issue 16); Metadata answers a
+    /// Every listener's advertised address; Metadata answers a
     /// client with the address of the listener it came in on. `host` and
     /// `port` are the first listener's, which brokers use among themselves.
     #[serde(default)]

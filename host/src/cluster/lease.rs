@@ -8,7 +8,7 @@
 //! lease's expiry to its own receive time plus `ttl`, which is after `sent`;
 //! so as long as neither clock runs more than 20 % fast or slow against real
 //! time, the local deadline comes before etcd can expire the lease (the
-//! timing argument in docs/design.md, "Cluster mode (issue 14)").
+//! timing argument in docs/design.md, "Cluster mode", "Safety argument").
 //!
 //! The gate also carries a generation: when the lease is lost, the
 //! generation moves on, and every gate handed out under the old one stays

@@ -1,4 +1,4 @@
-//! The inter-broker client (issue 15 item 3): one broker calling another
+//! The inter-broker client: one broker calling another
 //! over the Kafka wire, e.g. the transaction coordinator sending
 //! WriteTxnMarkers to a partition's leader, or a partition leader asking a
 //! remote coordinator to verify a transaction (AddPartitionsToTxn v4).
@@ -121,8 +121,8 @@ pub struct Peers {
     /// One entry per peer ever called and not forgotten: the cluster's
     /// brokers, so bounded by the membership.
     pools: Mutex<HashMap<String, Arc<Pool>>>,
-    /// SASL PLAIN login for a SASL_PLAINTEXT inter-broker listener
-    /// (issue 16): user and password.
+    /// SASL PLAIN login for a SASL_PLAINTEXT inter-broker listener: user
+    /// and password.
     login: Option<(String, String)>,
 }
 

@@ -33,8 +33,9 @@ use super::journal::{self, Journal, OffsetKey, Opened};
 use super::offsets::Offsets;
 use super::outcome::{GroupOverview, GroupSummary, JoinOutcome, Reply, SyncOutcome};
 use super::record::{Committed, Record};
+use super::retention;
 use super::state::{Group, GroupState, JoinRequest, Now, SyncRequest};
-use super::{codes, retention};
+use crate::codes;
 use crate::lease_gate::LeaseGate;
 use crate::log::{FsyncMode, GroupCommit};
 

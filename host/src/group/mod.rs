@@ -17,12 +17,10 @@
 //! - [`offsets`]: the durable offsets OffsetFetch serves.
 //! - [`retention`]: which offsets have expired.
 //! - [`subscription`]: the topics a consumer member subscribes to.
-//! - [`codes`]: the Kafka error codes of this module.
 //!
 //! In single-node mode this broker is the coordinator of every group (and,
 //! for FindCoordinator, of every transactional id).
 
-pub mod codes;
 pub mod config;
 pub mod coordinator;
 pub mod journal;

@@ -6,7 +6,7 @@
 use bytes::Bytes;
 use tokio::sync::oneshot;
 
-use super::codes;
+use crate::codes;
 
 /// An answer now, or one a long poll awaits (the group completes it).
 #[derive(Debug)]

@@ -24,10 +24,10 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 
-use super::codes;
 use super::config::GroupConfig;
 use super::coordinator::{DIR, Durable, GroupCoordinator};
 use super::outcome::GroupOverview;
+use crate::codes;
 use crate::lease_gate::LeaseGate;
 use crate::log::GroupCommit;
 

@@ -30,7 +30,6 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use tokio::sync::oneshot;
 
-use super::codes;
 use super::config::GroupConfig;
 use super::member::Member;
 use super::outcome::{
@@ -38,6 +37,7 @@ use super::outcome::{
 };
 use super::record::GroupMeta;
 use super::subscription;
+use crate::codes;
 
 /// How long a new member's first JoinGroup may wait before it is dropped
 /// (Kafka's `NewMemberJoinTimeoutMs`): sockets of waiting joins are muted,
@@ -342,7 +342,7 @@ impl Group {
         }
     }
 
-    /// TxnOffsetCommit's member checks (spec §2.3 step 4): looser than a
+    /// TxnOffsetCommit's member checks (docs/txn-semantics.md §2.3 step 4): looser than a
     /// plain commit. No member information is accepted in any state; a
     /// member id or instance id given must be current, and a generation
     /// given (≥ 0) must match.

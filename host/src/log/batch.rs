@@ -285,7 +285,7 @@ pub fn partition_leader_epoch(batch: &[u8]) -> Option<i32> {
     (batch.len() >= HEADER_LEN).then(|| be_i32(batch, 12))
 }
 
-/// Builds a COMMIT or ABORT control batch (spec §2.9): transactional and
+/// Builds a COMMIT or ABORT control batch (docs/txn-semantics.md §2.9): transactional and
 /// control bits, one record whose key is (version 0, type) and whose value is
 /// (version 0, coordinator epoch).
 pub fn control_batch(

@@ -586,7 +586,7 @@ impl Partition {
             .is_some_and(|e| e.txn_first_offset.is_some())
     }
 
-    /// Appends a COMMIT/ABORT marker for a producer (spec §2.9, §3.4): a
+    /// Appends a COMMIT/ABORT marker for a producer (docs/txn-semantics.md §2.9, §3.4): a
     /// lower epoch is refused, and so is a coordinator epoch lower than the
     /// producer's last marker's ([`ProducerError::CoordinatorFenced`]); a
     /// higher epoch raises the partition's epoch (fencing a zombie); an

@@ -1,4 +1,4 @@
-//! Idempotent-producer state of one partition (spec §3.2–§3.4): per producer
+//! Idempotent-producer state of one partition (docs/txn-semantics.md §3.2–§3.4): per producer
 //! id the epoch, the last five batches (the dedupe window) and the open
 //! transaction, and the checks a client batch must pass before it is
 //! appended. Pure data: the partition log calls it under its lock, and
@@ -87,7 +87,7 @@ pub struct ProducerTable {
 }
 
 impl ProducerTable {
-    /// Checks a client batch (spec §3.3 steps 1, 3, 4, 5).
+    /// Checks a client batch (docs/txn-semantics.md §3.3 steps 1, 3, 4, 5).
     pub fn check(&self, h: &BatchHeader) -> Result<Verdict, ProducerError> {
         if !h.has_producer_id() {
             return Ok(Verdict::Append);
@@ -183,7 +183,7 @@ impl ProducerTable {
         e.last_timestamp = h.max_timestamp;
     }
 
-    /// Checks a marker (spec §3.4), as Kafka's partition leader does, in
+    /// Checks a marker (docs/txn-semantics.md §3.4), as Kafka's partition leader does, in
     /// this order: a lower producer epoch is INVALID_PRODUCER_EPOCH; a
     /// coordinator epoch lower than the last marker's is a zombie
     /// coordinator's (TRANSACTION_COORDINATOR_FENCED). Equal ones pass.

@@ -67,7 +67,7 @@ const LAZY_PATIENCE_MIN: Duration = Duration::from_millis(2);
 /// after their flush, so on an idle broker this (plus one flush) is how
 /// late they see them; without the bound one 24 s fdatasync of a throttled
 /// disk made the patience 12 s, and an idle broker's COMMIT marker stayed
-/// invisible that long (issue 13 item 9). Under load a round comes within
+/// invisible that long. Under load a round comes within
 /// about one flush, so riding along still saves the flush.
 const LAZY_PATIENCE_MAX: Duration = Duration::from_millis(10);
 

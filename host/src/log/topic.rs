@@ -120,7 +120,7 @@ pub enum CreateError {
     FdBudget(#[from] crate::fd_budget::Shortfall),
 }
 
-/// What topic creation may take (issue 13 item 7).
+/// What topic creation may take.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TopicLimits {
     /// Most partitions on this broker.

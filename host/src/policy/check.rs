@@ -2,7 +2,7 @@
 //! one is refused before anything can be persisted; the policy runtime turns
 //! the violation into an error naming the policy.
 //!
-//! The invariants (spec §0.4, §0.5 and the ABI's rules):
+//! The invariants (docs/txn-semantics.md §0.4, §0.5 and the ABI's rules):
 //! - reply codes come from the set the API allows, in the request's version;
 //! - an error reply carries pid -1 and epoch -1 and writes nothing (except a
 //!   fence-and-abort, which writes its PrepareAbort and answers 51);
@@ -45,15 +45,10 @@ macro_rules! ensure {
     };
 }
 
-const NONE: i16 = 0;
-const UNKNOWN_SERVER_ERROR: i16 = -1;
-const INVALID_REQUEST: i16 = 42;
-const INVALID_PRODUCER_EPOCH: i16 = 47;
-const INVALID_TXN_STATE: i16 = 48;
-const INVALID_PRODUCER_ID_MAPPING: i16 = 49;
-const INVALID_TRANSACTION_TIMEOUT: i16 = 50;
-const CONCURRENT_TRANSACTIONS: i16 = 51;
-const PRODUCER_FENCED: i16 = 90;
+use crate::codes::{
+    CONCURRENT_TRANSACTIONS, INVALID_PRODUCER_EPOCH, INVALID_PRODUCER_ID_MAPPING, INVALID_REQUEST,
+    INVALID_TRANSACTION_TIMEOUT, INVALID_TXN_STATE, NONE, PRODUCER_FENCED, UNKNOWN_SERVER_ERROR,
+};
 
 /// The highest epoch a client may ever hold; 32767 is the coordinator's.
 pub const MAX_CLIENT_EPOCH: i16 = i16::MAX - 1;
@@ -392,7 +387,7 @@ fn fallback(before: Option<&Entry>, d: &Decision) -> Result<(), Violation> {
     Ok(())
 }
 
-/// Whether Kafka's state table allows `to` to follow `from` (spec §0.4), plus
+/// Whether Kafka's state table allows `to` to follow `from` (docs/txn-semantics.md §0.4), plus
 /// the fence path Ongoing → PrepareAbort at a raised epoch.
 pub fn legal_transition(from: TxnState, to: TxnState) -> bool {
     use TxnState::*;

@@ -785,7 +785,7 @@ impl Policy {
     }
 
     /// Replaces the instance with a fresh one already configured with
-    /// `limits` (hot swap, issue 17): the first decision after the policy
+    /// `limits` (hot swap): the first decision after the policy
     /// takes over then costs what any decision costs, and no guest state
     /// left by the smoke vectors survives into real decisions.
     pub fn renew_instance(&self, limits: Limits) -> anyhow::Result<()> {

@@ -1,5 +1,5 @@
 //! The policy slot: the one place a running broker's current policy lives,
-//! so a new policy can take over without a restart (issue 17 item 3).
+//! so a new policy can take over without a restart.
 //!
 //! Every decision-maker (each coordinator shard's machine, the idempotent
 //! coordinator, the conformance runner's machines) holds the same

@@ -1,5 +1,5 @@
 //! Per-policy counters: decisions by call and kind, traps by kind,
-//! host-check violations and a latency histogram per call (issue 17 item 4).
+//! host-check violations and a latency histogram per call.
 //!
 //! Why it exists: an operator must see what the loaded policy decides, how
 //! often it traps and why, and what a decision costs, per policy, so that

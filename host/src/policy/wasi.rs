@@ -1,5 +1,5 @@
 //! The only WASI a policy gets: a bounded stderr and an empty environment
-//! (issue 17 item 4), so a std guest's panic message reaches the broker's
+//!, so a std guest's panic message reaches the broker's
 //! log instead of the guest trapping at its first WASI call.
 //!
 //! Granted, for the `0.2.x` versions a component imports:

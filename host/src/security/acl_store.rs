@@ -1,4 +1,4 @@
-//! Where ACLs live between restarts (issue 16 item 3): single-node mode
+//! Where ACLs live between restarts: single-node mode
 //! keeps them in one file of the data directory, rewritten whole (temp
 //! file, fsync, rename, directory fsync) on each change; cluster mode keeps
 //! one etcd key per ACL under the cluster's `acls/` prefix, which every

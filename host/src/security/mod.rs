@@ -1,4 +1,4 @@
-//! Who is asking, and what they may do (issue 16): the per-connection
+//! Who is asking, and what they may do: the per-connection
 //! [`session::Session`] (principal, listener, client address), the
 //! authorizer with Kafka's ACL semantics ([`authorizer`], [`acl`]), and the
 //! pieces that establish a principal (listeners, TLS, SASL, credentials).
@@ -24,7 +24,7 @@ pub use acl::{Operation, ResourceType};
 pub use authorizer::Authorizer;
 pub use session::{Principal, Session};
 
-/// Authentication settings (issue 16).
+/// Authentication settings.
 #[derive(Debug, Clone)]
 pub struct SecurityConfig {
     /// connection.failed.authentication.delay.ms.

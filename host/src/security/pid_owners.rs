@@ -1,4 +1,4 @@
-//! Producer ids bound to principals (issue 16 item 4, beyond Kafka).
+//! Producer ids bound to principals (beyond Kafka).
 //!
 //! Kafka authorizes a produce by its topic (and transactional id) alone: a
 //! principal allowed to write a topic may send batches under any producer

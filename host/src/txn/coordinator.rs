@@ -352,7 +352,7 @@ impl Coordinator {
         aborted
     }
 
-    /// transactional.id expiry (spec §2.7): tombstones for ids idle longer
+    /// transactional.id expiry (docs/txn-semantics.md §2.7): tombstones for ids idle longer
     /// than `transactional.id.expiration.ms`, each removed once durable.
     async fn expire(&self) {
         let tombstones = self.machine().begin_expiry(now_ms(), self.expiration_ms);

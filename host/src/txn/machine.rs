@@ -1,5 +1,5 @@
 //! The coordinator's state machine, sans I/O: entries per transactional.id,
-//! transitions in flight, and the two-phase update rule of spec §0.5.
+//! transitions in flight, and the two-phase update rule of docs/txn-semantics.md §0.5.
 //!
 //! Every decision comes from the loaded policy (already checked by the
 //! policy runtime). The machine never applies a decision itself: it returns a
@@ -20,15 +20,8 @@ use crate::policy::{
     Policy, PolicySlot, Reply, TopicPartition, TxnState,
 };
 
-/// Kafka error codes the host itself answers with.
-pub mod code {
-    pub const NONE: i16 = 0;
-    pub const UNKNOWN_SERVER_ERROR: i16 = -1;
-    pub const COORDINATOR_NOT_AVAILABLE: i16 = 15;
-    pub const NOT_COORDINATOR: i16 = 16;
-    pub const INVALID_REQUEST: i16 = 42;
-    pub const CONCURRENT_TRANSACTIONS: i16 = 51;
-}
+/// Kafka error codes the host itself answers with ([`crate::codes`]).
+use crate::codes as code;
 
 /// Kafka's default transaction.max.timeout.ms (15 minutes).
 pub const DEFAULT_MAX_TIMEOUT_MS: i32 = 900_000;
@@ -56,7 +49,7 @@ pub struct InitProducerId {
     pub version: i16,
 }
 
-/// Why a durable append failed (spec §0.5 step 4).
+/// Why a durable append failed (docs/txn-semantics.md §0.5 step 4).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AppendError {
     /// Not enough replicas / timed out: retriable, maps to COORDINATOR_NOT_AVAILABLE.
@@ -266,7 +259,7 @@ impl TxnMachine {
         }
     }
 
-    /// Replays state records (coordinator load, spec §2.8). Entries found in
+    /// Replays state records (coordinator load, docs/txn-semantics.md §2.8). Entries found in
     /// Prepare* get their completion pending and their markers returned, to
     /// be written again.
     pub fn load(&mut self, records: impl IntoIterator<Item = StateRecord>) -> Vec<MarkerJob> {
@@ -338,7 +331,7 @@ impl TxnMachine {
         }
     }
 
-    /// InitProducerId (spec §1).
+    /// InitProducerId (docs/txn-semantics.md §1).
     pub fn init_producer_id(&mut self, req: &InitProducerId, now_ms: i64, candidate: i64) -> Step {
         // F3: a half-set claim is malformed on every path.
         let claim = match (req.producer_id, req.producer_epoch) {
@@ -383,7 +376,7 @@ impl TxnMachine {
         }
     }
 
-    /// AddPartitionsToTxn / AddOffsetsToTxn (spec §2.1–2.2), VerifyOnly included.
+    /// AddPartitionsToTxn / AddOffsetsToTxn (docs/txn-semantics.md §2.1–2.2), VerifyOnly included.
     pub fn add_partitions(&mut self, req: &AddPartitionsRequest) -> Step {
         if !req.verify_only && self.is_pending(&req.transactional_id) {
             return Step::Done(Answer::error(code::CONCURRENT_TRANSACTIONS));
@@ -396,7 +389,7 @@ impl TxnMachine {
         }
     }
 
-    /// EndTxn (spec §2.4).
+    /// EndTxn (docs/txn-semantics.md §2.4).
     pub fn end_txn(&mut self, req: &EndTxnRequest) -> Step {
         if self.is_pending(&req.transactional_id) {
             return Step::Done(Answer::error(code::CONCURRENT_TRANSACTIONS));
@@ -445,7 +438,7 @@ impl TxnMachine {
             .collect()
     }
 
-    /// transactional.id expiry (spec §2.7): every entry in Empty,
+    /// transactional.id expiry (docs/txn-semantics.md §2.7): every entry in Empty,
     /// CompleteCommit or CompleteAbort with nothing in flight whose last
     /// update is at least `expiration_ms` old gets its transition pending
     /// (requests answer CONCURRENT_TRANSACTIONS, IT-14) and a tombstone to
@@ -481,7 +474,7 @@ impl TxnMachine {
         }
     }
 
-    /// The timeout reaper's look at one entry (spec §2.6).
+    /// The timeout reaper's look at one entry (docs/txn-semantics.md §2.6).
     pub fn reap(&mut self, txn_id: &str, now_ms: i64) -> Step {
         let Some(slot) = self.slots.get(txn_id) else {
             return Step::Done(Answer::error(code::NONE));
@@ -542,7 +535,7 @@ impl TxnMachine {
         })
     }
 
-    /// Applies a planned write once its append finished (spec §0.5 steps 3–4).
+    /// Applies a planned write once its append finished (docs/txn-semantics.md §0.5 steps 3–4).
     pub fn finish(&mut self, write: PlannedWrite, outcome: Result<(), AppendError>) -> Answer {
         let txn_id = write.entry.transactional_id.clone();
         let before_epoch = self

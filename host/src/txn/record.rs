@@ -140,7 +140,7 @@ pub enum DecodeError {
     TagOrder,
 }
 
-/// Kafka's persisted state id (spec §0.4).
+/// Kafka's persisted state id (docs/txn-semantics.md §0.4).
 pub fn state_id(s: TxnState) -> i8 {
     match s {
         TxnState::Empty => 0,

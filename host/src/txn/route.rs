@@ -56,7 +56,7 @@ pub fn coordinator_of(routes: Routes<'_>, txn_id: &str) -> Coord {
     }
 }
 
-/// Produce's code for a verification answer (spec §3.6): fenced → INVALID_PRODUCER_EPOCH;
+/// Produce's code for a verification answer (docs/txn-semantics.md §3.6): fenced → INVALID_PRODUCER_EPOCH;
 /// a coordinator busy, loading or elsewhere → NOT_ENOUGH_REPLICAS (the client
 /// retries); anything else but success → INVALID_TXN_STATE.
 pub fn produce_code(verified: i16) -> i16 {
@@ -71,7 +71,7 @@ pub fn produce_code(verified: i16) -> i16 {
     }
 }
 
-/// TxnOffsetCommit's code for a verification answer (spec §2.3 step 3).
+/// TxnOffsetCommit's code for a verification answer (docs/txn-semantics.md §2.3 step 3).
 pub fn offsets_code(verified: i16) -> i16 {
     match verified {
         codes::NONE => codes::NONE,

@@ -264,7 +264,7 @@ pub async fn dispatch(
         Some(RequestKind::AlterUserScramCredentials(r)) => {
             api::scram_credentials::alter(broker, session, r)
         }
-        // ACL admin (issue 16); changes are stored (file, etcd) off the runtime.
+        // ACL admin; changes are stored (file, etcd) off the runtime.
         Some(RequestKind::DescribeAcls(r)) => {
             Handled::Now(api::describe_acls::handle(broker, session, r, v))
         }

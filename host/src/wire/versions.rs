@@ -43,13 +43,13 @@ pub const VERSIONS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::OffsetDelete, 0, 0),
     (ApiKey::OffsetForLeaderEpoch, 2, 4),
     // End of consumer groups.
-    // Security (issue 16): SASL (served by security::authenticate on SASL
+    // Security: SASL (served by security::authenticate on SASL
     // listeners) and KIP-554's SCRAM credential APIs.
     (ApiKey::SaslHandshake, 0, 1),
     (ApiKey::SaslAuthenticate, 0, 2),
     (ApiKey::DescribeUserScramCredentials, 0, 0),
     (ApiKey::AlterUserScramCredentials, 0, 0),
-    // ACL admin (issue 16): Kafka 3.7 speaks 0-3; kafka-protocol decodes
+    // ACL admin: Kafka 3.7 speaks 0-3; kafka-protocol decodes
     // 1-3 (v0 lacks the pattern type fields; clients use v1+).
     (ApiKey::DescribeAcls, 1, 3),
     (ApiKey::CreateAcls, 1, 3),

@@ -1,5 +1,5 @@
 //! Seals: the on-disk record of each takeover of a partition directory on
-//! the shared volume (cluster mode, issue 14), and the rules that make what
+//! the shared volume (cluster mode), and the rules that make what
 //! an old leader (a "zombie" whose lease ended) writes after a takeover
 //! invisible to the new leader and to every later one.
 //!

@@ -1,5 +1,5 @@
 //! Two (or three) `Partition`s on one directory play the old leader (a
-//! zombie after the takeover) and its takers (issue 14 item 2).
+//! zombie after the takeover) and its takers.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -1,8 +1,8 @@
 //! AddOffsetsToTxn (key 25): the group's `__consumer_offsets` partition
 //! (hash of the group id modulo 50, as Kafka maps it) joins the
-//! transaction, decided exactly like AddPartitions (spec §2.2).
+//! transaction, decided exactly like AddPartitions (docs/txn-semantics.md §2.2).
 //!
-//! Authorization (issue 16): WRITE on the transactional id
+//! Authorization: WRITE on the transactional id
 //! (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), a producer id bound to the
 //! session's principal (INVALID_PRODUCER_ID_MAPPING), READ on the group
 //! (GROUP_AUTHORIZATION_FAILED).

@@ -5,7 +5,7 @@
 //! OPERATION_NOT_ATTEMPTED with nothing changed; otherwise the coordinator
 //! (the policy) decides and the single error is copied to every partition.
 //!
-//! Authorization (issue 16): v0–3 need WRITE on the transactional id
+//! Authorization: v0–3 need WRITE on the transactional id
 //! (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED on every partition), a
 //! producer id bound to the session's principal (else
 //! INVALID_PRODUCER_ID_MAPPING), and WRITE on each topic (the refused ones

@@ -1,4 +1,4 @@
-//! CreateAcls (key 30): adds ACLs (issue 16). Needs ALTER on the cluster;
+//! CreateAcls (key 30): adds ACLs. Needs ALTER on the cluster;
 //! answers SECURITY_DISABLED when the broker enforces no ACLs. Each
 //! creation is checked on its own (INVALID_REQUEST with the reason), an
 //! ACL that exists already is a success, and past `--max-acls` a creation

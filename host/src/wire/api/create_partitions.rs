@@ -20,7 +20,7 @@ pub fn handle(
     req: CreatePartitionsRequest,
     version: i16,
 ) -> ResponseKind {
-    // ALTER on each topic (issue 16).
+    // ALTER on each topic.
     let mut checks = super::Checks::new(broker, session, ApiKey::CreatePartitions);
     let mut seen = std::collections::BTreeSet::new();
     let results = req

@@ -1,7 +1,7 @@
 //! CreateTopics (key 19): replication factor must be 1 or -1 (one broker);
 //! topic configs as in `log::parse_configs`; validate_only supported.
 //!
-//! Bounds (issue 13 item 7): a request asking for more than
+//! Bounds: a request asking for more than
 //! `max_partitions_per_request` partitions in all is refused whole, every
 //! topic answered POLICY_VIOLATION, before anything is created (as Kafka's
 //! controller does past its 10,000); a topic that would take the broker past
@@ -28,7 +28,7 @@ pub fn handle(
     req: CreateTopicsRequest,
     version: i16,
 ) -> ResponseKind {
-    // CREATE on the cluster (probe) or on each topic (issue 16); whether a
+    // CREATE on the cluster (probe) or on each topic; whether a
     // created topic's configs are shown: DESCRIBE_CONFIGS on it.
     let mut checks = super::Checks::new(broker, session, ApiKey::CreateTopics);
     let all = checks.cluster_probe(Operation::Create);

@@ -1,4 +1,4 @@
-//! DeleteAcls (key 31): removes the ACLs each filter selects (issue 16)
+//! DeleteAcls (key 31): removes the ACLs each filter selects
 //! and reports them per filter. Needs ALTER on the cluster; answers
 //! SECURITY_DISABLED when the broker enforces no ACLs; a filter with an
 //! UNKNOWN value gets INVALID_REQUEST (the others still apply). Blocking

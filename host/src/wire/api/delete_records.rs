@@ -18,7 +18,7 @@ pub fn handle(
     req: DeleteRecordsRequest,
     _version: i16,
 ) -> ResponseKind {
-    // DELETE on each topic (issue 16).
+    // DELETE on each topic.
     let mut checks = super::Checks::new(broker, session, ApiKey::DeleteRecords);
     let topics = req
         .topics

@@ -20,7 +20,7 @@ pub fn handle(
     version: i16,
 ) -> ResponseKind {
     // DELETE on the cluster (probe), else DESCRIBE and DELETE on each topic
-    // (issue 16): a topic the session may not describe is answered
+    //: a topic the session may not describe is answered
     // TOPIC_AUTHORIZATION_FAILED whether or not it exists (by id: without
     // its name).
     let mut checks = super::Checks::new(broker, session, ApiKey::DeleteTopics);

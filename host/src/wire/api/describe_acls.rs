@@ -1,4 +1,4 @@
-//! DescribeAcls (key 29): the ACLs a filter selects (issue 16), grouped by
+//! DescribeAcls (key 29): the ACLs a filter selects, grouped by
 //! resource pattern. Needs DESCRIBE on the cluster; answers
 //! SECURITY_DISABLED when the broker enforces no ACLs, INVALID_REQUEST for
 //! a filter with an UNKNOWN value.

@@ -49,7 +49,7 @@ pub fn handle(
     version: i16,
 ) -> ResponseKind {
     // DESCRIBE_CONFIGS on the topic, or on the cluster for a broker
-    // (issue 16), before anything is looked up.
+    //, before anything is looked up.
     let mut checks = super::Checks::new(broker, session, ApiKey::DescribeConfigs);
     let results = req
         .resources

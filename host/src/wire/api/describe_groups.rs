@@ -42,7 +42,7 @@ pub fn handle(
             }
             let described = match broker.groups.for_group(&id.0) {
                 Some(groups) => groups.describe(&id.0),
-                None => Err(crate::group::codes::NOT_COORDINATOR),
+                None => Err(crate::codes::NOT_COORDINATOR),
             };
             match described {
                 Err(code) => base.with_error_code(code),

@@ -19,7 +19,7 @@ pub fn handle(
     req: DescribeProducersRequest,
     _version: i16,
 ) -> ResponseKind {
-    // READ on each topic (issue 16).
+    // READ on each topic.
     let mut checks = super::Checks::new(broker, session, ApiKey::DescribeProducers);
     let topics = req
         .topics

@@ -3,7 +3,7 @@
 //! for an id another broker coordinates).
 //!
 //! Kafka's schema has no field for the policy, so two tagged fields carry
-//! it (issue 17; clients that do not know them skip them): in each
+//! it (clients that do not know them skip them): in each
 //! TransactionState, tag [`TAG_DECIDED_BY`] holds the identity of the policy
 //! that made the entry's last transition (its state record's written_by),
 //! and at the response level tag [`TAG_CURRENT_POLICY`] holds the identity
@@ -22,7 +22,7 @@ use crate::broker::Broker;
 use crate::policy::state_name;
 use crate::security::{Operation, ResourceType};
 
-const TRANSACTIONAL_ID_NOT_FOUND: i16 = 105;
+use crate::codes::TRANSACTIONAL_ID_NOT_FOUND;
 
 /// TransactionState tagged field: who decided the entry's last transition.
 pub const TAG_DECIDED_BY: i32 = 10_000;
@@ -36,7 +36,7 @@ pub fn handle(
     _version: i16,
 ) -> ResponseKind {
     // DESCRIBE on each transactional id; partitions only of topics the
-    // session may describe (issue 16).
+    // session may describe.
     let mut checks = super::Checks::new(broker, session, ApiKey::DescribeTransactions);
     let states = req
         .transactional_ids

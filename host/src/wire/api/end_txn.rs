@@ -1,7 +1,7 @@
 //! EndTxn (key 26): COMMIT or ABORT, decided by the policy; answered once
 //! the Prepare record is durable, while the markers are written after.
 //!
-//! Authorization (issue 16): WRITE on the transactional id
+//! Authorization: WRITE on the transactional id
 //! (TRANSACTIONAL_ID_AUTHORIZATION_FAILED) and a producer id bound to the
 //! session's principal (INVALID_PRODUCER_ID_MAPPING).
 

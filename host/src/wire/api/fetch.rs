@@ -11,7 +11,7 @@
 //! FENCED_LEADER_EPOCH or UNKNOWN_LEADER_EPOCH without records, and from
 //! v12 with the partition's current leader and epoch.
 //!
-//! Authorization (issue 16): READ on each topic, or for a follower's fetch
+//! Authorization: READ on each topic, or for a follower's fetch
 //! (a replica id ≥ 0) CLUSTER_ACTION on the cluster; a refused partition
 //! is answered TOPIC_AUTHORIZATION_FAILED whether or not its topic exists
 //! (a v13+ topic id unknown here is UNKNOWN_TOPIC_ID first).
@@ -38,7 +38,7 @@ use crate::log::partition::ReadError;
 use crate::security::Operation;
 use crate::wire::handled::Handled;
 
-const FETCH_SESSION_ID_NOT_FOUND: i16 = 70;
+use crate::codes::FETCH_SESSION_ID_NOT_FOUND;
 
 /// The topics (by name) the session may not read, decided once per request.
 fn refused_topics(

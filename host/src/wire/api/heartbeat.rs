@@ -28,7 +28,7 @@ pub fn handle(
             req.group_instance_id.as_deref(),
             req.generation_id,
         ),
-        None => crate::group::codes::NOT_COORDINATOR,
+        None => crate::codes::NOT_COORDINATOR,
     };
     ResponseKind::Heartbeat(HeartbeatResponse::default().with_error_code(code))
 }

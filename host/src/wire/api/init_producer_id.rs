@@ -2,7 +2,7 @@
 //! decisions come from the loaded policy; a transactional answer is sent
 //! only after its state record is durable.
 //!
-//! Authorization (issue 16): a transactional id needs WRITE on it
+//! Authorization: a transactional id needs WRITE on it
 //! (TRANSACTIONAL_ID_AUTHORIZATION_FAILED); an idempotent producer needs
 //! IDEMPOTENT_WRITE on the cluster or WRITE on some topic (KIP-679;
 //! CLUSTER_AUTHORIZATION_FAILED). With the authorizer enabled, the id

@@ -66,7 +66,7 @@ pub fn handle(
         return Handled::Now(response(o, version));
     }
     let Some(groups) = broker.groups.for_group(&req.group_id.0) else {
-        let o = JoinOutcome::error(&member_id, crate::group::codes::NOT_COORDINATOR);
+        let o = JoinOutcome::error(&member_id, crate::codes::NOT_COORDINATOR);
         return Handled::Now(response(o, version));
     };
     match groups.join(&req.group_id.0, join) {

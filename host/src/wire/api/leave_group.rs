@@ -39,7 +39,7 @@ pub fn handle(
     };
     let left = match broker.groups.for_group(&req.group_id.0) {
         Some(groups) => groups.leave(&req.group_id.0, &members),
-        None => Err(crate::group::codes::NOT_COORDINATOR),
+        None => Err(crate::codes::NOT_COORDINATOR),
     };
     let resp = match left {
         Err(code) => LeaveGroupResponse::default().with_error_code(code),

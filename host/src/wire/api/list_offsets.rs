@@ -26,7 +26,7 @@ pub fn handle(
     req: ListOffsetsRequest,
     version: i16,
 ) -> Handled {
-    // DESCRIBE on each topic (issue 16), decided before anything is read.
+    // DESCRIBE on each topic, decided before anything is read.
     let mut checks = super::Checks::new(broker, session, ApiKey::ListOffsets);
     let denied: HashSet<String> = req
         .topics

@@ -30,7 +30,7 @@ pub fn handle(
     req: ListTransactionsRequest,
     _version: i16,
 ) -> ResponseKind {
-    // Only ids the session may describe, silently (issue 16).
+    // Only ids the session may describe, silently.
     let checks = super::Checks::new(broker, session, ApiKey::ListTransactions);
     let filters: Vec<String> = req.state_filters.iter().map(|s| s.to_string()).collect();
     let unknown: Vec<_> = filters

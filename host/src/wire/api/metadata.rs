@@ -4,7 +4,7 @@
 //! partition count when the broker allows it and the client asks for it
 //! (v4+ `allow_auto_topic_creation`; always for older versions).
 //!
-//! Auto-creation is bounded (issue 13 item 8): at most
+//! Auto-creation is bounded: at most
 //! `max_auto_created_topics_per_request` topics per request; the other
 //! unknown topics are answered LEADER_NOT_AVAILABLE, Kafka's answer for a
 //! topic whose creation is under way, which clients retry, and the next
@@ -12,7 +12,7 @@
 //! partition limit or open-file budget) is answered UNKNOWN_TOPIC_OR_PARTITION,
 //! and the request tries no further creations.
 //!
-//! Authorization (issue 16): a request for all topics lists only those the
+//! Authorization: a request for all topics lists only those the
 //! session may DESCRIBE (silently); a named topic without DESCRIBE is
 //! answered TOPIC_AUTHORIZATION_FAILED whether or not it exists; creating
 //! one needs CREATE on the cluster (probe) or on the topic.

@@ -124,7 +124,7 @@ impl<'a> Checks<'a> {
     }
 }
 
-/// Whether `producer_id` may be used by `session` (issue 16 item 4): true
+/// Whether `producer_id` may be used by `session`: true
 /// when the authorizer is disabled, or the id is bound to the session's
 /// principal; a refusal is audited. Cluster mode: a miss reads the other
 /// brokers' bindings first.

@@ -12,7 +12,8 @@ use kafka_protocol::messages::offset_commit_response::{
 use kafka_protocol::messages::{ApiKey, OffsetCommitRequest, OffsetCommitResponse, ResponseKind};
 
 use crate::broker::Broker;
-use crate::group::{Committed, codes};
+use crate::codes;
+use crate::group::Committed;
 use crate::security::Operation;
 use crate::wire::handled::Handled;
 

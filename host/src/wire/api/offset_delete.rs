@@ -11,7 +11,7 @@ use kafka_protocol::messages::offset_delete_response::{
 use kafka_protocol::messages::{ApiKey, OffsetDeleteRequest, OffsetDeleteResponse, ResponseKind};
 
 use crate::broker::Broker;
-use crate::group::codes;
+use crate::codes;
 use crate::security::Operation;
 use crate::wire::handled::Handled;
 

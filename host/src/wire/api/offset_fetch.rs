@@ -81,7 +81,7 @@ fn wanted<T>(
     topics.map(|ts| ts.into_iter().map(split).collect())
 }
 
-/// One group's fetch, authorized (issue 16): DESCRIBE on the group, else
+/// One group's fetch, authorized: DESCRIBE on the group, else
 /// GROUP_AUTHORIZATION_FAILED; of the named topics, those without DESCRIBE
 /// answer TOPIC_AUTHORIZATION_FAILED on each partition (after the others,
 /// as Kafka orders them); of all topics (null), those are left out.
@@ -96,7 +96,7 @@ fn fetch_authorized(
         return Err(crate::codes::GROUP_AUTHORIZATION_FAILED);
     }
     let Some(groups) = broker.groups.for_group(group) else {
-        return Err(crate::group::codes::NOT_COORDINATOR);
+        return Err(crate::codes::NOT_COORDINATOR);
     };
     match wanted {
         None => {

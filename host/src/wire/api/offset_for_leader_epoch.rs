@@ -27,7 +27,7 @@ pub fn handle(
     _version: i16,
 ) -> ResponseKind {
     // CLUSTER_ACTION (a follower) may ask about every topic; others need
-    // DESCRIBE on each (issue 16).
+    // DESCRIBE on each.
     let mut checks = super::Checks::new(broker, session, ApiKey::OffsetForLeaderEpoch);
     let all = checks.cluster_probe(Operation::ClusterAction);
     let topics = req

@@ -4,7 +4,7 @@
 //! never answers PRODUCER_FENCED (KAFKA-10687): a stale epoch is
 //! INVALID_PRODUCER_EPOCH on every version.
 //!
-//! Authorization (issue 16): a request carrying transactional batches
+//! Authorization: a request carrying transactional batches
 //! needs a transactional id with WRITE on it, else every partition is
 //! TRANSACTIONAL_ID_AUTHORIZATION_FAILED; each topic needs WRITE, else its
 //! partitions are TOPIC_AUTHORIZATION_FAILED (before existence is looked
@@ -370,9 +370,9 @@ fn append_all(
     topics
 }
 
-/// A batch under a producer id this broker never handed out (issue 13 item
-/// 3) or bound to another principal (issue 16), and the test-only fault
-/// below.
+/// A batch under a producer id this broker never handed out (its state
+/// could only be forged) or bound to another principal, and the test-only
+/// fault below.
 const UNKNOWN_PRODUCER_ID: i16 = codes::UNKNOWN_PRODUCER_ID;
 /// A transactional batch under such a producer id.
 const INVALID_PRODUCER_ID_MAPPING: i16 = codes::INVALID_PRODUCER_ID_MAPPING;
@@ -419,7 +419,7 @@ fn append(
         let Some(txn_id) = transactional_id else {
             return Err(codes::INVALID_RECORD);
         };
-        // KIP-890 part 1 (spec §3.6): the first transactional batch of a
+        // KIP-890 part 1 (docs/txn-semantics.md §3.6): the first transactional batch of a
         // producer on this partition must belong to a transaction the
         // coordinator knows includes the partition.
         if h.producer_id >= 0 && !part.has_open_txn(h.producer_id) {

@@ -37,7 +37,7 @@ pub fn handle(
             .collect(),
     };
     let Some(groups) = broker.groups.for_group(&req.group_id.0) else {
-        let o = SyncOutcome::error(crate::group::codes::NOT_COORDINATOR);
+        let o = SyncOutcome::error(crate::codes::NOT_COORDINATOR);
         return Handled::Now(response(o, version));
     };
     match groups.sync(&req.group_id.0, sync) {

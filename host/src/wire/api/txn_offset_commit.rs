@@ -1,5 +1,5 @@
 //! TxnOffsetCommit (key 28, v0–3): a transactional producer commits a
-//! consumer group's offsets inside its transaction (spec §2.3). The offsets
+//! consumer group's offsets inside its transaction (docs/txn-semantics.md §2.3). The offsets
 //! partition of the group must be in the transaction (AddOffsetsToTxn,
 //! checked with the coordinator's VerifyOnly rule); the group checks the
 //! member fields of v3; the offsets are journaled as pending and become
@@ -7,7 +7,7 @@
 //! Partitions of unknown topics get UNKNOWN_TOPIC_OR_PARTITION, metadata
 //! over `offset.metadata.max.bytes` OFFSET_METADATA_TOO_LARGE.
 //!
-//! Authorization (issue 16): WRITE on the transactional id (every partition
+//! Authorization: WRITE on the transactional id (every partition
 //! TRANSACTIONAL_ID_AUTHORIZATION_FAILED), READ on the group (every
 //! partition GROUP_AUTHORIZATION_FAILED), READ on each topic (its
 //! partitions TOPIC_AUTHORIZATION_FAILED), and a producer id bound to the
@@ -24,7 +24,7 @@ use kafka_protocol::messages::{
 
 use super::offset_commit::{Requested, Slot, check};
 use crate::broker::Broker;
-use crate::group::codes;
+use crate::codes;
 use crate::security::Operation;
 use crate::wire::handled::Handled;
 
@@ -66,7 +66,7 @@ pub fn handle(
     let (slots, entries) = check(broker, requested, crate::clock::now_ms(), None, &mut |t| {
         checks.topic(Operation::Read, t)
     });
-    // Old clients know 15, not 14 (spec §2.3).
+    // Old clients know 15, not 14 (docs/txn-semantics.md §2.3).
     let for_version = move |code: i16| {
         if version < 2 && code == crate::codes::COORDINATOR_LOAD_IN_PROGRESS {
             codes::COORDINATOR_NOT_AVAILABLE

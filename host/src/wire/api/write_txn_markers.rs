@@ -10,8 +10,8 @@
 //! per marker. A request names at most [`MAX_PARTITIONS`] partitions in
 //! all; the ones past it are answered INVALID_REQUEST without any work.
 //!
-//! Only a caller holding CLUSTER_ACTION on the cluster is answered (issue
-//! 16): every other gets CLUSTER_AUTHORIZATION_FAILED on every partition,
+//! Only a caller holding CLUSTER_ACTION on the cluster is answered: every
+//! other gets CLUSTER_AUTHORIZATION_FAILED on every partition,
 //! with nothing written (in a secured cluster the brokers' own principal is
 //! a super user).
 
