@@ -286,7 +286,7 @@ async fn main() -> anyhow::Result<()> {
         kaas::broker::spawn_tasks(&broker, Duration::from_secs(10));
         tokio::spawn(kaas::server::run(
             listener,
-            broker.clone(),
+            broker.serving(),
             std::future::pending(),
         ));
         (addr, Some(broker))

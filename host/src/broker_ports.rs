@@ -9,6 +9,7 @@
 //! - [`crate::txn::markers::LeaderSide`]: the partitions and offsets shards
 //!   a marker is written into;
 //! - [`crate::cluster::fences::FenceHost`]: what a peer's fence is applied to;
+//! - [`crate::server::Dispatch`] and the [`Serving`] the server runs on;
 //! - the narrow views handlers hand to topic administration and to
 //!   transaction routing.
 
@@ -29,6 +30,7 @@ use crate::group::offsets_topic::OFFSETS_TOPIC;
 use crate::lease_gate::LeaseGate;
 use crate::log::{GroupCommit, Partition, TopicMeta};
 use crate::policy::TopicPartition;
+use crate::server::{Dispatch, ServerConfig, Serving};
 use crate::txn::markers::{self, LeaderSide, MarkerSet};
 use crate::txn::port::{
     BoxFuture, FenceSink, Flush, Host as TxnHost, Leader, LeaderView, MarkerSink, PeerMarkers,
@@ -59,6 +61,40 @@ impl Broker {
             cluster: &self.cluster,
             max_partitions: self.config.max_partitions,
         }
+    }
+}
+
+impl Broker {
+    /// What the server runs on: its part of the configuration, the
+    /// metrics, the SASL mechanisms, and this broker as the dispatcher.
+    pub fn serving(self: &Arc<Self>) -> Arc<Serving> {
+        let c = &self.config;
+        Arc::new(Serving {
+            config: ServerConfig {
+                max_connections: c.max_connections,
+                request_timeout: c.request_timeout,
+                queued_max_request_bytes: c.queued_max_request_bytes,
+                max_request_bytes: c.max_request_bytes,
+                connections_max_idle: c.connections_max_idle,
+                security: c.security.clone(),
+            },
+            metrics: self.metrics.clone(),
+            sasl: self.sasl.clone(),
+            dispatch: Arc::new(Dispatcher(self.clone())),
+        })
+    }
+}
+
+/// The broker as the server's dispatcher.
+struct Dispatcher(Arc<Broker>);
+
+impl Dispatch for Dispatcher {
+    fn dispatch<'a>(
+        &'a self,
+        session: &'a Arc<crate::security::Session>,
+        req: crate::wire::Request,
+    ) -> BoxFuture<'a, crate::wire::Handled> {
+        Box::pin(crate::wire::dispatch(&self.0, session, req))
     }
 }
 

@@ -35,6 +35,11 @@
 //!
 //! A failing `accept` (a full fd table) backs off exponentially instead of
 //! spinning, and its log line is rate-limited.
+//!
+//! It touches only what [`Serving`] hands it: its part of the
+//! configuration ([`ServerConfig`]), the metrics, the SASL mechanisms, and a
+//! [`Dispatch`] (the broker, in `broker_ports.rs`) that answers each
+//! decoded request. On shutdown it drains: see [`SHUTDOWN_DRAIN`].
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -51,9 +56,54 @@ use tokio::io::{
 use tokio::net::TcpListener;
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc};
 
-use crate::broker::Broker;
+use crate::metrics::Metrics;
 use crate::ratelimit::{Backoff, RateLimit};
-use crate::wire::{self, Handled};
+use crate::security::SecurityConfig;
+use crate::security::sasl::Sasl;
+use crate::wire::{self, Handled, Request};
+
+/// What the server reads of the broker's configuration.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// max.connections (over all listeners).
+    pub max_connections: usize,
+    /// request.timeout.ms: a frame's arrival and a response's write.
+    pub request_timeout: Duration,
+    /// queued.max.request.bytes: request bytes held at once.
+    pub queued_max_request_bytes: usize,
+    /// socket.request.max.bytes: the largest frame.
+    pub max_request_bytes: usize,
+    /// connections.max.idle.ms.
+    pub connections_max_idle: Duration,
+    /// SASL and TLS timing and sizes.
+    pub security: SecurityConfig,
+}
+
+/// Answers one decoded request (the broker implements it: `wire::dispatch`).
+pub trait Dispatch: Send + Sync + 'static {
+    fn dispatch<'a>(
+        &'a self,
+        session: &'a Arc<crate::security::Session>,
+        req: Request,
+    ) -> std::pin::Pin<Box<dyn Future<Output = Handled> + Send + 'a>>;
+}
+
+/// Everything the server uses: its configuration, the metrics it counts
+/// into, the SASL mechanisms it authenticates with, and the dispatcher.
+pub struct Serving {
+    pub config: ServerConfig,
+    pub metrics: Arc<Metrics>,
+    pub sasl: Sasl,
+    pub dispatch: Arc<dyn Dispatch>,
+}
+
+impl std::fmt::Debug for Serving {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Serving")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
 
 /// Responses in flight per connection before the reader waits.
 const PIPELINE: usize = 64;
@@ -100,24 +150,24 @@ impl Listener {
 }
 
 /// Serves one PLAINTEXT `listener` until `shutdown` resolves.
-pub async fn run(listener: TcpListener, broker: Arc<Broker>, shutdown: impl Future<Output = ()>) {
-    run_listeners(vec![Listener::plaintext(listener)], broker, shutdown).await
+pub async fn run(listener: TcpListener, server: Arc<Serving>, shutdown: impl Future<Output = ()>) {
+    run_listeners(vec![Listener::plaintext(listener)], server, shutdown).await
 }
 
 /// Serves every listener until `shutdown` resolves; `max_connections` and
 /// the request budget are the broker's, shared by all listeners.
 pub async fn run_listeners(
     listeners: Vec<Listener>,
-    broker: Arc<Broker>,
+    server: Arc<Serving>,
     shutdown: impl Future<Output = ()>,
 ) {
     let registry = Arc::new(Registry::new());
-    let budget = Arc::new(Budget::new(broker.config.queued_max_request_bytes));
+    let budget = Arc::new(Budget::new(server.config.queued_max_request_bytes));
     let mut loops = tokio::task::JoinSet::new();
     for l in listeners {
         loops.spawn(accept_loop(
             l,
-            broker.clone(),
+            server.clone(),
             registry.clone(),
             budget.clone(),
         ));
@@ -176,7 +226,7 @@ async fn drain(registry: &Registry, bound: Duration) {
 
 async fn accept_loop(
     listener: Listener,
-    broker: Arc<Broker>,
+    server: Arc<Serving>,
     registry: Arc<Registry>,
     budget: Arc<Budget>,
 ) {
@@ -200,20 +250,20 @@ async fn accept_loop(
             }
         };
         let Some(conn) = registry.admit(
-            broker.config.max_connections,
-            broker.config.request_timeout,
-            &broker,
+            server.config.max_connections,
+            server.config.request_timeout,
+            &server,
         ) else {
             if let Some(suppressed) = CONNECTION_REFUSED.allow() {
                 tracing::warn!(%peer, suppressed, "connection limit reached and every connection has a request in progress; closing");
             }
             continue;
         };
-        let broker = broker.clone();
+        let server = server.clone();
         let budget = budget.clone();
         let registry = registry.clone();
         let listener = listener.clone();
-        broker.metrics.connections.fetch_add(1, Ordering::Relaxed);
+        server.metrics.connections.fetch_add(1, Ordering::Relaxed);
         tokio::spawn(async move {
             let _ = sock.set_nodelay(true);
             let registered = Registered { registry, conn };
@@ -221,12 +271,12 @@ async fn accept_loop(
             // The TLS handshake and the SASL exchange share one deadline,
             // counted from connecting.
             let deadline =
-                tokio::time::Instant::now() + broker.config.security.authentication_timeout;
+                tokio::time::Instant::now() + server.config.security.authentication_timeout;
             let sasl = listener.protocol.uses_sasl().then_some(deadline);
             let result = match &listener.tls {
                 None => {
                     let (rd, wr) = sock.into_split();
-                    connection(rd, wr, broker, &registered, budget, session, sasl).await
+                    connection(rd, wr, server, &registered, budget, session, sasl).await
                 }
                 Some(acceptor) => {
                     match within(&registered.conn, deadline, acceptor.accept(sock)).await {
@@ -244,17 +294,17 @@ async fn accept_loop(
                                 session.principal = p;
                             }
                             let (rd, wr) = tokio::io::split(stream);
-                            connection(rd, wr, broker, &registered, budget, session, sasl).await
+                            connection(rd, wr, server, &registered, budget, session, sasl).await
                         }
                         Ok(Err(e)) => {
-                            broker
+                            server
                                 .metrics
                                 .tls_handshakes_failed
                                 .fetch_add(1, Ordering::Relaxed);
                             Err(anyhow::anyhow!("TLS handshake failed: {e}"))
                         }
                         Err(_) => {
-                            broker
+                            server
                                 .metrics
                                 .tls_handshakes_failed
                                 .fetch_add(1, Ordering::Relaxed);
@@ -355,7 +405,7 @@ impl Registry {
     /// one that has gone longest without progress (the oldest of equals),
     /// sparing those with a request in flight that made progress within
     /// `stuck`; with none to evict the new connection is refused (None).
-    fn admit(&self, max: usize, stuck: Duration, broker: &Broker) -> Option<Arc<Conn>> {
+    fn admit(&self, max: usize, stuck: Duration, server: &Serving) -> Option<Arc<Conn>> {
         let mut conns = self.conns.lock().unwrap_or_else(|p| p.into_inner());
         if conns.len() >= max {
             let now = self.clock.now_ms();
@@ -377,7 +427,7 @@ impl Registry {
             conns.remove(&victim.id);
             victim.evicted.store(true, Ordering::Release);
             victim.close.notify_one();
-            broker
+            server
                 .metrics
                 .connections_evicted
                 .fetch_add(1, Ordering::Relaxed);
@@ -440,7 +490,7 @@ impl Budget {
     }
 
     /// Waits for `size` bytes of the budget (none for a small frame).
-    async fn acquire(&self, size: usize, broker: &Arc<Broker>) -> anyhow::Result<Option<Held>> {
+    async fn acquire(&self, size: usize, server: &Arc<Serving>) -> anyhow::Result<Option<Held>> {
         if size <= SMALL_FRAME {
             return Ok(None);
         }
@@ -457,14 +507,14 @@ impl Budget {
             .acquire_many_owned(permits)
             .await
             .context("the request budget is closed")?;
-        broker
+        server
             .metrics
             .queued_request_bytes
             .fetch_add(size as u64, Ordering::Relaxed);
         Ok(Some(Held {
             _permit: permit,
             bytes: size as u64,
-            broker: broker.clone(),
+            server: server.clone(),
         }))
     }
 }
@@ -473,12 +523,12 @@ impl Budget {
 struct Held {
     _permit: OwnedSemaphorePermit,
     bytes: u64,
-    broker: Arc<Broker>,
+    server: Arc<Serving>,
 }
 
 impl Drop for Held {
     fn drop(&mut self) {
-        self.broker
+        self.server
             .metrics
             .queued_request_bytes
             .fetch_sub(self.bytes, Ordering::Relaxed);
@@ -584,7 +634,7 @@ type Queued = (ApiKey, i16, i32, Instant, Handled);
 async fn connection<R, W>(
     rd: R,
     wr: W,
-    broker: Arc<Broker>,
+    server: Arc<Serving>,
     registered: &Registered,
     budget: Arc<Budget>,
     session: crate::security::Session,
@@ -599,9 +649,9 @@ where
     // On a SASL listener: the authenticator, and when it must be done by.
     let mut auth = sasl_deadline.map(|_| {
         crate::security::authenticate::Authenticator::new(
-            &broker.sasl,
-            &broker.config.security,
-            broker.metrics.clone(),
+            &server.sasl,
+            &server.config.security,
+            server.metrics.clone(),
         )
     });
     let auth_deadline = sasl_deadline.unwrap_or_else(tokio::time::Instant::now);
@@ -609,9 +659,9 @@ where
     // requests arrived with them) in one syscall, not two per request.
     let mut rd = BufReader::with_capacity(READ_BUFFER, rd);
     let (tx, mut rx) = mpsc::channel::<Queued>(PIPELINE);
-    let writer_broker = broker.clone();
+    let writer_server = server.clone();
     let writer_conn = conn.clone();
-    let write_timeout = broker.config.request_timeout;
+    let write_timeout = server.config.request_timeout;
     let writer = tokio::spawn(async move {
         // However it stops, the reader must stop too (it may be waiting
         // for a frame that never comes, with a response still counted).
@@ -642,7 +692,7 @@ where
                 Handled::Later(f) => Some(f.await),
                 Handled::Raw(_) => None,
                 Handled::Nothing => {
-                    writer_broker
+                    writer_server
                         .metrics
                         .record(key as i16, started.elapsed().as_nanos() as u64);
                     done(&writer_conn);
@@ -659,7 +709,7 @@ where
                 },
                 None => raw_frame,
             };
-            writer_broker
+            writer_server
                 .metrics
                 .record(key as i16, started.elapsed().as_nanos() as u64);
             let flush = rx.is_empty();
@@ -674,7 +724,7 @@ where
                 Ok(Ok(())) => done(&writer_conn),
                 Ok(Err(_)) => return,
                 Err(_) => {
-                    writer_broker
+                    writer_server
                         .metrics
                         .request_timeouts
                         .fetch_add(1, Ordering::Relaxed);
@@ -686,10 +736,10 @@ where
         let _ = wr.flush().await;
     });
 
-    let max = broker.config.max_request_bytes;
-    let idle = broker.config.connections_max_idle;
-    let read_timeout = broker.config.request_timeout;
-    let sasl_max = broker.config.security.sasl_max_receive_size;
+    let max = server.config.max_request_bytes;
+    let idle = server.config.connections_max_idle;
+    let read_timeout = server.config.request_timeout;
+    let sasl_max = server.config.security.sasl_max_receive_size;
     let result: anyhow::Result<()> = async {
         loop {
             // Until SASL completes, everything must happen by the
@@ -700,7 +750,7 @@ where
                 {
                     Ok(n) => n?,
                     Err(_) => {
-                        broker
+                        server
                             .metrics
                             .sasl_sessions_expired
                             .fetch_add(1, Ordering::Relaxed);
@@ -720,7 +770,7 @@ where
                 Next::Frame => {}
                 Next::Eof | Next::Evicted => return Ok(()),
                 Next::Idle => {
-                    broker
+                    server
                         .metrics
                         .connections_idle_closed
                         .fetch_add(1, Ordering::Relaxed);
@@ -731,7 +781,7 @@ where
             conn.incomplete.store(true, Ordering::Relaxed);
             let timed_out = |stop: Stop| -> anyhow::Result<()> {
                 if let Stop::TimedOut = stop {
-                    broker
+                    server
                         .metrics
                         .request_timeouts
                         .fetch_add(1, Ordering::Relaxed);
@@ -753,7 +803,7 @@ where
             }
             let size = size as usize;
             let far = tokio::time::Instant::now() + Duration::from_secs(86_400 * 365);
-            let held = match within(&conn, far, budget.acquire(size, &broker)).await {
+            let held = match within(&conn, far, budget.acquire(size, &server)).await {
                 Ok(held) => held?,
                 Err(stop) => return timed_out(stop),
             };
@@ -804,7 +854,7 @@ where
                     // closing first can make it lose the answer
                     // (kafka-python 3.0 drops data that arrives with the
                     // FIN). Bounded: the answer's delay plus LINGER.
-                    let linger = broker.config.security.failed_authentication_delay + LINGER;
+                    let linger = server.config.security.failed_authentication_delay + LINGER;
                     let _ = tokio::time::timeout(linger, discard_until_eof(&mut rd)).await;
                     return Ok(());
                 }
@@ -817,7 +867,7 @@ where
             let Some(req) = req else {
                 anyhow::bail!("a raw SASL token was not answered");
             };
-            let handled = wire::dispatch(&broker, &session, req).await;
+            let handled = server.dispatch.dispatch(&session, req).await;
             // The request's bytes are dropped: its share of the budget is free.
             drop(held);
             if tx

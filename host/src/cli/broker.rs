@@ -42,7 +42,7 @@ pub(crate) async fn run(args: BrokerArgs) -> anyhow::Result<()> {
     }
     use std::io::Write as _;
     let _ = std::io::stdout().flush();
-    kaas::server::run_listeners(listeners, broker.clone(), shutdown_signal()).await;
+    kaas::server::run_listeners(listeners, broker.serving(), shutdown_signal()).await;
     tracing::info!("shutting down: closing the log cleanly");
     if kaas::fault::once("slow-log-close") {
         // Tests: a close that takes a while, so any connection still
@@ -335,9 +335,7 @@ async fn spawn_side_endpoints(
             let mut tick = tokio::time::interval(every);
             loop {
                 tick.tick().await;
-                let now = std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(0, |d| d.as_millis() as i64);
+                let now = kaas::clock::now_ms();
                 let b = broker.clone();
                 let _ = tokio::task::spawn_blocking(move || b.logs.apply_retention(now)).await;
             }

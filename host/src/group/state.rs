@@ -55,9 +55,7 @@ impl Now {
     pub fn current() -> Now {
         Now {
             at: Instant::now(),
-            wall_ms: std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_millis() as i64),
+            wall_ms: crate::clock::now_ms(),
         }
     }
 }

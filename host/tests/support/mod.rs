@@ -67,7 +67,7 @@ impl InProcess {
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let b = broker.clone();
         let task = tokio::spawn(async move {
-            kaas::server::run(listener, b, async {
+            kaas::server::run(listener, b.serving(), async {
                 let _ = rx.await;
             })
             .await;
