@@ -11,13 +11,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use bytes::Bytes;
-use kafka_protocol::messages::create_topics_request::CreatableTopic;
-use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
-use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use kafka_protocol::messages::*;
-use kafka_protocol::protocol::{Decodable, StrBytes};
-use kafka_protocol::records::RecordBatchDecoder;
+use kafka_protocol::messages::{ProduceResponse, ResponseHeader};
+use kafka_protocol::protocol::Decodable;
+use support::records::{create, fetch_values, idempotent_pid, produce_request};
 use support::{Client, Process};
 use tokio::sync::Mutex;
 
@@ -26,10 +22,6 @@ use kaas::log::batch::data_batch;
 const TOPIC: &str = "drain";
 const PARTITIONS: i32 = 4;
 const PRODUCERS: usize = 4;
-
-fn name(s: &str) -> TopicName {
-    TopicName(StrBytes::from_string(s.into()))
-}
 
 /// A broker whose stderr goes to `log` (with `fault` as KAAS_FAULT).
 fn spawn_logging(dir: &std::path::Path, log: &std::path::Path, fault: &str) -> Process {
@@ -57,18 +49,7 @@ async fn produce_until_closed(
     count: Arc<AtomicUsize>,
 ) {
     let mut c = Client::connect(&addr).await;
-    let init = c
-        .call(
-            &InitProducerIdRequest::default()
-                .with_transactional_id(None)
-                .with_transaction_timeout_ms(60_000)
-                .with_producer_id(ProducerId(-1))
-                .with_producer_epoch(-1),
-            4,
-        )
-        .await;
-    assert_eq!(init.error_code, 0);
-    let (pid, epoch) = (init.producer_id.0, init.producer_epoch);
+    let (pid, epoch) = (idempotent_pid(&mut c).await, 0);
     let mut seq = [0i32; PARTITIONS as usize];
     for i in 0u64.. {
         let partition = ((producer as u64 + i) % PARTITIONS as u64) as i32;
@@ -77,19 +58,7 @@ async fn produce_until_closed(
             values.iter().map(|v| (None, v.as_bytes())).collect();
         let s = &mut seq[partition as usize];
         let batch = data_batch(&recs, 1_700_000_000_000, Some((pid, epoch, *s)), false);
-        let req = ProduceRequest::default()
-            .with_acks(-1)
-            .with_timeout_ms(5000)
-            .with_topic_data(vec![
-                TopicProduceData::default()
-                    .with_name(name(TOPIC))
-                    .with_partition_data(vec![
-                        PartitionProduceData::default()
-                            .with_index(partition)
-                            .with_records(Some(Bytes::from(batch))),
-                    ]),
-            ]);
-        let (_, frame) = c.frame(&req, 9);
+        let (_, frame) = c.frame(&produce_request(TOPIC, partition, batch), 9);
         c.send_raw(&frame).await;
         let Some(mut resp) = c.read_frame().await else {
             return; // the broker closed the connection
@@ -113,16 +82,7 @@ async fn sigterm_under_idempotent_load_keeps_every_acknowledged_record_and_logs_
     // meanwhile would write into a closing log.
     let broker = spawn_logging(&data, &log, "slow-log-close");
     let addr = broker.addr.clone();
-    {
-        let mut c = Client::connect(&addr).await;
-        let req = CreateTopicsRequest::default().with_topics(vec![
-            CreatableTopic::default()
-                .with_name(name(TOPIC))
-                .with_num_partitions(PARTITIONS)
-                .with_replication_factor(1),
-        ]);
-        assert_eq!(c.call(&req, 5).await.topics[0].error_code, 0);
-    }
+    create(&mut Client::connect(&addr).await, TOPIC, PARTITIONS).await;
     let acked: Arc<Mutex<Vec<String>>> = Arc::default();
     let count = Arc::new(AtomicUsize::new(0));
     let tasks: Vec<_> = (0..PRODUCERS)
@@ -177,36 +137,14 @@ async fn sigterm_under_idempotent_load_keeps_every_acknowledged_record_and_logs_
     for p in 0..PARTITIONS {
         let mut offset = 0;
         loop {
-            let req = FetchRequest::default()
-                .with_max_wait_ms(0)
-                .with_max_bytes(8 << 20)
-                .with_session_epoch(-1)
-                .with_topics(vec![
-                    FetchTopic::default()
-                        .with_topic(name(TOPIC))
-                        .with_partitions(vec![
-                            FetchPartition::default()
-                                .with_partition(p)
-                                .with_fetch_offset(offset)
-                                .with_partition_max_bytes(8 << 20),
-                        ]),
-                ]);
-            let resp = c.call(&req, 12).await;
-            let part = &resp.responses[0].partitions[0];
-            assert_eq!(part.error_code, 0);
-            let mut records = part.records.clone().unwrap_or_default();
-            if records.is_empty() {
-                assert_eq!(offset, part.high_watermark, "read up to the high watermark");
+            let records = fetch_values(&mut c, TOPIC, p, offset).await;
+            let Some(&(last, _)) = records.last() else {
                 break;
+            };
+            for (_, v) in records {
+                *seen.entry(String::from_utf8(v).expect("utf8")).or_default() += 1;
             }
-            for set in RecordBatchDecoder::decode_all(&mut records).expect("batches decode") {
-                for r in set.records {
-                    offset += 1;
-                    let v = String::from_utf8(r.value.map(|v| v.to_vec()).unwrap_or_default())
-                        .expect("utf8");
-                    *seen.entry(v).or_default() += 1;
-                }
-            }
+            offset = last + 1;
         }
     }
     let dupes: Vec<_> = seen.iter().filter(|(_, n)| **n > 1).collect();
