@@ -26,6 +26,7 @@ mod takeover;
 #[cfg(test)]
 mod tests;
 mod topic;
+pub mod topic_config;
 pub mod wal;
 pub mod writeback;
 pub mod zero_tail;
@@ -45,7 +46,8 @@ pub const CLUSTER_WAL_DIR: &str = "__cluster/wal";
 pub use sync::{FsyncMode, GroupCommit};
 use topic::new_topic_id;
 pub use topic::{
-    CreateError, Topic, TopicLimits, TopicMeta, parse_configs, parse_id, valid_topic_name,
+    CreateError, Topic, TopicLimits, TopicMeta, parse_configs, parse_id, parse_stored_configs,
+    valid_topic_name,
 };
 
 /// Every topic of the data directory.
@@ -116,7 +118,7 @@ impl LogManager {
             .collect();
         let opened: Vec<io::Result<(usize, Partition)>> = parallel_map(&jobs, |&(t, p)| {
             let m = &metas[t];
-            let config = parse_configs(&defaults, &m.configs).map_err(io::Error::other)?;
+            let config = parse_stored_configs(&m.name, &defaults, &m.configs);
             let dir = root.join(Partition::dir_name(&m.name, p));
             let part = if dir.exists() {
                 Partition::open(root, &m.name, p, config, immediate)?
@@ -154,7 +156,7 @@ impl LogManager {
         let mut topics = BTreeMap::new();
         for (m, mut ps) in metas.into_iter().zip(parts) {
             ps.sort_by_key(|p| p.id);
-            let config = parse_configs(&defaults, &m.configs).map_err(io::Error::other)?;
+            let config = parse_stored_configs(&m.name, &defaults, &m.configs);
             let id = parse_id(&m.id);
             let open = ps.into_iter().map(Some).collect();
             topics.insert(

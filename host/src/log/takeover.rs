@@ -81,10 +81,7 @@ impl LogManager {
                 if current == Some(m.partitions) {
                     continue;
                 }
-                let Ok(config) = parse_configs(&self.defaults, &m.configs) else {
-                    tracing::error!(topic = %name, "topic configs in etcd do not parse; topic skipped");
-                    continue;
-                };
+                let config = parse_stored_configs(name, &self.defaults, &m.configs);
                 let open = topics
                     .get(name)
                     .map(|t| {

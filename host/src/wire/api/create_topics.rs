@@ -1,5 +1,5 @@
 //! CreateTopics (key 19): replication factor must be 1 or -1 (one broker);
-//! topic configs as in `log::parse_configs`; validate_only supported.
+//! topic configs checked as Kafka 3.7 checks them (`log::topic_config`); validate_only supported.
 //!
 //! Bounds: a request asking for more than
 //! `max_partitions_per_request` partitions in all is refused whole, every

@@ -26,20 +26,29 @@ const TYPE_STRING: i8 = 2;
 const TYPE_INT: i8 = 3;
 const TYPE_LONG: i8 = 5;
 const TYPE_BOOLEAN: i8 = 1;
-const TYPE_LIST: i8 = 7;
 
-fn topic_entries(c: &LogConfig) -> Vec<(&'static str, String, i8)> {
-    vec![
-        ("cleanup.policy", c.cleanup_policy.clone(), TYPE_LIST),
-        (
-            "max.message.bytes",
-            c.max_message_bytes.to_string(),
-            TYPE_INT,
-        ),
-        ("retention.bytes", c.retention_bytes.to_string(), TYPE_LONG),
-        ("retention.ms", c.retention_ms.to_string(), TYPE_LONG),
-        ("segment.bytes", c.segment_bytes.to_string(), TYPE_INT),
-    ]
+/// Every Kafka 3.7 topic config of `t`: the enforced ones as the log
+/// applies them, the others as set (or their defaults).
+fn topic_entries(t: &crate::log::Topic) -> Vec<(&'static str, String, i8)> {
+    let c: &LogConfig = &t.config;
+    crate::log::topic_config::TOPIC_CONFIGS
+        .iter()
+        .map(|d| {
+            let value = match d.name {
+                "cleanup.policy" => c.cleanup_policy.clone(),
+                "max.message.bytes" => c.max_message_bytes.to_string(),
+                "retention.bytes" => c.retention_bytes.to_string(),
+                "retention.ms" => c.retention_ms.to_string(),
+                "segment.bytes" => c.segment_bytes.to_string(),
+                name => t
+                    .overrides
+                    .get(name)
+                    .cloned()
+                    .unwrap_or_else(|| d.default.to_string()),
+            };
+            (d.name, value, d.kind.code())
+        })
+        .collect()
 }
 
 pub fn handle(
@@ -92,7 +101,7 @@ pub fn handle(
                         .with_error_code(codes::UNKNOWN_TOPIC_OR_PARTITION)
                         .with_error_message(Some(sb("unknown topic"))),
                     Some(t) => base.with_configs(
-                        topic_entries(&t.config)
+                        topic_entries(&t)
                             .into_iter()
                             .filter(|(k, _, _)| wanted(k))
                             .map(|(k, v, ty)| {
