@@ -64,6 +64,10 @@ pub struct LogConfig {
     pub retention_ms: i64,
     /// retention.bytes (-1 = unbounded)
     pub retention_bytes: i64,
+    /// segment.ms: the active segment rolls once a batch's timestamp is
+    /// this far past the segment's first batch (Kafka's rule) and the
+    /// segment has been open this long (kaas's bound on time rolls).
+    pub segment_ms: i64,
     /// cleanup.policy (only `delete` is implemented)
     pub cleanup_policy: String,
 }
@@ -75,6 +79,7 @@ impl Default for LogConfig {
             max_message_bytes: 1_048_588,
             retention_ms: 7 * 24 * 3600 * 1000,
             retention_bytes: -1,
+            segment_ms: 7 * 24 * 3600 * 1000,
             cleanup_policy: "delete".into(),
         }
     }
@@ -437,7 +442,7 @@ impl Partition {
         {
             let mut st = part.lock();
             for (h, bytes) in &batches {
-                part.maybe_roll(&mut st, bytes.len() as u64)?;
+                part.maybe_roll(&mut st, bytes.len() as u64, h.max_timestamp)?;
                 st.active()?.append(bytes, h)?;
                 let State {
                     producers, aborted, ..
@@ -550,7 +555,7 @@ impl Partition {
         batch::assign_offset(&mut bytes, base, leader_epoch);
         h.base_offset = base;
         self.check_gate_for(&st, &h)?;
-        self.maybe_roll(&mut st, bytes.len() as u64)?;
+        self.maybe_roll(&mut st, bytes.len() as u64, h.max_timestamp)?;
         st.active()?.append(&bytes, &h)?;
         let file = self.durable_file(&mut st, &bytes)?;
         st.producers.record(&h);
@@ -613,7 +618,7 @@ impl Partition {
         batch::assign_offset(&mut bytes, base, leader_epoch);
         h.base_offset = base;
         self.check_gate()?;
-        self.maybe_roll(&mut st, bytes.len() as u64)?;
+        self.maybe_roll(&mut st, bytes.len() as u64, h.max_timestamp)?;
         st.active()?.append(&bytes, &h)?;
         let file = self.durable_file(&mut st, &bytes)?;
         if let Some(done) =
@@ -641,9 +646,28 @@ impl Partition {
     }
 
     /// Rolls to a new segment if `incoming` bytes would overflow the active one.
-    fn maybe_roll(&self, st: &mut State, incoming: u64) -> io::Result<()> {
+    /// Rolls the active segment before a batch of `incoming` bytes whose
+    /// max timestamp is `incoming_ts`. A non-empty segment rolls when the
+    /// batch would take it past segment.bytes, or by time as Kafka's
+    /// `LogSegment.shouldRoll` decides (the batch's timestamp is more than
+    /// segment.ms past the segment's first batch; without timestamps, the
+    /// segment has been open that long), and only once the segment has also
+    /// been open segment.ms by the wall clock: producer timestamps alone
+    /// cannot make a new segment (and an open file) per batch.
+    fn maybe_roll(&self, st: &mut State, incoming: u64, incoming_ts: i64) -> io::Result<()> {
         let active = st.active()?;
-        if active.size == 0 || active.size + incoming <= self.config.segment_bytes {
+        if active.size == 0 {
+            return Ok(());
+        }
+        let full = active.size + incoming > self.config.segment_bytes;
+        let open_for = crate::clock::now_ms().saturating_sub(active.created_ms);
+        let waited = if active.first_max_timestamp >= 0 {
+            incoming_ts.saturating_sub(active.first_max_timestamp)
+        } else {
+            open_for
+        };
+        let timed_out = waited > self.config.segment_ms && open_for >= self.config.segment_ms;
+        if !full && !timed_out {
             return Ok(());
         }
         self.check_gate()?;

@@ -43,6 +43,11 @@ pub struct Segment {
     pub next_offset: i64,
     /// Largest batch max-timestamp seen (-1 when empty).
     pub max_timestamp: i64,
+    /// The first batch's max timestamp (-1 when empty or without one): what
+    /// segment.ms counts from.
+    pub first_max_timestamp: i64,
+    /// When this process created or opened the segment (wall clock, ms).
+    pub created_ms: i64,
     /// Sparse (offset, position) entries, ascending.
     index: Vec<(i64, u64)>,
     /// Sparse (timestamp, offset) entries with ascending timestamps.
@@ -106,6 +111,8 @@ impl Segment {
             size: 0,
             next_offset: base_offset,
             max_timestamp: -1,
+            first_max_timestamp: -1,
+            created_ms: crate::clock::now_ms(),
             index: Vec::new(),
             time_index: Vec::new(),
             last_indexed: None,
@@ -141,6 +148,8 @@ impl Segment {
             size: 0,
             next_offset: base_offset,
             max_timestamp: -1,
+            first_max_timestamp: -1,
+            created_ms: crate::clock::now_ms(),
             index: Vec::new(),
             time_index: Vec::new(),
             last_indexed: None,
@@ -185,6 +194,9 @@ impl Segment {
 
     /// Updates in-memory bookkeeping for a batch written at `pos`.
     fn note_batch(&mut self, h: &BatchHeader, pos: u64) {
+        if pos == 0 {
+            self.first_max_timestamp = h.max_timestamp;
+        }
         let due = self
             .last_indexed
             .is_none_or(|last| pos - last >= INDEX_INTERVAL);
@@ -378,6 +390,8 @@ impl Segment {
             size,
             next_offset: base_offset,
             max_timestamp: time_index.last().map_or(-1, |t| t.0),
+            first_max_timestamp: -1,
+            created_ms: crate::clock::now_ms(),
             last_indexed: index.last().map(|e| e.1),
             index,
             time_index,
@@ -385,6 +399,14 @@ impl Segment {
             dir: dir.to_path_buf(),
             generation,
         };
+        // What segment.ms counts from: the first batch's max timestamp.
+        let mut first = [0u8; HEADER_LEN];
+        if size >= HEADER_LEN as u64
+            && seg.file.read_exact_at(&mut first, 0).is_ok()
+            && let Some(h) = batch::parse_header(&first)
+        {
+            seg.first_max_timestamp = h.max_timestamp;
+        }
         let mut pos = seg.last_indexed.unwrap_or(0);
         let mut head = [0u8; HEADER_LEN];
         while pos + HEADER_LEN as u64 <= size {

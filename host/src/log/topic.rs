@@ -204,6 +204,7 @@ pub fn parse_configs(
             "max.message.bytes" => c.max_message_bytes = num(v)? as usize,
             "retention.ms" => c.retention_ms = num(v)?,
             "retention.bytes" => c.retention_bytes = num(v)?,
+            "segment.ms" => c.segment_ms = num(v)?,
             "cleanup.policy" => c.cleanup_policy = v.to_string(),
             // Validated above: a no-op here, or only its default.
             _ => {}

@@ -109,14 +109,14 @@ pub const TOPIC_CONFIGS: &[Def] = &[
         Kind::Long,
         "604800000",
         Check::AtLeast(1),
-        Support::DefaultOnly("segments roll by size only"),
+        Support::Enforced,
     ),
     def(
         "segment.jitter.ms",
         Kind::Long,
         "0",
         Check::AtLeast(0),
-        Support::NoOp("segments roll by size only"),
+        Support::NoOp("rolls are not jittered: each partition rolls at segment.ms"),
     ),
     def(
         "segment.index.bytes",
@@ -517,7 +517,6 @@ mod tests {
         for (name, value) in [
             ("cleanup.policy", "compact"),
             ("cleanup.policy", "compact,delete"),
-            ("segment.ms", "60000"),
             ("message.timestamp.type", "LogAppendTime"),
             ("compression.type", "gzip"),
             ("min.insync.replicas", "2"),
@@ -533,7 +532,7 @@ mod tests {
         // Their defaults, however written, and the no-ops, are accepted.
         for (name, value) in [
             ("cleanup.policy", "delete"),
-            ("segment.ms", "604800000"),
+            ("segment.ms", "60000"),
             ("message.timestamp.type", "CreateTime"),
             ("remote.storage.enable", "FALSE"),
             ("flush.messages", "1"),

@@ -321,3 +321,51 @@ fn the_high_watermark_waits_for_durability_when_fsync_is_always() {
     p.advance_high_watermark(a.end_offset);
     assert!(!p.read(0, 1000, false).expect("read").records.is_empty());
 }
+
+/// Makes the active segment look `ms` older by the wall clock.
+fn age_active_segment(p: &Partition, ms: i64) {
+    let mut st = p.lock();
+    let active = st.active().expect("active");
+    active.created_ms -= ms;
+}
+
+#[test]
+fn the_active_segment_rolls_once_a_batch_is_segment_ms_past_its_first() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let cfg = LogConfig {
+        segment_ms: 1000,
+        ..LogConfig::default()
+    };
+    let p = Partition::create(dir.path(), "t", 0, cfg.clone(), true).expect("create");
+    let at = |ts: i64| data_batch(&[(None, b"v".as_slice())], ts, None, false);
+    p.append(at(10_000)).expect("first");
+    age_active_segment(&p, 5_000);
+    p.append(at(10_900)).expect("within segment.ms");
+    assert_eq!(p.lock().segments.len(), 1);
+    p.append(at(11_001)).expect("past segment.ms");
+    assert_eq!(
+        p.lock().segments.len(),
+        2,
+        "rolled at 1001 ms past the first batch"
+    );
+    // The new segment is young by the wall clock: timestamps alone do not
+    // roll it, however far they jump.
+    p.append(at(50_000)).expect("a far timestamp");
+    p.append(at(90_000)).expect("a farther one");
+    assert_eq!(
+        p.lock().segments.len(),
+        2,
+        "no roll per batch from timestamps"
+    );
+    // After a clean reopen the segment still counts from its first batch.
+    p.close().expect("close");
+    drop(p);
+    let p = Partition::open(dir.path(), "t", 0, cfg, true).expect("open");
+    age_active_segment(&p, 5_000);
+    p.append(at(11_700))
+        .expect("within segment.ms of the reopened segment's first");
+    assert_eq!(p.lock().segments.len(), 2);
+    p.append(at(12_002))
+        .expect("past segment.ms of the reopened segment's first");
+    assert_eq!(p.lock().segments.len(), 3);
+}

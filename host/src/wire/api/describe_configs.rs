@@ -40,6 +40,7 @@ fn topic_entries(t: &crate::log::Topic) -> Vec<(&'static str, String, i8)> {
                 "retention.bytes" => c.retention_bytes.to_string(),
                 "retention.ms" => c.retention_ms.to_string(),
                 "segment.bytes" => c.segment_bytes.to_string(),
+                "segment.ms" => c.segment_ms.to_string(),
                 name => t
                     .overrides
                     .get(name)
