@@ -67,7 +67,7 @@ impl Broker {
 impl Broker {
     /// What the server runs on: its part of the configuration, the
     /// metrics, the SASL mechanisms, and this broker as the dispatcher.
-    pub fn serving(self: &Arc<Self>) -> Arc<Serving> {
+    pub fn serving(self: &Arc<Self>) -> Arc<Serving<Dispatcher>> {
         let c = &self.config;
         Arc::new(Serving {
             config: ServerConfig {
@@ -80,21 +80,22 @@ impl Broker {
             },
             metrics: self.metrics.clone(),
             sasl: self.sasl.clone(),
-            dispatch: Arc::new(Dispatcher(self.clone())),
+            dispatch: Dispatcher(self.clone()),
         })
     }
 }
 
 /// The broker as the server's dispatcher.
-struct Dispatcher(Arc<Broker>);
+#[derive(Debug)]
+pub struct Dispatcher(Arc<Broker>);
 
 impl Dispatch for Dispatcher {
     fn dispatch<'a>(
         &'a self,
         session: &'a Arc<crate::security::Session>,
         req: crate::wire::Request,
-    ) -> BoxFuture<'a, crate::wire::Handled> {
-        Box::pin(crate::wire::dispatch(&self.0, session, req))
+    ) -> impl std::future::Future<Output = crate::wire::Handled> + Send + 'a {
+        crate::wire::dispatch(&self.0, session, req)
     }
 }
 

@@ -80,24 +80,25 @@ pub struct ServerConfig {
 }
 
 /// Answers one decoded request (the broker implements it: `wire::dispatch`).
+/// The server is generic over it, so a request's dispatch costs no box.
 pub trait Dispatch: Send + Sync + 'static {
     fn dispatch<'a>(
         &'a self,
         session: &'a Arc<crate::security::Session>,
         req: Request,
-    ) -> std::pin::Pin<Box<dyn Future<Output = Handled> + Send + 'a>>;
+    ) -> impl Future<Output = Handled> + Send + 'a;
 }
 
 /// Everything the server uses: its configuration, the metrics it counts
 /// into, the SASL mechanisms it authenticates with, and the dispatcher.
-pub struct Serving {
+pub struct Serving<D> {
     pub config: ServerConfig,
     pub metrics: Arc<Metrics>,
     pub sasl: Sasl,
-    pub dispatch: Arc<dyn Dispatch>,
+    pub dispatch: D,
 }
 
-impl std::fmt::Debug for Serving {
+impl<D> std::fmt::Debug for Serving<D> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Serving")
             .field("config", &self.config)
@@ -150,15 +151,19 @@ impl Listener {
 }
 
 /// Serves one PLAINTEXT `listener` until `shutdown` resolves.
-pub async fn run(listener: TcpListener, server: Arc<Serving>, shutdown: impl Future<Output = ()>) {
+pub async fn run<D: Dispatch>(
+    listener: TcpListener,
+    server: Arc<Serving<D>>,
+    shutdown: impl Future<Output = ()>,
+) {
     run_listeners(vec![Listener::plaintext(listener)], server, shutdown).await
 }
 
 /// Serves every listener until `shutdown` resolves; `max_connections` and
 /// the request budget are the broker's, shared by all listeners.
-pub async fn run_listeners(
+pub async fn run_listeners<D: Dispatch>(
     listeners: Vec<Listener>,
-    server: Arc<Serving>,
+    server: Arc<Serving<D>>,
     shutdown: impl Future<Output = ()>,
 ) {
     let registry = Arc::new(Registry::new());
@@ -224,9 +229,9 @@ async fn drain(registry: &Registry, bound: Duration) {
     }
 }
 
-async fn accept_loop(
+async fn accept_loop<D: Dispatch>(
     listener: Listener,
-    server: Arc<Serving>,
+    server: Arc<Serving<D>>,
     registry: Arc<Registry>,
     budget: Arc<Budget>,
 ) {
@@ -252,7 +257,7 @@ async fn accept_loop(
         let Some(conn) = registry.admit(
             server.config.max_connections,
             server.config.request_timeout,
-            &server,
+            &server.metrics,
         ) else {
             if let Some(suppressed) = CONNECTION_REFUSED.allow() {
                 tracing::warn!(%peer, suppressed, "connection limit reached and every connection has a request in progress; closing");
@@ -405,7 +410,7 @@ impl Registry {
     /// one that has gone longest without progress (the oldest of equals),
     /// sparing those with a request in flight that made progress within
     /// `stuck`; with none to evict the new connection is refused (None).
-    fn admit(&self, max: usize, stuck: Duration, server: &Serving) -> Option<Arc<Conn>> {
+    fn admit(&self, max: usize, stuck: Duration, metrics: &Metrics) -> Option<Arc<Conn>> {
         let mut conns = self.conns.lock().unwrap_or_else(|p| p.into_inner());
         if conns.len() >= max {
             let now = self.clock.now_ms();
@@ -427,10 +432,7 @@ impl Registry {
             conns.remove(&victim.id);
             victim.evicted.store(true, Ordering::Release);
             victim.close.notify_one();
-            server
-                .metrics
-                .connections_evicted
-                .fetch_add(1, Ordering::Relaxed);
+            metrics.connections_evicted.fetch_add(1, Ordering::Relaxed);
             tracing::debug!(
                 idle_ms = self
                     .clock
@@ -490,7 +492,7 @@ impl Budget {
     }
 
     /// Waits for `size` bytes of the budget (none for a small frame).
-    async fn acquire(&self, size: usize, server: &Arc<Serving>) -> anyhow::Result<Option<Held>> {
+    async fn acquire(&self, size: usize, metrics: &Arc<Metrics>) -> anyhow::Result<Option<Held>> {
         if size <= SMALL_FRAME {
             return Ok(None);
         }
@@ -507,14 +509,13 @@ impl Budget {
             .acquire_many_owned(permits)
             .await
             .context("the request budget is closed")?;
-        server
-            .metrics
+        metrics
             .queued_request_bytes
             .fetch_add(size as u64, Ordering::Relaxed);
         Ok(Some(Held {
             _permit: permit,
             bytes: size as u64,
-            server: server.clone(),
+            metrics: metrics.clone(),
         }))
     }
 }
@@ -523,13 +524,12 @@ impl Budget {
 struct Held {
     _permit: OwnedSemaphorePermit,
     bytes: u64,
-    server: Arc<Serving>,
+    metrics: Arc<Metrics>,
 }
 
 impl Drop for Held {
     fn drop(&mut self) {
-        self.server
-            .metrics
+        self.metrics
             .queued_request_bytes
             .fetch_sub(self.bytes, Ordering::Relaxed);
     }
@@ -631,10 +631,10 @@ const READ_BUFFER: usize = 16 << 10;
 
 type Queued = (ApiKey, i16, i32, Instant, Handled);
 
-async fn connection<R, W>(
+async fn connection<R, W, D: Dispatch>(
     rd: R,
     wr: W,
-    server: Arc<Serving>,
+    server: Arc<Serving<D>>,
     registered: &Registered,
     budget: Arc<Budget>,
     session: crate::security::Session,
@@ -803,7 +803,7 @@ where
             }
             let size = size as usize;
             let far = tokio::time::Instant::now() + Duration::from_secs(86_400 * 365);
-            let held = match within(&conn, far, budget.acquire(size, &server)).await {
+            let held = match within(&conn, far, budget.acquire(size, &server.metrics)).await {
                 Ok(held) => held?,
                 Err(stop) => return timed_out(stop),
             };
