@@ -35,6 +35,7 @@ use std::time::Duration;
 use super::machine::{Answer, AppendError, InitProducerId, MarkerJob, Step, TxnMachine};
 use super::port::{BoxFuture, Host, MarkerSet, StateLog, Unflushed};
 use super::record::UnsyncedMarkers;
+use super::remote_markers::Outcome;
 use crate::clock::now_ms;
 use crate::codes;
 use crate::fault;
@@ -99,11 +100,6 @@ impl Coordinator {
     /// Whether [`Self::retire`] was called.
     pub fn is_retired(&self) -> bool {
         self.store.is_retired()
-    }
-
-    /// The durable state log.
-    pub fn store(&self) -> &dyn StateLog {
-        &*self.store
     }
 
     /// The state machine (short critical sections only; never held across an await).
@@ -373,35 +369,6 @@ impl Coordinator {
     }
 }
 
-/// What became of one partition's marker that was not written.
-enum Refused {
-    /// Nothing to write there: the partition is gone or holds a newer epoch.
-    Skip,
-    /// Not written yet: try again.
-    Retry,
-}
-
-/// The single-node answer to a refused marker append (see
-/// [`super::remote_markers`] for cluster mode's).
-fn refused(host: &dyn Host, tp: &TopicPartition, code: i16) -> Refused {
-    match code {
-        codes::INVALID_PRODUCER_EPOCH
-        | codes::TRANSACTION_COORDINATOR_FENCED
-        | codes::INVALID_TXN_STATE => {
-            tracing::warn!(topic = %tp.topic, partition = tp.partition, "the partition holds a newer epoch; marker skipped");
-            Refused::Skip
-        }
-        codes::UNKNOWN_TOPIC_OR_PARTITION if !host.exists(tp) => {
-            tracing::warn!(topic = %tp.topic, partition = tp.partition, "marker for a partition that no longer exists; skipped");
-            Refused::Skip
-        }
-        other => {
-            tracing::error!(topic = %tp.topic, partition = tp.partition, code = other, "marker append failed; retrying");
-            Refused::Retry
-        }
-    }
-}
-
 /// Writes a transaction's markers to every partition, then records the
 /// completion. Where the leader view allows it and no consumer offsets are
 /// in the transaction, the completion carries the markers as unsynced and
@@ -448,9 +415,10 @@ fn write_markers(
             for (tp, result) in results {
                 match result {
                     Ok(offset) => marker_offsets.push((tp, offset)),
-                    Err(code) => match refused(&*host, &tp, code) {
-                        Refused::Skip => {}
-                        Refused::Retry => retry.push(tp),
+                    // Single node: coordinator epoch 0, nothing can fence it.
+                    Err(code) => match super::remote_markers::outcome(&*host, &tp, code) {
+                        Outcome::Written | Outcome::Skip | Outcome::Fenced => {}
+                        Outcome::Retry => retry.push(tp),
                     },
                 }
             }

@@ -127,7 +127,7 @@ pub async fn write_all_here(host: &dyn LeaderSide, sets: &[MarkerSet]) -> Vec<Ve
     let mut files = Vec::new();
     let mut pending: Vec<Pending> = sets
         .iter()
-        .map(|set| append_set(host, set, now, &mut files, false))
+        .map(|set| append_set(host, set, now, &mut files, Mode::Durable))
         .collect();
     let sync = async {
         if files.is_empty() {
@@ -199,51 +199,34 @@ pub async fn write_all_here(host: &dyn LeaderSide, sets: &[MarkerSet]) -> Vec<Ve
 /// partition, the marker's offset or the refusal's code, and the flush
 /// that makes them durable and lets consumers read up to them.
 pub fn append_unsynced(host: &dyn LeaderSide, set: &MarkerSet) -> Unflushed {
-    let now = crate::clock::now_ms();
     let mut files = Vec::new();
-    let is_offsets = |tp: &TopicPartition| tp.topic == crate::group::offsets_topic::OFFSETS_TOPIC;
-    let logs_only = MarkerSet {
-        partitions: set
-            .partitions
-            .iter()
-            .filter(|tp| !is_offsets(tp))
-            .cloned()
-            .collect(),
-        ..set.clone()
-    };
-    let mut p = append_set(host, &logs_only, now, &mut files, true);
+    let mut p = append_set(
+        host,
+        set,
+        crate::clock::now_ms(),
+        &mut files,
+        Mode::Unsynced,
+    );
     let mut results: Vec<Option<Result<i64, i16>>> = p.codes.iter().map(|c| c.map(Err)).collect();
     let mut written = Vec::with_capacity(p.appended.len());
     for (i, part, offset, end) in std::mem::take(&mut p.appended) {
-        if let Some(r) = results.get_mut(i) {
-            *r = Some(Ok(offset));
-        }
+        put(&mut results, i, Ok(offset));
         written.push((part, end));
     }
     for (i, j) in std::mem::take(&mut p.repeats) {
-        let first = results.get(j).cloned().flatten();
-        if let Some(r) = results.get_mut(i) {
-            *r = first;
+        if let Some(first) = results.get(j).cloned().flatten() {
+            put(&mut results, i, first);
         }
     }
-    let mut results = logs_only.partitions.into_iter().zip(
-        results
-            .into_iter()
-            .map(|r| r.unwrap_or(Err(codes::UNKNOWN_SERVER_ERROR))),
-    );
-    // Offsets partitions take the durable path (write_here); refused here.
     let results = set
         .partitions
         .iter()
-        .map(|tp| {
-            if is_offsets(tp) {
-                (tp.clone(), Err(codes::UNKNOWN_TOPIC_OR_PARTITION))
-            } else {
-                results
-                    .next()
-                    .unwrap_or((tp.clone(), Err(codes::UNKNOWN_SERVER_ERROR)))
-            }
-        })
+        .cloned()
+        .zip(
+            results
+                .into_iter()
+                .map(|r| r.unwrap_or(Err(codes::UNKNOWN_SERVER_ERROR))),
+        )
         .collect();
     Unflushed {
         results,
@@ -310,15 +293,15 @@ pub fn repair(host: &dyn LeaderSide, txn_id: &str, markers: &UnsyncedMarkers) ->
     flush(host, files, written)
 }
 
-/// Appends one set's markers; the files to sync go to `files`. With
-/// `half_written_fault`, the fault point `markers-half-written` crashes
-/// the process with the first marker durable and the rest unwritten.
+/// Appends one set's markers; the files to sync go to `files`. Unsynced,
+/// the fault point `markers-half-written` crashes the process with the
+/// first marker durable and the rest unwritten.
 fn append_set(
     host: &dyn LeaderSide,
     set: &MarkerSet,
     now: i64,
     files: &mut Vec<Arc<std::fs::File>>,
-    half_written_fault: bool,
+    mode: Mode,
 ) -> Pending {
     let n = set.partitions.len();
     let mut p = Pending {
@@ -335,10 +318,10 @@ fn append_set(
         }
         first.insert(tp, i);
         let before = files.len();
-        match apply_one(host, set, tp, now, files) {
+        match apply_one(host, set, tp, now, files, mode) {
             Step::Done(code) => put(&mut p.codes, i, code),
             Step::Appended(part, offset, end) => {
-                if half_written_fault
+                if mode == Mode::Unsynced
                     && cfg!(feature = "fault-injection")
                     && n > 1
                     && p.appended.is_empty()
@@ -356,10 +339,21 @@ fn append_set(
 }
 
 /// Records partition `i`'s answer.
-fn put(codes_out: &mut [Option<i16>], i: usize, code: i16) {
-    if let Some(slot) = codes_out.get_mut(i) {
-        *slot = Some(code);
+fn put<T>(answers: &mut [Option<T>], i: usize, answer: T) {
+    if let Some(slot) = answers.get_mut(i) {
+        *slot = Some(answer);
     }
+}
+
+/// How a set's markers are made durable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// Synced before the answer, with the offsets journal alongside.
+    Durable,
+    /// Appended now, synced by the returned flush ([`append_unsynced`]):
+    /// no offsets partitions (their journal entry must be durable before
+    /// the completion), and the `markers-half-written` fault point.
+    Unsynced,
 }
 
 /// Appends (or hands to the group shard) the marker for one partition.
@@ -369,8 +363,13 @@ fn apply_one(
     tp: &TopicPartition,
     now: i64,
     files: &mut Vec<Arc<std::fs::File>>,
+    mode: Mode,
 ) -> Step {
     if tp.topic == crate::group::offsets_topic::OFFSETS_TOPIC {
+        if mode == Mode::Unsynced {
+            // Offsets take the durable path (write_here); refused here.
+            return Step::Done(codes::UNKNOWN_TOPIC_OR_PARTITION);
+        }
         if !(0..OFFSETS_PARTITIONS).contains(&tp.partition) {
             return Step::Done(codes::UNKNOWN_TOPIC_OR_PARTITION);
         }

@@ -37,6 +37,43 @@ use crate::cluster::peer::Peers;
 use crate::codes;
 use crate::policy::TopicPartition;
 
+/// What a marker's answer means for the coordinator writing it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Written and durable.
+    Written,
+    /// Nothing to write there: the partition is gone, or holds a newer
+    /// producer epoch (the marker changes nothing).
+    Skip,
+    /// A newer coordinator fenced this one (TRANSACTION_COORDINATOR_FENCED).
+    Fenced,
+    /// Not written yet (no leader, a leader that moved, a disk error): again.
+    Retry,
+}
+
+/// The [`Outcome`] of `code`, the answer for `tp`'s marker (both marker
+/// paths decide with it).
+pub fn outcome(host: &dyn Host, tp: &TopicPartition, code: i16) -> Outcome {
+    match code {
+        codes::NONE => Outcome::Written,
+        codes::INVALID_PRODUCER_EPOCH => {
+            tracing::warn!(topic = %tp.topic, partition = tp.partition, "the partition holds a newer epoch; marker skipped");
+            Outcome::Skip
+        }
+        codes::TRANSACTION_COORDINATOR_FENCED => Outcome::Fenced,
+        codes::UNKNOWN_TOPIC_OR_PARTITION
+            if !host.exists(tp) && tp.topic != crate::group::offsets_topic::OFFSETS_TOPIC =>
+        {
+            tracing::warn!(topic = %tp.topic, partition = tp.partition, "marker for a partition that no longer exists; skipped");
+            Outcome::Skip
+        }
+        other => {
+            tracing::debug!(topic = %tp.topic, partition = tp.partition, code = other, "marker not written yet; retrying");
+            Outcome::Retry
+        }
+    }
+}
+
 /// Writes `job`'s markers everywhere, as the coordinator at
 /// `coordinator_epoch`; true once every one is durable (or needs none),
 /// false when this coordinator was fenced or (`retired`) its shard moved.
@@ -107,25 +144,13 @@ pub async fn write_everywhere(
             }
         }
         for (tp, code) in local.into_iter().chain(peers) {
-            match code {
-                codes::NONE => {}
-                codes::INVALID_PRODUCER_EPOCH => {
-                    tracing::warn!(topic = %tp.topic, partition = tp.partition, "the partition holds a newer epoch; marker skipped");
-                }
-                codes::TRANSACTION_COORDINATOR_FENCED => {
-                    tracing::warn!(txn = %job.transactional_id, topic = %tp.topic, partition = tp.partition, coordinator_epoch = coordinator_epoch, "a newer coordinator fenced this one; it finishes the markers");
+            match outcome(&**host, &tp, code) {
+                Outcome::Written | Outcome::Skip => {}
+                Outcome::Fenced => {
+                    tracing::warn!(txn = %job.transactional_id, topic = %tp.topic, partition = tp.partition, coordinator_epoch, "a newer coordinator fenced this one; it finishes the markers");
                     return false;
                 }
-                codes::UNKNOWN_TOPIC_OR_PARTITION
-                    if !host.exists(&tp)
-                        && tp.topic != crate::group::offsets_topic::OFFSETS_TOPIC =>
-                {
-                    tracing::warn!(topic = %tp.topic, partition = tp.partition, "marker for a partition that no longer exists; skipped");
-                }
-                other => {
-                    tracing::debug!(topic = %tp.topic, partition = tp.partition, code = other, "marker not written yet; retrying");
-                    retry.push(tp);
-                }
+                Outcome::Retry => retry.push(tp),
             }
         }
         if retry.is_empty() {
