@@ -44,9 +44,22 @@ pub struct Broker {
     pub pid_owners: Option<crate::security::pid_owners::PidOwners>,
     /// SASL mechanisms and the SCRAM credentials they check.
     pub sasl: crate::security::sasl::Sasl,
+    /// What the log cleaner has done (on /metrics).
+    pub cleaner_stats: Arc<crate::log::cleaner::CleanerStats>,
+    /// The log cleaner, once started ([`spawn_tasks`]).
+    cleaner: std::sync::OnceLock<Arc<crate::log::cleaner::Cleaner>>,
 }
 
 impl Broker {
+    /// Clean shutdown of the log: the cleaner stops first (its pass in
+    /// progress ends), then every partition closes.
+    pub fn close_log(&self) -> std::io::Result<()> {
+        if let Some(c) = self.cleaner.get() {
+            c.stop();
+        }
+        self.logs.close()
+    }
+
     /// Assembles a broker from an opened log and a loaded policy.
     pub fn new(
         config: BrokerConfig,
@@ -185,6 +198,8 @@ impl Broker {
         )
         .map_err(|e| std::io::Error::other(format!("{e:#}")))?;
         Ok(Broker {
+            cleaner_stats: Default::default(),
+            cleaner: std::sync::OnceLock::new(),
             sasl,
             authz,
             pid_owners,
@@ -317,6 +332,15 @@ pub fn spawn_tasks(broker: &Arc<Broker>, reaper_every: std::time::Duration) {
         c.resume(&host);
     }
     tokio::spawn(run_reaper(broker.clone(), reaper_every));
+    let cleaner = crate::log::cleaner::Cleaner::start(
+        {
+            let weak: std::sync::Weak<Broker> = Arc::downgrade(broker);
+            weak as std::sync::Weak<dyn crate::log::cleaner::Compacted>
+        },
+        broker.config.cleaner,
+        broker.cleaner_stats.clone(),
+    );
+    let _ = broker.cleaner.set(cleaner);
     if let crate::cluster::Cluster::Etcd { etcd, me } = &broker.cluster {
         let host: Arc<dyn crate::cluster::reconcile::Host> = broker.clone();
         tokio::spawn(crate::cluster::reconcile::run(

@@ -338,3 +338,11 @@ impl ReconcileHost for Broker {
             .use_wal_dir(&wal_dir_name(self.config.node_id, incarnation))
     }
 }
+
+/// The log cleaner's view of this broker: the compacted partitions it
+/// writes now.
+impl crate::log::cleaner::Compacted for Broker {
+    fn compacted_partitions(&self) -> Vec<Arc<crate::log::Partition>> {
+        crate::log::cleaner::Compacted::compacted_partitions(&self.logs)
+    }
+}

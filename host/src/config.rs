@@ -30,6 +30,8 @@ pub struct BrokerConfig {
     pub data_dir: PathBuf,
     /// Topic defaults.
     pub log: LogConfig,
+    /// The log cleaner (compaction).
+    pub cleaner: crate::log::cleaner::CleanerConfig,
     /// Group coordinator settings (consumer groups).
     pub groups: crate::group::GroupConfig,
     /// Cluster mode's group sharding: groups map onto 50 shards, none open
@@ -115,6 +117,7 @@ impl BrokerConfig {
             max_connections: 1024,
             data_dir: data_dir.to_path_buf(),
             log: LogConfig::default(),
+            cleaner: Default::default(),
             groups: crate::group::GroupConfig::default(),
             sharded_groups: false,
             transactional_id_expiration_ms: DEFAULT_TRANSACTIONAL_ID_EXPIRATION_MS,

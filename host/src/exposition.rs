@@ -83,6 +83,7 @@ pub fn render(broker: &Broker) -> String {
             e.producer_epoch
         );
     }
+    crate::log::cleaner::render(&broker.cleaner_stats, &broker.logs, &mut out);
     let _ = writeln!(out, "# TYPE kaas_log_end_offset gauge");
     for t in broker.logs.topics() {
         for p in &t.open_partitions() {

@@ -177,6 +177,22 @@ struct BrokerArgs {
     /// How often retention runs.
     #[arg(long, default_value_t = 30_000)]
     retention_check_ms: u64,
+    /// log.cleaner.enable: compact the topics whose cleanup.policy
+    /// includes compact.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    log_cleaner_enable: bool,
+    /// log.cleaner.dedupe.buffer.size: bytes of the cleaner's offset map
+    /// (24 per key).
+    #[arg(long, default_value_t = 128 << 20)]
+    log_cleaner_dedupe_buffer_size: u64,
+    /// log.cleaner.io.max.bytes.per.second: the cleaner's read plus write
+    /// rate (unbounded without it, as Kafka's default).
+    #[arg(long)]
+    log_cleaner_io_max_bytes_per_second: Option<f64>,
+    /// log.cleaner.backoff.ms: the cleaner's pause when nothing is dirty
+    /// enough.
+    #[arg(long, default_value_t = 15_000)]
+    log_cleaner_backoff_ms: u64,
     /// How often the transaction timeout reaper runs.
     #[arg(long, default_value_t = 10_000)]
     txn_reaper_interval_ms: u64,

@@ -1,7 +1,7 @@
 //! Topic configs as Kafka 3.7 names and validates them, over the wire:
 //! CreateTopics refuses unknown names and bad values with Kafka's
-//! INVALID_CONFIG messages, refuses what kaas does not do yet (log
-//! compaction) instead of ignoring it, accepts the documented no-ops, and
+//! INVALID_CONFIG messages, refuses what kaas does not do yet
+//! (LogAppendTime) instead of ignoring it, accepts the documented no-ops, and
 //! DescribeConfigs lists every topic config with its source.
 
 mod support;
@@ -67,8 +67,8 @@ async fn create_topics_validates_configs_as_kafka_37_does() {
         Some("Invalid value -5 for configuration retention.ms: Value must be at least -1")
     );
 
-    // Compaction is refused, said so, and never silently ignored.
-    let (code, msg) = create(&mut c, "t3", &[("cleanup.policy", "compact")]).await;
+    // What kaas does not do yet is refused, said so, and never silently ignored.
+    let (code, msg) = create(&mut c, "t3", &[("message.timestamp.type", "LogAppendTime")]).await;
     assert_eq!(code, INVALID_CONFIG);
     assert!(
         msg.as_deref().is_some_and(|m| m.contains("not supported")),

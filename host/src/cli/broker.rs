@@ -50,7 +50,7 @@ pub(crate) async fn run(args: BrokerArgs) -> anyhow::Result<()> {
         tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     }
     let b = broker.clone();
-    tokio::task::spawn_blocking(move || b.logs.close()).await??;
+    tokio::task::spawn_blocking(move || b.close_log()).await??;
     tracing::info!("log closed cleanly");
     Ok(())
 }
@@ -202,6 +202,12 @@ fn config_from_args(
     config.default_partitions = args.default_partitions;
     config.max_request_bytes = args.max_request_bytes;
     config.max_connections = args.max_connections;
+    config.cleaner = kaas::log::cleaner::CleanerConfig {
+        enable: args.log_cleaner_enable,
+        dedupe_buffer_size: args.log_cleaner_dedupe_buffer_size,
+        io_max_bytes_per_second: args.log_cleaner_io_max_bytes_per_second,
+        backoff_ms: args.log_cleaner_backoff_ms,
+    };
     config.connections_max_idle =
         std::time::Duration::from_millis(args.connections_max_idle_ms.max(1));
     config.request_timeout = std::time::Duration::from_millis(args.request_timeout_ms.max(1));

@@ -13,10 +13,11 @@ use std::ops::ControlFlow;
 use thiserror::Error;
 
 mod build;
+pub mod records;
 mod snappy;
 mod walk;
 
-pub use build::{compress, data_batch, encode_records, framed_batch};
+pub use build::{compress, data_batch, encode_records, framed_batch, kv_batch};
 pub use walk::{MAX_SCAN_BYTES, RecordMeta, first_record_at_or_after, offload, walk_records};
 
 /// Size of the fixed batch header.
@@ -92,6 +93,10 @@ pub enum BatchError {
     /// MESSAGE_TOO_LARGE(10).
     #[error("batch of {size} bytes exceeds max.message.bytes {max}")]
     TooLarge { size: usize, max: usize },
+    /// INVALID_RECORD(87) per record: a compacted topic takes only records
+    /// with a key. The indexes of the keyless records in the batch.
+    #[error("Compacted topic cannot accept message without key")]
+    KeylessOnCompacted(Vec<i32>),
 }
 
 fn be_i16(b: &[u8], at: usize) -> i16 {
@@ -143,6 +148,17 @@ pub fn crc_ok(batch: &[u8], header: &BatchHeader) -> bool {
 pub fn validate_client_batch(
     bytes: &[u8],
     max_message_bytes: usize,
+) -> Result<BatchHeader, BatchError> {
+    validate_for_topic(bytes, max_message_bytes, false)
+}
+
+/// [`validate_client_batch`] for a topic that may need every record to
+/// have a key (`compacted`: cleanup.policy includes compact), as Kafka's
+/// LogValidator requires.
+pub fn validate_for_topic(
+    bytes: &[u8],
+    max_message_bytes: usize,
+    compacted: bool,
 ) -> Result<BatchHeader, BatchError> {
     if bytes.len() < 17 {
         return Err(BatchError::Corrupt(format!(
@@ -214,7 +230,16 @@ pub fn validate_client_batch(
     }
     // Every record, decompressed as a stream within MAX_SCAN_BYTES (run off
     // the async runtime for compressed batches: see wire::api::produce).
-    walk_records(bytes, &h, |_| ControlFlow::Continue(()))?;
+    let mut keyless = Vec::new();
+    walk_records(bytes, &h, |r| {
+        if compacted && r.key_null && keyless.len() < 1000 {
+            keyless.push(r.index);
+        }
+        ControlFlow::Continue(())
+    })?;
+    if !keyless.is_empty() {
+        return Err(BatchError::KeylessOnCompacted(keyless));
+    }
     if h.has_producer_id() && h.base_sequence < 0 {
         return Err(BatchError::Invalid(
             "a batch with a producer id needs a base sequence".into(),
@@ -236,6 +261,19 @@ fn read_varint(b: &[u8]) -> Option<(i64, usize)> {
         if byte & 0x80 == 0 {
             let v = ((value >> 1) as i64) ^ -((value & 1) as i64);
             return Some((v, i + 1));
+        }
+    }
+    None
+}
+
+/// A zigzag varint of up to 10 bytes (an i64) at `pos` in `b`, and how
+/// many bytes it took.
+fn read_varint_at(b: &[u8], pos: usize) -> Option<(i64, usize)> {
+    let mut value: u64 = 0;
+    for (i, byte) in b.get(pos..)?.iter().take(10).enumerate() {
+        value |= u64::from(byte & 0x7f) << (7 * i);
+        if byte & 0x80 == 0 {
+            return Some((((value >> 1) as i64) ^ -((value & 1) as i64), i + 1));
         }
     }
     None

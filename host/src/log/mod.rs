@@ -15,8 +15,10 @@
 
 pub mod atomic_file;
 pub mod batch;
+pub mod cleaner;
 mod creation;
 pub mod epochs;
+pub mod offset_map;
 pub mod partition;
 pub mod producer;
 pub mod refusals;

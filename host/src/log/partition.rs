@@ -34,6 +34,9 @@ use super::segment::Segment;
 use super::wal::{self, PartitionKey, Wal};
 use crate::lease_gate::LeaseGate;
 
+mod compaction;
+#[cfg(test)]
+mod compaction_tests;
 #[cfg(test)]
 mod gap_tests;
 mod read;
@@ -53,8 +56,10 @@ use recovery::{
 
 use seal::History;
 
+pub use compaction::{Cleaned, Dirtiness};
+
 /// Per-topic log settings (Kafka topic configs of the same names).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct LogConfig {
     /// segment.bytes
     pub segment_bytes: u64,
@@ -68,8 +73,31 @@ pub struct LogConfig {
     /// this far past the segment's first batch (Kafka's rule) and the
     /// segment has been open this long (kaas's bound on time rolls).
     pub segment_ms: i64,
-    /// cleanup.policy (only `delete` is implemented)
+    /// cleanup.policy: `delete`, `compact` or both (comma-separated).
     pub cleanup_policy: String,
+    /// delete.retention.ms: how long a tombstone (and a transaction marker
+    /// whose records are gone) stays after compaction first saw it.
+    pub delete_retention_ms: i64,
+    /// min.compaction.lag.ms: a record stays uncompacted at least this long.
+    pub min_compaction_lag_ms: i64,
+    /// max.compaction.lag.ms: a record is compacted at most this late.
+    pub max_compaction_lag_ms: i64,
+    /// min.cleanable.dirty.ratio: the dirty share of the log that makes a
+    /// partition worth cleaning.
+    pub min_cleanable_dirty_ratio: f64,
+}
+
+impl LogConfig {
+    /// Whether the cleanup policy includes `compact`.
+    pub fn compacted(&self) -> bool {
+        self.cleanup_policy
+            .split(',')
+            .any(|p| p.trim() == "compact")
+    }
+    /// Whether the cleanup policy includes `delete` (retention applies).
+    pub fn deletes(&self) -> bool {
+        self.cleanup_policy.split(',').any(|p| p.trim() == "delete")
+    }
 }
 
 impl Default for LogConfig {
@@ -81,6 +109,10 @@ impl Default for LogConfig {
             retention_bytes: -1,
             segment_ms: 7 * 24 * 3600 * 1000,
             cleanup_policy: "delete".into(),
+            delete_retention_ms: 24 * 3600 * 1000,
+            min_compaction_lag_ms: 0,
+            max_compaction_lag_ms: i64::MAX,
+            min_cleanable_dirty_ratio: 0.5,
         }
     }
 }
@@ -127,12 +159,17 @@ pub fn is_not_leader(e: &io::Error) -> bool {
 struct WriteState {
     check: Option<LeaseGate>,
     abandoned: std::sync::atomic::AtomicBool,
+    /// Closed cleanly: nothing (an append, a cleaner's swap) may change the
+    /// files after the indexes and the clean marker were written.
+    closed: std::sync::atomic::AtomicBool,
     refusals: Arc<super::refusals::Refusals>,
 }
 
 impl WriteState {
     fn open(&self) -> bool {
-        !self.abandoned.load(Ordering::Acquire) && self.check.as_ref().is_none_or(|g| g())
+        !self.abandoned.load(Ordering::Acquire)
+            && !self.closed.load(Ordering::Acquire)
+            && self.check.as_ref().is_none_or(|g| g())
     }
 }
 
@@ -242,6 +279,8 @@ struct State {
     /// The leader-epoch history; its last epoch is stamped into every
     /// batch written.
     epochs: LeaderEpochs,
+    /// The cleaner checkpoint: below it the log is compacted.
+    clean_upto: i64,
 }
 
 impl State {
@@ -323,6 +362,7 @@ impl Partition {
                 appends: 0,
                 written_out: (0, 0),
                 epochs,
+                clean_upto: 0,
             }),
             high_watermark: AtomicI64::new(0),
             immediate_hw,
@@ -529,7 +569,11 @@ impl Partition {
 
     /// Validates and appends a client's batch.
     pub fn append(&self, mut bytes: Vec<u8>) -> Result<Appended, AppendError> {
-        let mut h = batch::validate_client_batch(&bytes, self.config.max_message_bytes)?;
+        let mut h = batch::validate_for_topic(
+            &bytes,
+            self.config.max_message_bytes,
+            self.config.compacted(),
+        )?;
         let mut st = self.lock();
         let verdict = st.producers.check(&h);
         if let Ok(Verdict::Duplicate(meta)) = verdict {
@@ -785,7 +829,9 @@ impl Partition {
         write_atomically(
             &self.dir.join(seal::clean_name(self.generation)),
             end.to_string().as_bytes(),
-        )
+        )?;
+        self.gate.closed.store(true, Ordering::Release);
+        Ok(())
     }
 
     /// Removes the partition's directory (DeleteTopics).

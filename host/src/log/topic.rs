@@ -205,7 +205,20 @@ pub fn parse_configs(
             "retention.ms" => c.retention_ms = num(v)?,
             "retention.bytes" => c.retention_bytes = num(v)?,
             "segment.ms" => c.segment_ms = num(v)?,
-            "cleanup.policy" => c.cleanup_policy = v.to_string(),
+            "cleanup.policy" => {
+                let mut policies: Vec<&str> = v.split(',').map(str::trim).collect();
+                policies.sort_unstable();
+                policies.dedup();
+                c.cleanup_policy = policies.join(",");
+            }
+            "delete.retention.ms" => c.delete_retention_ms = num(v)?,
+            "min.compaction.lag.ms" => c.min_compaction_lag_ms = num(v)?,
+            "max.compaction.lag.ms" => c.max_compaction_lag_ms = num(v)?,
+            "min.cleanable.dirty.ratio" => {
+                c.min_cleanable_dirty_ratio = v
+                    .parse::<f64>()
+                    .map_err(|_| format!("{k}={v} is not a number"))?
+            }
             // Validated above: a no-op here, or only its default.
             _ => {}
         }

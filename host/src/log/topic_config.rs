@@ -92,8 +92,7 @@ const fn def(
     }
 }
 
-const COMPACTION: Support =
-    Support::NoOp("used only by log compaction, and cleanup.policy=compact is not available yet");
+const COMPACTION: Support = Support::Enforced;
 
 /// Every topic config of Kafka 3.7, in Kafka's order.
 pub const TOPIC_CONFIGS: &[Def] = &[
@@ -207,7 +206,7 @@ pub const TOPIC_CONFIGS: &[Def] = &[
         Kind::List,
         "delete",
         Check::ListOf(&["compact", "delete"]),
-        Support::DefaultOnly("log compaction is not available yet"),
+        Support::Enforced,
     ),
     def(
         "unclean.leader.election.enable",
@@ -515,8 +514,6 @@ mod tests {
     #[test]
     fn what_kaas_does_not_do_yet_is_refused_not_ignored() {
         for (name, value) in [
-            ("cleanup.policy", "compact"),
-            ("cleanup.policy", "compact,delete"),
             ("message.timestamp.type", "LogAppendTime"),
             ("compression.type", "gzip"),
             ("min.insync.replicas", "2"),
@@ -532,6 +529,9 @@ mod tests {
         // Their defaults, however written, and the no-ops, are accepted.
         for (name, value) in [
             ("cleanup.policy", "delete"),
+            ("cleanup.policy", "compact"),
+            ("cleanup.policy", "compact,delete"),
+            ("min.cleanable.dirty.ratio", "0.1"),
             ("segment.ms", "60000"),
             ("message.timestamp.type", "CreateTime"),
             ("remote.storage.enable", "FALSE"),

@@ -88,7 +88,7 @@ impl InProcess {
         if let Some(t) = self.task.take() {
             let _ = t.await;
         }
-        self.broker.logs.close().expect("clean close");
+        self.broker.close_log().expect("clean close");
     }
 }
 

@@ -31,6 +31,8 @@ pub struct RecordMeta {
     pub index: i32,
     /// Timestamp delta from the batch's base timestamp.
     pub timestamp_delta: i64,
+    /// Whether the record's key is null.
+    pub key_null: bool,
 }
 
 /// Walks every record of a magic-2 batch, decompressing as a stream within
@@ -371,12 +373,13 @@ impl<S: Source> Rec<'_, S> {
     fn varint(&mut self) -> Result<i32, WalkErr> {
         i32::try_from(self.zigzag(5)?).map_err(|_| WalkErr::VarintRange)
     }
-    /// A key, value or header value: length -1 (null) or that many bytes.
+    /// A key, value or header value: length -1 (null) or that many bytes;
+    /// whether it was null.
     #[inline]
-    fn nullable_bytes(&mut self) -> Result<(), WalkErr> {
+    fn nullable_bytes(&mut self) -> Result<bool, WalkErr> {
         match self.varint()? {
-            -1 => Ok(()),
-            n if n >= 0 => self.skip(n as u64),
+            -1 => Ok(true),
+            n if n >= 0 => self.skip(n as u64).map(|()| false),
             _ => Err(WalkErr::NegativeLength),
         }
     }
@@ -416,7 +419,7 @@ fn walk_inner<S: Source>(
         if offset_delta != i {
             return Err(WalkErr::OffsetDelta(offset_delta));
         }
-        rec.nullable_bytes()?; // key
+        let key_null = rec.nullable_bytes()?;
         rec.nullable_bytes()?; // value
         let headers = rec.varint()?;
         if headers < 0 {
@@ -437,6 +440,7 @@ fn walk_inner<S: Source>(
         if visit(RecordMeta {
             index: i,
             timestamp_delta,
+            key_null,
         })
         .is_break()
         {

@@ -74,6 +74,7 @@ pub(super) fn recover_dir(
         appends: 0,
         written_out: (0, 0),
         epochs,
+        clean_upto: super::compaction::read_checkpoint(dir).unwrap_or(log_start),
     };
     let end = state.log_end();
     // Producer state: the snapshot if it is not ahead of the log, then

@@ -47,7 +47,11 @@ impl Partition {
     }
 
     /// Retention by time and size: deletes whole old segments, never the active one.
+    /// Only for a cleanup.policy that includes `delete`.
     pub fn apply_retention(&self, now_ms: i64) -> io::Result<usize> {
+        if !self.config.deletes() {
+            return Ok(0);
+        }
         let mut st = self.lock();
         let mut removed = 0;
         loop {

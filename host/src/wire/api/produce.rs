@@ -16,8 +16,11 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::produce_response::{
+    BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
+};
 use kafka_protocol::messages::{ApiKey, ProduceRequest, ProduceResponse, ResponseKind};
+use kafka_protocol::protocol::StrBytes;
 
 use crate::broker::Broker;
 use crate::codes;
@@ -33,9 +36,9 @@ use crate::wire::handled::Handled;
 pub fn append_error_code(e: &AppendError) -> i16 {
     match e {
         AppendError::Batch(BatchError::Corrupt(_)) => codes::CORRUPT_MESSAGE,
-        AppendError::Batch(BatchError::Invalid(_) | BatchError::OldMagic(_)) => {
-            codes::INVALID_RECORD
-        }
+        AppendError::Batch(
+            BatchError::Invalid(_) | BatchError::OldMagic(_) | BatchError::KeylessOnCompacted(_),
+        ) => codes::INVALID_RECORD,
         AppendError::Batch(BatchError::TooLarge { .. }) => codes::MESSAGE_TOO_LARGE,
         AppendError::Producer(ProducerError::StaleEpoch) => codes::INVALID_PRODUCER_EPOCH,
         AppendError::Producer(ProducerError::OutOfOrder) => codes::OUT_OF_ORDER_SEQUENCE_NUMBER,
@@ -52,6 +55,9 @@ struct Outcome {
     partition: Option<Arc<Partition>>,
     index: i32,
     result: Result<Appended, i16>,
+    /// Why records were refused, one by one (Produce v8+'s record_errors):
+    /// the message and the refused records' indexes in the batch.
+    detail: Option<(String, Vec<i32>)>,
 }
 
 /// Record bytes in one request above which its appends run off the async
@@ -83,6 +89,7 @@ fn refuse_all(req: ProduceRequest, code: i16, version: i16) -> Handled {
                     partition: None,
                     index: p.index,
                     result: Err(code),
+                    detail: None,
                 })
                 .collect();
             (t.name, outs)
@@ -330,6 +337,7 @@ fn append_all(
             } else {
                 broker.logs.partition(&name, p.index)
             };
+            let mut detail = None;
             let result = if !matches!(acks, -1..=1) {
                 Err(codes::INVALID_REQUIRED_ACKS)
             } else if denied {
@@ -343,7 +351,15 @@ fn append_all(
                             .bytes_in
                             .fetch_add(bytes.len() as u64, Ordering::Relaxed);
                         let txn_id = req.transactional_id.as_ref().map(|t| t.0.as_str());
-                        append(broker, part, bytes.to_vec(), txn_id, verified, checks)
+                        append(
+                            broker,
+                            part,
+                            bytes.to_vec(),
+                            txn_id,
+                            verified,
+                            checks,
+                            &mut detail,
+                        )
                     }
                 }
             } else {
@@ -363,6 +379,7 @@ fn append_all(
                 partition: part,
                 index: p.index,
                 result,
+                detail,
             });
         }
         topics.push((t.name, outs));
@@ -384,6 +401,7 @@ fn append(
     transactional_id: Option<&str>,
     verified: &Verified,
     checks: &Checks,
+    detail: &mut Option<(String, Vec<i32>)>,
 ) -> Result<Appended, i16> {
     let header = crate::log::batch::parse_header(&bytes);
     // Only ids this broker handed out may carry state: a batch under the
@@ -444,6 +462,15 @@ fn append(
     part.append(bytes).map_err(|e| {
         if matches!(e, AppendError::Io(_)) {
             tracing::error!(topic = %part.topic, partition = part.id, error = %e, "append failed");
+        }
+        if let AppendError::Batch(BatchError::KeylessOnCompacted(indexes)) = &e {
+            *detail = Some((
+                format!(
+                    "Compacted topic cannot accept message without key in topic partition {}-{}.",
+                    part.topic, part.id
+                ),
+                indexes.clone(),
+            ));
         }
         append_error_code(&e)
     })
@@ -516,6 +543,23 @@ fn respond(
                     let result = match o.result {
                         Ok(_) if gone => Err(codes::REQUEST_TIMED_OUT),
                         other => other,
+                    };
+                    let r = match o.detail {
+                        Some((message, indexes)) if result.is_err() => r
+                            .with_record_errors(
+                                indexes
+                                    .into_iter()
+                                    .map(|i| {
+                                        BatchIndexAndErrorMessage::default()
+                                            .with_batch_index(i)
+                                            .with_batch_index_error_message(Some(
+                                                StrBytes::from_string(message.clone()),
+                                            ))
+                                    })
+                                    .collect(),
+                            )
+                            .with_error_message(Some(StrBytes::from_string(message))),
+                        _ => r,
                     };
                     match result {
                         Ok(a) => r
