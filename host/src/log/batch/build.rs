@@ -13,20 +13,8 @@ pub fn data_batch(
     producer: Option<(i64, i16, i32)>,
     transactional: bool,
 ) -> Vec<u8> {
-    let attrs: i16 = if transactional { ATTR_TRANSACTIONAL } else { 0 };
-    let (pid, epoch, seq) = producer.unwrap_or((-1, -1, -1));
-    let mut b = framed_batch(
-        attrs,
-        &encode_records(records),
-        records.len() as i32,
-        timestamp,
-    );
-    b[43..51].copy_from_slice(&pid.to_be_bytes());
-    b[51..53].copy_from_slice(&epoch.to_be_bytes());
-    b[53..57].copy_from_slice(&seq.to_be_bytes());
-    let crc = crc32c::crc32c(&b[CRC_START..]);
-    b[17..21].copy_from_slice(&crc.to_be_bytes());
-    b
+    let kv: Vec<KeyValue<'_>> = records.iter().map(|&(k, v)| (k, Some(v))).collect();
+    kv_batch(&kv, timestamp, producer, transactional)
 }
 
 /// A record's key and value, either of them null.
@@ -40,24 +28,7 @@ pub fn kv_batch(
     producer: Option<(i64, i16, i32)>,
     transactional: bool,
 ) -> Vec<u8> {
-    let mut body = Vec::new();
-    for (i, (key, value)) in records.iter().enumerate() {
-        let mut r = vec![0u8];
-        put_varint(&mut r, 0);
-        put_varint(&mut r, i as i64);
-        for field in [key, value] {
-            match field {
-                Some(f) => {
-                    put_varint(&mut r, f.len() as i64);
-                    r.extend_from_slice(f);
-                }
-                None => put_varint(&mut r, -1),
-            }
-        }
-        put_varint(&mut r, 0);
-        put_varint(&mut body, r.len() as i64);
-        body.extend_from_slice(&r);
-    }
+    let body = encode_kv(records);
     let attrs: i16 = if transactional { ATTR_TRANSACTIONAL } else { 0 };
     let (pid, epoch, seq) = producer.unwrap_or((-1, -1, -1));
     let mut b = framed_batch(attrs, &body, records.len() as i32, timestamp);
@@ -72,20 +43,26 @@ pub fn kv_batch(
 /// Encodes records (timestamp delta 0, offset delta = index, no headers)
 /// as a batch body (tests, benchmarks and fuzz seeds).
 pub fn encode_records(records: &[(Option<&[u8]>, &[u8])]) -> Vec<u8> {
+    let kv: Vec<KeyValue<'_>> = records.iter().map(|&(k, v)| (k, Some(v))).collect();
+    encode_kv(&kv)
+}
+
+/// [`encode_records`] with values that may be null (tombstones).
+fn encode_kv(records: &[KeyValue<'_>]) -> Vec<u8> {
     let mut body = Vec::new();
     for (i, (key, value)) in records.iter().enumerate() {
         let mut r = vec![0u8];
         put_varint(&mut r, 0);
         put_varint(&mut r, i as i64);
-        match key {
-            Some(k) => {
-                put_varint(&mut r, k.len() as i64);
-                r.extend_from_slice(k);
+        for field in [key, value] {
+            match field {
+                Some(f) => {
+                    put_varint(&mut r, f.len() as i64);
+                    r.extend_from_slice(f);
+                }
+                None => put_varint(&mut r, -1),
             }
-            None => put_varint(&mut r, -1),
         }
-        put_varint(&mut r, value.len() as i64);
-        r.extend_from_slice(value);
         put_varint(&mut r, 0);
         put_varint(&mut body, r.len() as i64);
         body.extend_from_slice(&r);
