@@ -76,12 +76,14 @@ class KaasBroker:
 
     def __init__(self, data_dir: Path, log_dir: Path, port: int | None = None,
                  binary: Path = KAAS_BIN, extra_args: tuple[str, ...] = (),
-                 listeners: tuple[tuple[str, str], ...] = ()):
+                 listeners: tuple[tuple[str, str], ...] = (), env: dict | None = None):
         self.data_dir = Path(data_dir)
         self.log_dir = Path(log_dir)
         self.port = port if port is not None else free_port()
         self.binary = Path(binary)
         self.extra_args = tuple(extra_args)
+        # Added to the broker's environment on each start (e.g. KAAS_FAULT).
+        self.env: dict[str, str] = dict(env or {})
         # (NAME, PROTOCOL) pairs: `--listener NAME=PROTOCOL://127.0.0.1:PORT`
         # each, the first on self.port (the listening line's address), the
         # others on fresh ports (see address()).
@@ -132,7 +134,7 @@ class KaasBroker:
         with open(err_path, "wb") as err:
             self.proc = subprocess.Popen(
                 self.command(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                stderr=err, cwd=self.data_dir.parent)
+                stderr=err, cwd=self.data_dir.parent, env=dict(os.environ, **self.env))
         # The reader keeps draining stdout for the broker's whole life, so the
         # broker never blocks on a full pipe; every line also goes to a file.
         self._reader = threading.Thread(

@@ -253,24 +253,11 @@ pub fn validate_for_topic(
     Ok(h)
 }
 
-/// A zigzag varint (at most 5 bytes for an i32).
+/// A zigzag varint of up to 10 bytes (an i64) at the start of `b`, and how
+/// many bytes it took.
 fn read_varint(b: &[u8]) -> Option<(i64, usize)> {
     let mut value: u64 = 0;
-    for (i, byte) in b.iter().take(5).enumerate() {
-        value |= u64::from(byte & 0x7f) << (7 * i);
-        if byte & 0x80 == 0 {
-            let v = ((value >> 1) as i64) ^ -((value & 1) as i64);
-            return Some((v, i + 1));
-        }
-    }
-    None
-}
-
-/// A zigzag varint of up to 10 bytes (an i64) at `pos` in `b`, and how
-/// many bytes it took.
-fn read_varint_at(b: &[u8], pos: usize) -> Option<(i64, usize)> {
-    let mut value: u64 = 0;
-    for (i, byte) in b.get(pos..)?.iter().take(10).enumerate() {
+    for (i, byte) in b.iter().take(10).enumerate() {
         value |= u64::from(byte & 0x7f) << (7 * i);
         if byte & 0x80 == 0 {
             return Some((((value >> 1) as i64) ^ -((value & 1) as i64), i + 1));

@@ -69,6 +69,8 @@ pub struct CleanerStats {
     pub last_run_ms: AtomicI64,
     /// How long the last pass took (ms).
     pub last_duration_ms: AtomicU64,
+    /// A pass is running now.
+    pub cleaning: AtomicBool,
 }
 
 /// The running cleaner: its thread and how to stop it.
@@ -178,12 +180,12 @@ pub fn clean_one(
     stats: &CleanerStats,
 ) -> bool {
     let started = Instant::now();
+    stats.cleaning.store(true, Ordering::Relaxed);
     let mut throttle = Throttle::new(config.io_max_bytes_per_second);
-    let before = part.dirtiness(crate::clock::now_ms()).dirty_bytes;
     let mut progress = false;
     match part.clean(map, &mut throttle, crate::clock::now_ms()) {
         Ok(Some(c)) => {
-            progress = part.dirtiness(crate::clock::now_ms()).dirty_bytes < before;
+            progress = c.advanced;
             stats.bytes_read.fetch_add(c.bytes_read, Ordering::Relaxed);
             stats
                 .bytes_written
@@ -210,6 +212,7 @@ pub fn clean_one(
             tracing::error!(topic = %part.topic, partition = part.id, error = %e, "cleaning failed");
         }
     }
+    stats.cleaning.store(false, Ordering::Relaxed);
     stats.passes.fetch_add(1, Ordering::Relaxed);
     stats
         .last_run_ms
@@ -249,6 +252,12 @@ pub fn render(stats: &CleanerStats, logs: &dyn Compacted, out: &mut String) {
         out,
         "kaas_log_cleaner_last_duration_ms {}",
         stats.last_duration_ms.load(Ordering::Relaxed)
+    );
+    let _ = writeln!(out, "# TYPE kaas_log_cleaner_cleaning gauge");
+    let _ = writeln!(
+        out,
+        "kaas_log_cleaner_cleaning {}",
+        u8::from(stats.cleaning.load(Ordering::Relaxed))
     );
     let _ = writeln!(out, "# TYPE kaas_log_dirty_ratio gauge");
     let now = crate::clock::now_ms();

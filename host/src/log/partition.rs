@@ -73,8 +73,10 @@ pub struct LogConfig {
     /// this far past the segment's first batch (Kafka's rule) and the
     /// segment has been open this long (kaas's bound on time rolls).
     pub segment_ms: i64,
-    /// cleanup.policy: `delete`, `compact` or both (comma-separated).
-    pub cleanup_policy: String,
+    /// cleanup.policy includes `compact` (parsed once, read per append).
+    pub compact: bool,
+    /// cleanup.policy includes `delete` (retention applies).
+    pub delete: bool,
     /// delete.retention.ms: how long a tombstone (and a transaction marker
     /// whose records are gone) stays after compaction first saw it.
     pub delete_retention_ms: i64,
@@ -90,13 +92,21 @@ pub struct LogConfig {
 impl LogConfig {
     /// Whether the cleanup policy includes `compact`.
     pub fn compacted(&self) -> bool {
-        self.cleanup_policy
-            .split(',')
-            .any(|p| p.trim() == "compact")
+        self.compact
     }
     /// Whether the cleanup policy includes `delete` (retention applies).
     pub fn deletes(&self) -> bool {
-        self.cleanup_policy.split(',').any(|p| p.trim() == "delete")
+        self.delete
+    }
+    /// cleanup.policy as Kafka spells it (`compact,delete` when both).
+    pub fn cleanup_policy(&self) -> String {
+        match (self.compact, self.delete) {
+            (true, true) => "compact,delete",
+            (true, false) => "compact",
+            (false, true) => "delete",
+            (false, false) => "",
+        }
+        .to_string()
     }
 }
 
@@ -108,7 +118,8 @@ impl Default for LogConfig {
             retention_ms: 7 * 24 * 3600 * 1000,
             retention_bytes: -1,
             segment_ms: 7 * 24 * 3600 * 1000,
-            cleanup_policy: "delete".into(),
+            compact: false,
+            delete: true,
             delete_retention_ms: 24 * 3600 * 1000,
             min_compaction_lag_ms: 0,
             max_compaction_lag_ms: i64::MAX,

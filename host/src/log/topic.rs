@@ -206,10 +206,9 @@ pub fn parse_configs(
             "retention.bytes" => c.retention_bytes = num(v)?,
             "segment.ms" => c.segment_ms = num(v)?,
             "cleanup.policy" => {
-                let mut policies: Vec<&str> = v.split(',').map(str::trim).collect();
-                policies.sort_unstable();
-                policies.dedup();
-                c.cleanup_policy = policies.join(",");
+                let policies = || v.split(',').map(str::trim);
+                c.compact = policies().any(|p| p == "compact");
+                c.delete = policies().any(|p| p == "delete");
             }
             "delete.retention.ms" => c.delete_retention_ms = num(v)?,
             "min.compaction.lag.ms" => c.min_compaction_lag_ms = num(v)?,

@@ -13,8 +13,7 @@
 use std::io::{self, Read};
 use std::ops::Range;
 
-use super::snappy::SnappyReader;
-use super::{BatchHeader, CRC_START, HEADER_LEN, MAX_SCAN_BYTES, put_varint, read_varint_at};
+use super::{BatchHeader, CRC_START, HEADER_LEN, MAX_SCAN_BYTES, put_varint, read_varint};
 
 /// Attribute bit: the batch's base timestamp holds its delete horizon
 /// (KIP-534): the time after which the cleaner may remove its tombstones
@@ -75,26 +74,17 @@ fn invalid(what: &str) -> io::Error {
 
 /// Decompresses a batch's records section, within [`MAX_SCAN_BYTES`].
 fn decompress(codec: i16, body: &[u8]) -> io::Result<Vec<u8>> {
-    fn bounded(r: impl Read) -> io::Result<Vec<u8>> {
-        let mut out = Vec::new();
-        r.take(MAX_SCAN_BYTES + 1).read_to_end(&mut out)?;
-        if out.len() as u64 > MAX_SCAN_BYTES {
-            return Err(invalid("records decompress past the scan bound"));
-        }
-        Ok(out)
+    if codec == 0 {
+        return Ok(body.to_vec());
     }
-    match codec {
-        0 => Ok(body.to_vec()),
-        1 => bounded(flate2::read::MultiGzDecoder::new(body)),
-        2 => bounded(SnappyReader::new(body, MAX_SCAN_BYTES)),
-        3 => bounded(lz4::Decoder::new(body)?),
-        4 => {
-            let mut d = zstd::stream::read::Decoder::new(body)?;
-            d.window_log_max(24)?;
-            bounded(d)
-        }
-        c => Err(invalid(&format!("unknown compression codec {c}"))),
+    let mut out = Vec::new();
+    super::walk::decoder(codec, body)?
+        .take(MAX_SCAN_BYTES + 1)
+        .read_to_end(&mut out)?;
+    if out.len() as u64 > MAX_SCAN_BYTES {
+        return Err(invalid("records decompress past the scan bound"));
     }
+    Ok(out)
 }
 
 /// Compresses a records section with Kafka codec `codec` as Kafka's own
@@ -128,7 +118,10 @@ pub fn decode(bytes: &[u8], h: &BatchHeader) -> io::Result<Decoded> {
     let mut records = Vec::with_capacity(h.record_count.clamp(0, 1 << 16) as usize);
     let mut pos = 0usize;
     for _ in 0..h.record_count.max(0) {
-        let (len, n) = read_varint_at(&data, pos).ok_or_else(|| invalid("record length"))?;
+        let (len, n) = data
+            .get(pos..)
+            .and_then(read_varint)
+            .ok_or_else(|| invalid("record length"))?;
         pos += n;
         let end = usize::try_from(len)
             .ok()
@@ -137,14 +130,21 @@ pub fn decode(bytes: &[u8], h: &BatchHeader) -> io::Result<Decoded> {
             .ok_or_else(|| invalid("record length past the records"))?;
         let attributes = *data.get(pos).ok_or_else(|| invalid("attributes"))?;
         let mut p = pos + 1;
-        let (timestamp_delta, n) =
-            read_varint_at(&data[..end], p).ok_or_else(|| invalid("timestamp delta"))?;
+        let (timestamp_delta, n) = data[..end]
+            .get(p..)
+            .and_then(read_varint)
+            .ok_or_else(|| invalid("timestamp delta"))?;
         p += n;
         let rest_start = p;
-        let (offset_delta, n) =
-            read_varint_at(&data[..end], p).ok_or_else(|| invalid("offset delta"))?;
+        let (offset_delta, n) = data[..end]
+            .get(p..)
+            .and_then(read_varint)
+            .ok_or_else(|| invalid("offset delta"))?;
         p += n;
-        let (key_len, n) = read_varint_at(&data[..end], p).ok_or_else(|| invalid("key length"))?;
+        let (key_len, n) = data[..end]
+            .get(p..)
+            .and_then(read_varint)
+            .ok_or_else(|| invalid("key length"))?;
         p += n;
         let key = match key_len {
             -1 => None,
@@ -155,8 +155,10 @@ pub fn decode(bytes: &[u8], h: &BatchHeader) -> io::Result<Decoded> {
             }
             _ => return Err(invalid("key length")),
         };
-        let (value_len, n) =
-            read_varint_at(&data[..end], p).ok_or_else(|| invalid("value length"))?;
+        let (value_len, n) = data[..end]
+            .get(p..)
+            .and_then(read_varint)
+            .ok_or_else(|| invalid("value length"))?;
         p += n;
         let value = match value_len {
             -1 => None,
@@ -208,8 +210,14 @@ pub fn rebuild(d: &Decoded, keep: &[usize], horizon: Option<i64>) -> io::Result<
         put_varint(&mut plain, rec.len() as i64);
         plain.extend_from_slice(&rec);
     }
-    let body = compress(h.compression(), &plain)?;
     let mut attributes = h.attributes;
+    let body = if keep.is_empty() {
+        // Kafka's empty header: no records section, so no codec either.
+        attributes &= !super::ATTR_COMPRESSION_MASK;
+        Vec::new()
+    } else {
+        compress(h.compression(), &plain)?
+    };
     if horizon.is_some() {
         attributes |= ATTR_DELETE_HORIZON;
     }
@@ -314,5 +322,22 @@ mod tests {
         })
         .expect("an empty batch walks");
         assert_eq!(n, 0);
+    }
+
+    #[test]
+    fn a_batch_emptied_by_cleaning_is_written_uncompressed() {
+        // As Kafka writes an empty header: a compressed records section of
+        // nothing makes librdkafka's reader assert (rd_slice_init_full).
+        for codec in 1..=4 {
+            let b = stored(&[(Some(b"a"), b"1"), (Some(b"b"), b"2")], codec);
+            let h = parse_header(&b).expect("header");
+            let d = decode(&b, &h).expect("decode");
+            let out = rebuild(&d, &[], None).expect("rebuild");
+            let oh = parse_header(&out).expect("rebuilt header");
+            assert_eq!(oh.compression(), 0, "codec {codec}");
+            assert_eq!((oh.size, oh.record_count), (HEADER_LEN, 0));
+            assert!(batch::crc_ok(&out, &oh));
+            assert_eq!(oh.attributes & !0x07, h.attributes & !0x07);
+        }
     }
 }

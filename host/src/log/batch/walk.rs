@@ -61,30 +61,38 @@ pub fn walk_records(
     let stream = |e: io::Error| BatchError::Corrupt(format!("records do not decompress: {e}"));
     match h.compression() {
         0 => walk(&mut SliceSource(records), h, visit),
-        1 => walk(
-            &mut Stream::new(flate2::read::MultiGzDecoder::new(records)),
+        c => walk(
+            &mut Stream::new(decoder(c, records).map_err(stream)?),
             h,
             visit,
         ),
-        2 => walk(
-            &mut Stream::new(SnappyReader::new(records, MAX_SCAN_BYTES)),
-            h,
-            visit,
-        ),
-        3 => walk(
-            &mut Stream::new(lz4::Decoder::new(records).map_err(stream)?),
-            h,
-            visit,
-        ),
-        4 => {
-            let mut d = zstd::stream::read::Decoder::new(records).map_err(stream)?;
-            d.window_log_max(ZSTD_WINDOW_LOG_MAX).map_err(stream)?;
-            walk(&mut Stream::new(d), h, visit)
-        }
-        c => Err(BatchError::Corrupt(format!(
-            "unknown compression codec {c}"
-        ))),
     }
+}
+
+/// A reader of a batch's records section decompressed with Kafka codec
+/// `codec` (0 none, 1 gzip, 2 snappy in xerial framing or raw, 3 lz4 frame,
+/// 4 zstd), with snappy blocks bounded by [`MAX_SCAN_BYTES`] and the zstd
+/// window by [`ZSTD_WINDOW_LOG_MAX`]. The walker and the compaction rewrite
+/// ([`super::records`]) read through it; neither allocates from the batch's
+/// claims before reading.
+pub(super) fn decoder(codec: i16, records: &[u8]) -> io::Result<Box<dyn io::Read + '_>> {
+    Ok(match codec {
+        0 => Box::new(records),
+        1 => Box::new(flate2::read::MultiGzDecoder::new(records)),
+        2 => Box::new(SnappyReader::new(records, MAX_SCAN_BYTES)),
+        3 => Box::new(lz4::Decoder::new(records)?),
+        4 => {
+            let mut d = zstd::stream::read::Decoder::new(records)?;
+            d.window_log_max(ZSTD_WINDOW_LOG_MAX)?;
+            Box::new(d)
+        }
+        c => {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("unknown compression codec {c}"),
+            ));
+        }
+    })
 }
 
 /// Runs blocking batch work (validating compressed batches, timestamp

@@ -66,6 +66,9 @@ pub struct Cleaned {
     pub records_removed: u64,
     /// The cleaner checkpoint after the pass.
     pub clean_upto: i64,
+    /// Whether the pass moved the checkpoint on (the cleaner then looks
+    /// again at once rather than backing off).
+    pub advanced: bool,
 }
 
 /// A segment as a pass sees it: its file, kept open, and its length.
@@ -292,6 +295,7 @@ impl Partition {
             let mut w = BufWriter::with_capacity(512 << 10, out);
             let mut written = 0u64;
             let mut changed = false;
+            let mut dropped_markers = Vec::new();
             stats.bytes_read += for_each_batch(seg, throttle, |h, bytes, throttle| {
                 let kept = self.filter_batch(
                     h,
@@ -303,6 +307,7 @@ impl Partition {
                     horizon,
                     &mut txn_has_data,
                     &mut stats.records_removed,
+                    &mut dropped_markers,
                 )?;
                 match kept {
                     Kept::Same => {
@@ -327,13 +332,15 @@ impl Partition {
             }
             out.sync_data()?;
             drop(out);
-            if self.swap(seg, &tmp, written)? {
+            crate::fault::point("cleaner-before-swap");
+            if self.swap(seg, &tmp, written, &dropped_markers)? {
                 stats.segments += 1;
                 stats.bytes_written += written;
             }
         }
         // 3. The checkpoint: everything below map_end is clean now.
         let mut st = self.lock();
+        stats.advanced = map_end > st.clean_upto;
         st.clean_upto = st.clean_upto.max(map_end);
         stats.clean_upto = st.clean_upto;
         if self.gate.open() {
@@ -358,6 +365,7 @@ impl Partition {
         horizon: i64,
         txn_has_data: &mut HashMap<i64, bool>,
         removed: &mut u64,
+        dropped_markers: &mut Vec<(i64, i64)>,
     ) -> io::Result<Kept> {
         let covered = h.last_offset() < map_end;
         let keep_empty = view.producer_batches.contains(&h.base_offset);
@@ -370,6 +378,7 @@ impl Partition {
             return Ok(match d.delete_horizon() {
                 Some(t) if now_ms >= t => {
                     *removed += d.records.len() as u64;
+                    dropped_markers.push((h.producer_id, h.base_offset));
                     Kept::Dropped
                 }
                 Some(_) => Kept::Same,
@@ -421,7 +430,17 @@ impl Partition {
     /// Puts the cleaned file `tmp` (`len` bytes) in place of `seg`, under
     /// the lock and behind the gate; false (and `tmp` removed) when the
     /// segment changed meanwhile (retention deleted it).
-    fn swap(&self, seg: &SegRef, tmp: &Path, len: u64) -> io::Result<bool> {
+    ///
+    /// `dropped`: the (producer, offset) of the transaction markers the
+    /// cleaned copy no longer holds. Their aborted-transaction entries go
+    /// first, from memory and from the producer snapshot: a read_committed
+    /// client told of an aborted transaction skips its producer's batches
+    /// until it meets the ABORT marker, so an entry whose marker is gone
+    /// would hide everything the producer wrote after it. (The marker goes
+    /// only once its transaction's records have gone in an earlier pass,
+    /// so a crash between the two steps leaves a marker without an entry,
+    /// which hides nothing.)
+    fn swap(&self, seg: &SegRef, tmp: &Path, len: u64, dropped: &[(i64, i64)]) -> io::Result<bool> {
         let mut st = self.lock();
         let same = st
             .segments
@@ -432,6 +451,23 @@ impl Partition {
             return Ok(false);
         }
         self.check_gate()?;
+        if !dropped.is_empty() {
+            let gone = |a: &AbortedTxn| dropped.contains(&(a.producer_id, a.last_offset));
+            st.aborted.retain(|a| !gone(a));
+            if let Some((offset, table, mut aborted)) =
+                super::recovery::read_snapshot(&self.dir, self.generation)
+                && aborted.iter().any(gone)
+            {
+                aborted.retain(|a| !gone(a));
+                super::recovery::write_snapshot(
+                    &self.dir,
+                    self.generation,
+                    offset,
+                    &table,
+                    &aborted,
+                )?;
+            }
+        }
         let stem = crate::log::segment::stem_of(seg.base, seg.generation);
         if len == 0 {
             // Nothing left: the segment goes (the log start stays where it is).
@@ -442,6 +478,7 @@ impl Partition {
         } else {
             fs::rename(tmp, self.dir.join(format!("{stem}.log")))?;
             super::super::sync::sync_dir(&self.dir)?;
+            crate::fault::point("cleaner-after-rename");
             let fresh = Segment::open(
                 &self.dir,
                 seg.base,

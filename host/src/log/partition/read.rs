@@ -54,6 +54,11 @@ impl Partition {
         if offset >= upper {
             return Ok(result);
         }
+        // From the segment holding `offset` on, as far as max_bytes goes:
+        // a segment read to its end (a cleaned one may hold only an empty
+        // batch, which a client cannot move past on its own) is followed
+        // by the next one.
+        let mut from = None;
         for (_, seg) in st
             .segments
             .range(..=offset)
@@ -61,11 +66,24 @@ impl Partition {
             .into_iter()
             .chain(st.segments.range(offset + 1..))
         {
-            if seg.next_offset <= offset {
-                continue;
+            let pos = match from {
+                None if seg.next_offset <= offset => continue,
+                None => match seg.position_of(offset)? {
+                    Some(pos) => pos,
+                    None => continue,
+                },
+                Some(_) => 0,
+            };
+            from = Some(());
+            let room = max_bytes.saturating_sub(result.records.len());
+            let first = result.records.is_empty();
+            if !first && room < batch::HEADER_LEN {
+                break;
             }
-            if let Some(pos) = seg.position_of(offset)? {
-                result.records = seg.read(pos, max_bytes, min_one, upper)?;
+            let got = seg.read(pos, room, min_one && first, upper)?;
+            let whole = pos + got.len() as u64 == seg.size;
+            result.records.extend_from_slice(&got);
+            if !whole || seg.next_offset >= upper {
                 break;
             }
         }

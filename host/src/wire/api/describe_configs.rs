@@ -35,7 +35,7 @@ fn topic_entries(t: &crate::log::Topic) -> Vec<(&'static str, String, i8)> {
         .iter()
         .map(|d| {
             let value = match d.name {
-                "cleanup.policy" => c.cleanup_policy.clone(),
+                "cleanup.policy" => c.cleanup_policy(),
                 "max.message.bytes" => c.max_message_bytes.to_string(),
                 "retention.bytes" => c.retention_bytes.to_string(),
                 "retention.ms" => c.retention_ms.to_string(),
