@@ -21,12 +21,17 @@
    by the pass's own duration (kaas_log_cleaner_last_duration_ms).
 4. Baseline: once the pass is done and nothing is dirty, the same probe for
    as many requests as it sent during the pass.
+5. Reference for the probe (run in step 1, cleaner off): the probe while a
+   plain copy of the same files (step 2's read+write, in another process)
+   runs: what this machine's cores and disk do to the probe under the same
+   I/O without kaas's cleaner.
 
 Prints the cleaner's MB/s against the reference (target >= 0.5x) and the
 probe's p50/p99 during the pass against without (target p99 <= 1.5x).
 """
 
 import argparse
+import multiprocessing
 import os
 import statistics
 import struct
@@ -47,6 +52,8 @@ def parse_args():
     ap.add_argument("--mib", type=int, default=400, help="MiB written to the compacted topic")
     ap.add_argument("--keys", type=int, default=100_000)
     ap.add_argument("--record-bytes", type=int, default=200, help="value bytes per record")
+    ap.add_argument("--warm", action="store_true",
+                    help="leave the log in the page cache for the cleaner (tells disk from CPU contention)")
     ap.add_argument("--keep", action="store_true")
     return ap.parse_args()
 
@@ -90,9 +97,20 @@ def raw_read_write(files):
     return total, took
 
 
+def read_twice(files):
+    """Reads each file twice (what a pass reads: the offset map, then the
+    rewrite), writing nothing."""
+    for _ in range(2):
+        for path in files:
+            with open(path, "rb", buffering=0) as src:
+                while src.read(kb.MIB):
+                    pass
+
+
 def probe(bootstrap, topic, until, max_requests=100_000):
     """Produce v3 requests (acks=-1, one record) one at a time until
-    `until()` is true; returns each request's latency in seconds."""
+    `until()` (asked every 20 requests, outside the timed part) is true;
+    returns each request's latency in seconds."""
     batch = kb.record_batch(1, b"x" * 1024)
     host, port = bootstrap.rsplit(":", 1)
     s = socket.create_connection((host, int(port)))
@@ -103,7 +121,7 @@ def probe(bootstrap, topic, until, max_requests=100_000):
             + struct.pack(">i", 1) + struct.pack(">i", 0) + struct.pack(">i", len(batch)))
     lat = []
     corr = 0
-    while not until() and len(lat) < max_requests:
+    while len(lat) < max_requests and not (len(lat) % 20 == 0 and until()):
         head = struct.pack(">ihhi", 2 + 2 + 4 + 2 + len(client) + len(body) + len(batch), 0, 3, corr)
         t0 = time.perf_counter()
         s.sendall(head + struct.pack(">h", len(client)) + client + body + batch)
@@ -135,10 +153,22 @@ def main():
     t0 = time.monotonic()
     n = fill(b.addr, compacted, args.mib, args.keys, args.record_bytes)
     kb.log(f"filled {n} records in {time.monotonic() - t0:.1f} s")
-    b.stop()
-
     part = os.path.join(data, f"{compacted}-0")
     files = sorted(os.path.join(part, f) for f in os.listdir(part) if f.endswith(".log"))
+    # Reference for the probe: the same read+write of the same files by a
+    # plain copy in another process, with the cleaner off.
+    kb.evict_from_page_cache(part)
+    copier = multiprocessing.Process(target=raw_read_write, args=(files[:-1],))
+    copier.start()
+    under_copy = probe(b.addr, plain, lambda: not copier.is_alive())
+    copier.join()
+    kb.evict_from_page_cache(part)
+    reader = multiprocessing.Process(target=read_twice, args=(files[:-1],))
+    reader.start()
+    under_read = probe(b.addr, plain, lambda: not reader.is_alive())
+    reader.join()
+    b.stop()
+
     # The cleanable range: every segment but the active (last) one.
     cleanable = sum(os.path.getsize(f) for f in files[:-1])
     kb.evict_from_page_cache(part)
@@ -146,7 +176,8 @@ def main():
     raw = raw_bytes / raw_s / kb.MB
     kb.log(f"raw read+write: {raw_bytes / kb.MB:.0f} MB in {raw_s:.2f} s")
 
-    kb.evict_from_page_cache(part)
+    if not args.warm:
+        kb.evict_from_page_cache(part)
     b = kb.Kaas(args.kaas, data, extra=["--log-cleaner-backoff-ms", "100"]).start()
 
     def cleaning():
@@ -164,7 +195,8 @@ def main():
     m = b.scrape()
     pass_s = m["kaas_log_cleaner_last_duration_ms"] / 1000
     read_b, written_b = m["kaas_log_cleaner_bytes_read_total"], m["kaas_log_cleaner_bytes_written_total"]
-    after = probe(b.addr, plain, lambda: False, max_requests=max(len(during), 2000))
+    # The same scrapes as during the pass, so both probes load the broker alike.
+    after = probe(b.addr, plain, lambda: passes() < 0, max_requests=max(len(during), 2000))
     b.stop()
     if not args.keep:
         kb.remove(data)
@@ -179,6 +211,12 @@ def main():
     print(f"produce probe without cleaning: {len(after)} requests, p50 {statistics.median(after) * 1e3:.2f} ms, "
           f"p99 {pct(after, 0.99) * 1e3:.2f} ms")
     print(f"ratio p99 during/without: {pct(during, 0.99) / pct(after, 0.99):.2f} (target <= 1.5)")
+    print(f"reference, probe during a plain copy of the same files (cleaner off): {len(under_copy)} requests, "
+          f"p50 {statistics.median(under_copy) * 1e3:.2f} ms, p99 {pct(under_copy, 0.99) * 1e3:.2f} ms, "
+          f"ratio p99 copy/without {pct(under_copy, 0.99) / pct(after, 0.99):.2f}")
+    print(f"reference, probe while another process reads the same files twice (a pass's reads, no writes): "
+          f"{len(under_read)} requests, p50 {statistics.median(under_read) * 1e3:.2f} ms, "
+          f"p99 {pct(under_read, 0.99) * 1e3:.2f} ms, ratio p99 read/without {pct(under_read, 0.99) / pct(after, 0.99):.2f}")
 
 
 if __name__ == "__main__":
