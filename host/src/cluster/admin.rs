@@ -1,5 +1,6 @@
 //! Topic administration through the seam: CreateTopics, DeleteTopics,
-//! CreatePartitions and Metadata's auto-creation call these, and they work
+//! CreatePartitions, AlterConfigs and IncrementalAlterConfigs and
+//! Metadata's auto-creation call these, and they work
 //! from any admin. Single-node mode changes the local log; cluster mode
 //! agrees the change in etcd, and each partition's leader then opens (or
 //! removes) its files. Blocking: callers run off the async runtime.
@@ -196,4 +197,64 @@ pub fn create_partitions(
             Ok(())
         }
     }
+}
+
+/// Changes topic `name`'s config overrides to what `change` makes of the
+/// current ones (the whole set: AlterConfigs replaces it, the incremental
+/// form edits it), validated as a creation validates them; with
+/// `validate_only`, nothing more. Single-node mode writes the topic's
+/// metadata file and applies the change; cluster mode agrees it in etcd
+/// against the record it was computed from (a concurrent change is
+/// retried on the new record), and every broker applies it as it syncs.
+pub fn alter_topic_configs(
+    admin: TopicAdmin<'_>,
+    name: &str,
+    change: impl Fn(&BTreeMap<String, String>) -> Result<BTreeMap<String, String>, Refusal>,
+    validate_only: bool,
+) -> Result<(), Refusal> {
+    use crate::codes;
+    let unknown = || {
+        (
+            codes::UNKNOWN_TOPIC_OR_PARTITION,
+            format!("topic {name} does not exist"),
+        )
+    };
+    let invalid = |e: String| (codes::INVALID_CONFIG, e);
+    let storage = |e: String| (codes::KAFKA_STORAGE_ERROR, e);
+    let Some(etcd) = admin.cluster.etcd() else {
+        let t = admin.logs.topic(name).ok_or_else(unknown)?;
+        let new = change(&t.overrides)?;
+        admin.logs.check_configs(&new).map_err(invalid)?;
+        if validate_only || new == t.overrides {
+            return Ok(());
+        }
+        return admin
+            .logs
+            .alter_topic_configs(name, new)
+            .map_err(|e| storage(e.to_string()));
+    };
+    for _ in 0..5 {
+        let meta = etcd.view().topics.get(name).cloned().ok_or_else(unknown)?;
+        let new = change(&meta.configs)?;
+        admin.logs.check_configs(&new).map_err(invalid)?;
+        if validate_only || new == meta.configs {
+            return Ok(());
+        }
+        let mut changed = meta.clone();
+        changed.configs = new;
+        if block_on(etcd.replace_topic(&meta, &changed))
+            .map_err(|e| storage(e.to_string()))?
+            .map_err(|e| storage(e.to_string()))?
+        {
+            settle(admin, |v| v.topics.get(name) == Some(&changed));
+            return Ok(());
+        }
+        // Changed meanwhile (another admin): recompute on the new record.
+        block_on(etcd.changed_or(Duration::from_millis(100)))
+            .map_err(|e| storage(e.to_string()))?;
+    }
+    Err((
+        codes::REASSIGNMENT_IN_PROGRESS,
+        format!("topic {name} kept changing; try again"),
+    ))
 }

@@ -495,12 +495,22 @@ impl Etcd {
     /// Raises a topic's partition count from `from` to `to`; false if the
     /// record changed meanwhile or is gone.
     pub async fn set_partitions(&self, meta: &TopicMeta, to: i32) -> Result<bool, EtcdError> {
-        let key = self.keys.topic(&meta.name);
         let mut grown = meta.clone();
         grown.partitions = to;
+        self.replace_topic(meta, &grown).await
+    }
+
+    /// Replaces a topic's record `meta` by `new` (a partition count or a
+    /// config change); false if the record changed meanwhile or is gone.
+    pub async fn replace_topic(
+        &self,
+        meta: &TopicMeta,
+        new: &TopicMeta,
+    ) -> Result<bool, EtcdError> {
+        let key = self.keys.topic(&meta.name);
         let txn = Txn::new()
             .when([Compare::value(key.clone(), CompareOp::Equal, encode(meta))])
-            .and_then([TxnOp::put(key, encode(&grown), None)]);
+            .and_then([TxnOp::put(key, encode(new), None)]);
         Ok(bounded(self.client().txn(txn)).await?.succeeded())
     }
 

@@ -174,7 +174,7 @@ fn run(
                 let d = p.dirtiness(now);
                 (p, d)
             })
-            .filter(|(p, d)| d.due(p.config()))
+            .filter(|(p, d)| d.due(&p.config()))
             .max_by(|a, b| a.1.ratio.total_cmp(&b.1.ratio));
         drop(logs);
         let progress = match candidate {

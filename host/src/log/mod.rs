@@ -21,6 +21,7 @@ pub mod epochs;
 pub mod offset_map;
 pub mod partition;
 pub mod producer;
+mod reconfigure;
 pub mod refusals;
 pub mod segment;
 pub mod sync;

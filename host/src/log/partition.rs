@@ -318,7 +318,9 @@ pub struct Partition {
     pub topic: String,
     pub id: i32,
     dir: PathBuf,
-    config: LogConfig,
+    /// The topic's log settings; AlterConfigs replaces them while the
+    /// partition runs ([`Partition::set_config`]).
+    config: std::sync::RwLock<Arc<LogConfig>>,
     state: Mutex<State>,
     /// Offset up to which data is durable (per the fsync mode) and readable.
     high_watermark: AtomicI64,
@@ -362,7 +364,7 @@ impl Partition {
             topic: topic.into(),
             id,
             dir,
-            config,
+            config: std::sync::RwLock::new(Arc::new(config)),
             state: Mutex::new(State {
                 segments,
                 log_start: 0,
@@ -419,7 +421,7 @@ impl Partition {
             topic: topic.into(),
             id,
             dir,
-            config,
+            config: std::sync::RwLock::new(Arc::new(config)),
             high_watermark: AtomicI64::new(end),
             state: Mutex::new(state),
             immediate_hw,
@@ -482,7 +484,7 @@ impl Partition {
             topic: topic.into(),
             id,
             dir,
-            config,
+            config: std::sync::RwLock::new(Arc::new(config)),
             high_watermark: AtomicI64::new(next_offset),
             state: Mutex::new(state),
             immediate_hw,
@@ -574,16 +576,27 @@ impl Partition {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    pub fn config(&self) -> &LogConfig {
-        &self.config
+    /// The log settings in force now (a snapshot: a change made meanwhile
+    /// applies from the next call).
+    pub fn config(&self) -> Arc<LogConfig> {
+        self.config
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Replaces the log settings (a topic config change): the next append,
+    /// roll, retention check and cleaning pass use them.
+    pub fn set_config(&self, config: LogConfig) {
+        *self.config.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(config);
     }
 
     /// Validates and appends a client's batch.
     pub fn append(&self, mut bytes: Vec<u8>) -> Result<Appended, AppendError> {
         let mut h = batch::validate_for_topic(
             &bytes,
-            self.config.max_message_bytes,
-            self.config.compacted(),
+            self.config().max_message_bytes,
+            self.config().compacted(),
         )?;
         let mut st = self.lock();
         let verdict = st.producers.check(&h);
@@ -714,14 +727,14 @@ impl Partition {
         if active.size == 0 {
             return Ok(());
         }
-        let full = active.size + incoming > self.config.segment_bytes;
+        let full = active.size + incoming > self.config().segment_bytes;
         let open_for = crate::clock::now_ms().saturating_sub(active.created_ms);
         let waited = if active.first_max_timestamp >= 0 {
             incoming_ts.saturating_sub(active.first_max_timestamp)
         } else {
             open_for
         };
-        let timed_out = waited > self.config.segment_ms && open_for >= self.config.segment_ms;
+        let timed_out = waited > self.config().segment_ms && open_for >= self.config().segment_ms;
         if !full && !timed_out {
             return Ok(());
         }
@@ -734,7 +747,7 @@ impl Partition {
         write_snapshot(&self.dir, self.generation, base, &st.producers, &st.aborted)?;
         st.segments.insert(
             base,
-            Segment::create(&self.dir, base, self.generation, chunk(&self.config))?,
+            Segment::create(&self.dir, base, self.generation, chunk(&self.config()))?,
         );
         Ok(())
     }

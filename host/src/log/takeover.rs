@@ -60,7 +60,8 @@ impl LogManager {
     }
 
     /// Cluster mode: makes the topic list `metas` (etcd's). New topics
-    /// come with no partition open; a grown one keeps its open partitions;
+    /// come with no partition open; a grown or reconfigured one keeps its
+    /// open partitions (which take the new configs);
     /// a topic gone (or re-created under a new id) has its open partitions
     /// destroyed. Returns the partitions of deleted topics that were open.
     pub fn sync_topics(&self, metas: &BTreeMap<String, TopicMeta>) -> usize {
@@ -77,12 +78,12 @@ impl LogManager {
                 keep
             });
             for (name, m) in metas {
-                let current = topics.get(name).map(|t| t.partition_count);
-                if current == Some(m.partitions) {
+                let current = topics.get(name).map(|t| (t.partition_count, &t.overrides));
+                if current == Some((m.partitions, &m.configs)) {
                     continue;
                 }
                 let config = parse_stored_configs(name, &self.defaults, &m.configs);
-                let open = topics
+                let open: Vec<Option<Arc<Partition>>> = topics
                     .get(name)
                     .map(|t| {
                         t.slots
@@ -91,6 +92,11 @@ impl LogManager {
                             .collect()
                     })
                     .unwrap_or_default();
+                // A config change (AlterConfigs agreed in etcd) reaches the
+                // partitions this broker has open.
+                for p in open.iter().flatten() {
+                    p.set_config(config.clone());
+                }
                 let refused = topics
                     .get(name)
                     .map(|t| t.refusals.clone())

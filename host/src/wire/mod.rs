@@ -187,6 +187,24 @@ pub async fn dispatch(
         Some(RequestKind::DeleteRecords(r)) => {
             Handled::Now(api::delete_records::handle(broker, session, r, v))
         }
+        Some(RequestKind::AlterConfigs(r)) => {
+            let session = session.clone();
+            off_runtime(
+                broker,
+                || ResponseKind::AlterConfigs(Default::default()),
+                move |b| api::alter_configs::handle(b, &session, r, v),
+            )
+            .await
+        }
+        Some(RequestKind::IncrementalAlterConfigs(r)) => {
+            let session = session.clone();
+            off_runtime(
+                broker,
+                || ResponseKind::IncrementalAlterConfigs(Default::default()),
+                move |b| api::alter_configs::handle_incremental(b, &session, r, v),
+            )
+            .await
+        }
         Some(RequestKind::DescribeConfigs(r)) => {
             Handled::Now(api::describe_configs::handle(broker, session, r, v))
         }

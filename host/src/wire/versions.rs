@@ -24,6 +24,8 @@ pub const VERSIONS: &[(ApiKey, i16, i16)] = &[
     // version, which kaas's own coordinators send).
     (ApiKey::WriteTxnMarkers, 1, 1),
     (ApiKey::DescribeConfigs, 1, 4),
+    (ApiKey::AlterConfigs, 0, 2),
+    (ApiKey::IncrementalAlterConfigs, 0, 1),
     (ApiKey::DescribeProducers, 0, 0),
     (ApiKey::DescribeTransactions, 0, 0),
     (ApiKey::ListTransactions, 0, 0),

@@ -150,7 +150,7 @@ impl Partition {
         if let Some(f) = st.producers.first_unstable_offset() {
             uncleanable = uncleanable.min(f);
         }
-        let lag = self.config.min_compaction_lag_ms;
+        let lag = self.config().min_compaction_lag_ms;
         if lag > 0
             && let Some(s) = st
                 .segments
@@ -202,7 +202,7 @@ impl Partition {
                 }
             }
         }
-        let lag = self.config.max_compaction_lag_ms;
+        let lag = self.config().max_compaction_lag_ms;
         let overdue = oldest_dirty
             .filter(|&t| t >= 0)
             .is_some_and(|t| lag < i64::MAX && t < now_ms.saturating_sub(lag));
@@ -280,7 +280,7 @@ impl Partition {
             return Ok(None);
         }
         // 2. Rewrite the segments the map covers, oldest first.
-        let horizon = now_ms.saturating_add(self.config.delete_retention_ms);
+        let horizon = now_ms.saturating_add(self.config().delete_retention_ms);
         let mut txn_has_data: HashMap<i64, bool> = HashMap::new();
         for seg in view.segments.iter().filter(|s| s.base < map_end) {
             let tmp = self.dir.join(format!(
@@ -484,7 +484,7 @@ impl Partition {
                 seg.base,
                 seg.generation,
                 false,
-                chunk(&self.config),
+                chunk(&self.config()),
                 Some(len),
             )?;
             fresh.write_indexes()?;

@@ -2,6 +2,7 @@
 
 pub mod add_offsets_to_txn;
 pub mod add_partitions_to_txn;
+pub mod alter_configs;
 pub mod api_versions;
 pub mod create_acls;
 pub mod create_partitions;
