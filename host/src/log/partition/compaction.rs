@@ -413,11 +413,13 @@ impl Partition {
         }
         *removed += (d.records.len() - keep.len()) as u64;
         let set_horizon = tombstones && d.delete_horizon().is_none();
-        if keep.len() == d.records.len() && !set_horizon {
-            return Ok(Kept::Same);
-        }
+        // Before "unchanged": a batch emptied by an earlier pass goes once
+        // its producer has written five batches since.
         if keep.is_empty() && !keep_empty {
             return Ok(Kept::Dropped);
+        }
+        if keep.len() == d.records.len() && !set_horizon {
+            return Ok(Kept::Same);
         }
         let horizon = if set_horizon {
             Some(horizon)

@@ -333,6 +333,24 @@ fn a_producers_last_batch_stays_as_an_empty_batch() {
         ))
         .expect("retry");
     assert!(dup.duplicate, "the retried batch is still known");
+    // Five later batches of the producer: the empty one is no longer
+    // needed, and the next pass removes it.
+    for seq in 1..=5 {
+        q.append(kv_batch(
+            &[(Some(b"k"), Some(b"later"))],
+            2000,
+            Some((5, 0, seq)),
+            false,
+        ))
+        .expect("later idempotent append");
+    }
+    for i in 0..60 {
+        put(&q, "k", Some(&format!("w{i}")), 3000 + i);
+    }
+    clean(&q, 20_000);
+    let r = q.read(at, 1 << 20, false).expect("read");
+    let h = batch::parse_header(&r.records).expect("a batch");
+    assert!(h.base_offset > at, "the emptied batch is gone");
 }
 
 #[test]
