@@ -149,3 +149,32 @@ def test_alter_configs_replaces_the_whole_override_set(broker, topic_name):
     p.produce(topic, value=b"x" * 600_000, partition=0, on_delivery=lambda e, m: errors.append(e))
     p.flush(30)
     assert errors and errors[0] is not None and errors[0].code() == KafkaError.MSG_SIZE_TOO_LARGE
+
+
+def test_log_append_time_and_timestamp_bounds_as_kafka_applies_them(broker, topic_name):
+    from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME
+    stamped, bounded = topic_name("stamped"), topic_name("bounded")
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    for f in admin.create_topics([
+            NewTopic(stamped, 1, 1, config={"message.timestamp.type": "LogAppendTime"}),
+            NewTopic(bounded, 1, 1, config={"message.timestamp.before.max.ms": "3600000"})]).values():
+        f.result(30)
+    p = Producer({"bootstrap.servers": broker.bootstrap})
+    before = int(time.time() * 1000)
+    p.produce(stamped, key=b"k", value=b"v", partition=0, timestamp=1000)
+    assert p.flush(30) == 0
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": uuid.uuid4().hex})
+    c.assign([TopicPartition(stamped, 0, OFFSET_BEGINNING)])
+    m = poll_until(lambda: c.poll(0.5), 10, what="the stamped record")
+    c.close()
+    kind, ts = m.timestamp()
+    assert kind == TIMESTAMP_LOG_APPEND_TIME and ts >= before, (kind, ts)
+
+    errors = []
+    p.produce(bounded, value=b"old", partition=0, timestamp=before - 7_200_000,
+              on_delivery=lambda e, m: errors.append(e))
+    p.flush(30)  # its own batch: a refusal takes the whole batch, as on Kafka
+    p.produce(bounded, value=b"recent", partition=0, timestamp=before - 60_000,
+              on_delivery=lambda e, m: errors.append(e))
+    p.flush(30)
+    assert [e.code() if e else None for e in errors] == [KafkaError.INVALID_TIMESTAMP, None]

@@ -97,6 +97,25 @@ pub enum BatchError {
     /// with a key. The indexes of the keyless records in the batch.
     #[error("Compacted topic cannot accept message without key")]
     KeylessOnCompacted(Vec<i32>),
+    /// INVALID_TIMESTAMP(32) per record: record timestamps outside
+    /// message.timestamp.before.max.ms / after.max.ms of now (CreateTime
+    /// topics). Kafka's message for the first such record, and the
+    /// indexes of all of them in the batch.
+    #[error("{0}")]
+    TimestampOutOfRange(String, Vec<i32>),
+}
+
+/// What a topic's configs require of a client's batch beyond its form
+/// (Kafka's LogValidator).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TopicRules {
+    /// max.message.bytes
+    pub max_message_bytes: usize,
+    /// cleanup.policy includes compact: every record needs a key.
+    pub compacted: bool,
+    /// CreateTime topics with bounded timestamps: the range [lo, hi] every
+    /// record's timestamp must fall in; None when unbounded.
+    pub timestamps: Option<(i64, i64)>,
 }
 
 fn be_i16(b: &[u8], at: usize) -> i16 {
@@ -149,17 +168,25 @@ pub fn validate_client_batch(
     bytes: &[u8],
     max_message_bytes: usize,
 ) -> Result<BatchHeader, BatchError> {
-    validate_for_topic(bytes, max_message_bytes, false)
+    validate_for_topic(
+        bytes,
+        TopicRules {
+            max_message_bytes,
+            compacted: false,
+            timestamps: None,
+        },
+    )
 }
 
-/// [`validate_client_batch`] for a topic that may need every record to
-/// have a key (`compacted`: cleanup.policy includes compact), as Kafka's
-/// LogValidator requires.
-pub fn validate_for_topic(
-    bytes: &[u8],
-    max_message_bytes: usize,
-    compacted: bool,
-) -> Result<BatchHeader, BatchError> {
+/// [`validate_client_batch`] under a topic's `rules`: every record with a
+/// key on a compacted topic, every record's timestamp within bounds, as
+/// Kafka's LogValidator requires.
+pub fn validate_for_topic(bytes: &[u8], rules: TopicRules) -> Result<BatchHeader, BatchError> {
+    let TopicRules {
+        max_message_bytes,
+        compacted,
+        timestamps,
+    } = rules;
     if bytes.len() < 17 {
         return Err(BatchError::Corrupt(format!(
             "{} bytes is shorter than a batch header",
@@ -231,14 +258,32 @@ pub fn validate_for_topic(
     // Every record, decompressed as a stream within MAX_SCAN_BYTES (run off
     // the async runtime for compressed batches: see wire::api::produce).
     let mut keyless = Vec::new();
+    let mut early_or_late = Vec::new();
+    let mut first_bad = None;
     walk_records(bytes, &h, |r| {
         if compacted && r.key_null && keyless.len() < 1000 {
             keyless.push(r.index);
+        }
+        if let Some((lo, hi)) = timestamps {
+            let ts = h.base_timestamp.wrapping_add(r.timestamp_delta);
+            if ts >= 0 && (ts < lo || ts > hi) && early_or_late.len() < 1000 {
+                first_bad.get_or_insert((ts, r.index));
+                early_or_late.push(r.index);
+            }
         }
         ControlFlow::Continue(())
     })?;
     if !keyless.is_empty() {
         return Err(BatchError::KeylessOnCompacted(keyless));
+    }
+    if let (Some((ts, index)), Some((lo, hi))) = (first_bad, timestamps) {
+        return Err(BatchError::TimestampOutOfRange(
+            format!(
+                "Timestamp {ts} of message with offset {index} is out of range. \
+                 The timestamp should be within [{lo}, {hi}]"
+            ),
+            early_or_late,
+        ));
     }
     if h.has_producer_id() && h.base_sequence < 0 {
         return Err(BatchError::Invalid(
@@ -302,6 +347,21 @@ pub fn control_coordinator_epoch(batch: &[u8]) -> Option<i32> {
 pub fn assign_offset(batch: &mut [u8], base_offset: i64, leader_epoch: i32) {
     batch[0..8].copy_from_slice(&base_offset.to_be_bytes());
     batch[12..16].copy_from_slice(&leader_epoch.to_be_bytes());
+}
+
+/// Attribute bit: the batch's timestamps are the broker's (LogAppendTime).
+pub const ATTR_LOG_APPEND_TIME: i16 = 0x08;
+
+/// Stamps a validated client batch with the broker's append time, as Kafka
+/// does for message.timestamp.type=LogAppendTime: the timestamp-type bit
+/// set and max timestamp `now_ms` (records keep their deltas, which readers
+/// ignore under this type), the CRC computed again over the change.
+pub fn stamp_log_append_time(batch: &mut [u8], now_ms: i64) {
+    let attributes = i16::from_be_bytes([batch[21], batch[22]]) | ATTR_LOG_APPEND_TIME;
+    batch[21..23].copy_from_slice(&attributes.to_be_bytes());
+    batch[35..43].copy_from_slice(&now_ms.to_be_bytes());
+    let crc = crc32c::crc32c(&batch[CRC_START..]);
+    batch[17..21].copy_from_slice(&crc.to_be_bytes());
 }
 
 /// The partition leader epoch a stored batch was written under; None when

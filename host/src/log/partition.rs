@@ -87,6 +87,15 @@ pub struct LogConfig {
     /// min.cleanable.dirty.ratio: the dirty share of the log that makes a
     /// partition worth cleaning.
     pub min_cleanable_dirty_ratio: f64,
+    /// message.timestamp.type=LogAppendTime: the broker stamps each batch
+    /// with its append time.
+    pub log_append_time: bool,
+    /// message.timestamp.before.max.ms (or the deprecated
+    /// difference.max.ms): how far in the past a record's timestamp may be.
+    pub timestamp_before_max_ms: i64,
+    /// message.timestamp.after.max.ms (or difference.max.ms): how far in
+    /// the future.
+    pub timestamp_after_max_ms: i64,
 }
 
 impl LogConfig {
@@ -98,6 +107,23 @@ impl LogConfig {
     pub fn deletes(&self) -> bool {
         self.delete
     }
+    /// What a client's batch must satisfy at `now_ms` (Kafka checks
+    /// timestamps only on CreateTime topics).
+    pub fn rules(&self, now_ms: i64) -> batch::TopicRules {
+        let bounded =
+            self.timestamp_before_max_ms != i64::MAX || self.timestamp_after_max_ms != i64::MAX;
+        batch::TopicRules {
+            max_message_bytes: self.max_message_bytes,
+            compacted: self.compacted(),
+            timestamps: (bounded && !self.log_append_time).then(|| {
+                (
+                    now_ms.saturating_sub(self.timestamp_before_max_ms),
+                    now_ms.saturating_add(self.timestamp_after_max_ms),
+                )
+            }),
+        }
+    }
+
     /// cleanup.policy as Kafka spells it (`compact,delete` when both).
     pub fn cleanup_policy(&self) -> String {
         match (self.compact, self.delete) {
@@ -124,6 +150,9 @@ impl Default for LogConfig {
             min_compaction_lag_ms: 0,
             max_compaction_lag_ms: i64::MAX,
             min_cleanable_dirty_ratio: 0.5,
+            log_append_time: false,
+            timestamp_before_max_ms: i64::MAX,
+            timestamp_after_max_ms: i64::MAX,
         }
     }
 }
@@ -204,6 +233,9 @@ pub struct Appended {
     pub end_offset: i64,
     /// The file to make durable before acknowledging (None for a duplicate).
     pub file: Option<Arc<fs::File>>,
+    /// The time the broker stamped the batch with (LogAppendTime topics),
+    /// else -1 (Produce's log_append_time_ms).
+    pub log_append_time: i64,
 }
 
 /// An aborted transaction as Fetch reports it.
@@ -593,11 +625,17 @@ impl Partition {
 
     /// Validates and appends a client's batch.
     pub fn append(&self, mut bytes: Vec<u8>) -> Result<Appended, AppendError> {
-        let mut h = batch::validate_for_topic(
-            &bytes,
-            self.config().max_message_bytes,
-            self.config().compacted(),
-        )?;
+        let config = self.config();
+        let now = crate::clock::now_ms();
+        let mut h = batch::validate_for_topic(&bytes, config.rules(now))?;
+        let log_append_time = if config.log_append_time {
+            batch::stamp_log_append_time(&mut bytes, now);
+            h.attributes |= batch::ATTR_LOG_APPEND_TIME;
+            h.max_timestamp = now;
+            now
+        } else {
+            -1
+        };
         let mut st = self.lock();
         let verdict = st.producers.check(&h);
         if let Ok(Verdict::Duplicate(meta)) = verdict {
@@ -608,6 +646,7 @@ impl Partition {
                 duplicate: true,
                 end_offset: st.log_end(),
                 file: None,
+                log_append_time: -1,
             });
         }
         // Not leading comes before any producer-state error (as in Kafka):
@@ -637,6 +676,7 @@ impl Partition {
             duplicate: false,
             end_offset: end,
             file: Some(file),
+            log_append_time,
         })
     }
 
@@ -710,6 +750,7 @@ impl Partition {
             duplicate: false,
             end_offset: end,
             file: Some(file),
+            log_append_time: -1,
         })
     }
 

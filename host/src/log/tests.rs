@@ -495,3 +495,30 @@ fn a_clean_close_leaves_nothing_to_replay() {
     assert!(r.batches.is_empty());
     assert_eq!(r.files.len(), 1, "only the fresh, empty file");
 }
+
+#[test]
+fn the_deprecated_timestamp_difference_bounds_both_sides_unless_they_are_set() {
+    let defaults = LogConfig::default();
+    let of = |pairs: &[(&str, &str)]| {
+        let m: BTreeMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        parse_configs(&defaults, &m).expect("valid")
+    };
+    let c = of(&[("message.timestamp.difference.max.ms", "5000")]);
+    assert_eq!(
+        (c.timestamp_before_max_ms, c.timestamp_after_max_ms),
+        (5000, 5000)
+    );
+    let c = of(&[
+        ("message.timestamp.difference.max.ms", "5000"),
+        ("message.timestamp.after.max.ms", "100"),
+    ]);
+    assert_eq!(
+        (c.timestamp_before_max_ms, c.timestamp_after_max_ms),
+        (5000, 100)
+    );
+    assert!(of(&[("message.timestamp.type", "LogAppendTime")]).log_append_time);
+    assert!(!of(&[]).log_append_time);
+}

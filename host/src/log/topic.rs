@@ -218,8 +218,25 @@ pub fn parse_configs(
                     .parse::<f64>()
                     .map_err(|_| format!("{k}={v} is not a number"))?
             }
+            "message.timestamp.type" => c.log_append_time = v == "LogAppendTime",
+            "message.timestamp.before.max.ms" => c.timestamp_before_max_ms = num(v)?,
+            "message.timestamp.after.max.ms" => c.timestamp_after_max_ms = num(v)?,
             // Validated above: a no-op here, or only its default.
             _ => {}
+        }
+    }
+    // Kafka 3.7 (KIP-937): the deprecated difference.max.ms bounds both
+    // sides where before/after.max.ms are left at their default.
+    if let Some(d) = overrides.get("message.timestamp.difference.max.ms") {
+        let d = d
+            .trim()
+            .parse::<i64>()
+            .map_err(|_| format!("message.timestamp.difference.max.ms={d} is not a number"))?;
+        if !overrides.contains_key("message.timestamp.before.max.ms") {
+            c.timestamp_before_max_ms = d;
+        }
+        if !overrides.contains_key("message.timestamp.after.max.ms") {
+            c.timestamp_after_max_ms = d;
         }
     }
     Ok(c)

@@ -250,28 +250,28 @@ pub const TOPIC_CONFIGS: &[Def] = &[
         Kind::String,
         "CreateTime",
         Check::OneOf(&["CreateTime", "LogAppendTime"]),
-        Support::DefaultOnly("batches keep the producer's timestamps"),
+        Support::Enforced,
     ),
     def(
         "message.timestamp.difference.max.ms",
         Kind::Long,
         LONG_MAX,
         Check::AtLeast(0),
-        Support::DefaultOnly("timestamps are not bounded yet"),
+        Support::Enforced,
     ),
     def(
         "message.timestamp.before.max.ms",
         Kind::Long,
         LONG_MAX,
         Check::AtLeast(0),
-        Support::DefaultOnly("timestamps are not bounded yet"),
+        Support::Enforced,
     ),
     def(
         "message.timestamp.after.max.ms",
         Kind::Long,
         LONG_MAX,
         Check::AtLeast(0),
-        Support::DefaultOnly("timestamps are not bounded yet"),
+        Support::Enforced,
     ),
     def(
         "leader.replication.throttled.replicas",
@@ -514,11 +514,9 @@ mod tests {
     #[test]
     fn what_kaas_does_not_do_yet_is_refused_not_ignored() {
         for (name, value) in [
-            ("message.timestamp.type", "LogAppendTime"),
             ("compression.type", "gzip"),
             ("min.insync.replicas", "2"),
             ("remote.storage.enable", "true"),
-            ("message.timestamp.after.max.ms", "3600000"),
         ] {
             let e = validate(name, value).unwrap_err();
             assert!(
@@ -534,6 +532,8 @@ mod tests {
             ("min.cleanable.dirty.ratio", "0.1"),
             ("segment.ms", "60000"),
             ("message.timestamp.type", "CreateTime"),
+            ("message.timestamp.type", "LogAppendTime"),
+            ("message.timestamp.after.max.ms", "3600000"),
             ("remote.storage.enable", "FALSE"),
             ("flush.messages", "1"),
             ("delete.retention.ms", "100"),

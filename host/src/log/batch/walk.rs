@@ -21,8 +21,7 @@ pub const MAX_SCAN_BYTES: u64 = 64 << 20;
 /// producers compress at most a few MiB with windows of 2^21 to 2^23.
 const ZSTD_WINDOW_LOG_MAX: u32 = 24;
 
-/// Attribute bit: record timestamps are the batch's (LogAppendTime).
-const ATTR_LOG_APPEND_TIME: i16 = 0x08;
+use super::ATTR_LOG_APPEND_TIME;
 
 /// What the record walker reports of one record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -369,3 +369,83 @@ fn the_active_segment_rolls_once_a_batch_is_segment_ms_past_its_first() {
         .expect("past segment.ms of the reopened segment's first");
     assert_eq!(p.lock().segments.len(), 3);
 }
+
+#[test]
+fn a_log_append_time_topic_stamps_each_batch_with_the_brokers_clock() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let config = LogConfig {
+        log_append_time: true,
+        ..LogConfig::default()
+    };
+    let p = Partition::create(dir.path(), "t", 0, config, true).expect("create");
+    let before = crate::clock::now_ms();
+    let a = p
+        .append(batch::kv_batch(
+            &[(Some(b"k"), Some(b"v"))],
+            1000,
+            None,
+            false,
+        ))
+        .expect("append");
+    assert!(a.log_append_time >= before, "{}", a.log_append_time);
+    let r = p.read(a.base_offset, 1 << 20, false).expect("read");
+    let h = batch::parse_header(&r.records).expect("batch");
+    assert_ne!(h.attributes & batch::ATTR_LOG_APPEND_TIME, 0);
+    assert_eq!(h.max_timestamp, a.log_append_time);
+    assert!(
+        batch::crc_ok(&r.records, &h),
+        "the stamp keeps the CRC right"
+    );
+    drop(p);
+    let q = Partition::open(dir.path(), "t", 0, LogConfig::default(), true).expect("reopen");
+    assert_eq!(q.log_end_offset(), 1, "the stamped batch survives a crash");
+}
+
+#[test]
+fn records_outside_the_timestamp_bounds_are_refused_one_by_one() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let config = LogConfig {
+        timestamp_before_max_ms: 3_600_000,
+        timestamp_after_max_ms: 60_000,
+        ..LogConfig::default()
+    };
+    let p = Partition::create(dir.path(), "t", 0, config, true).expect("create");
+    let now = crate::clock::now_ms();
+    assert!(
+        p.append(batch::kv_batch(
+            &[(Some(b"k"), Some(b"v"))],
+            now - 1000,
+            None,
+            false
+        ))
+        .is_ok()
+    );
+    let e = p
+        .append(batch::kv_batch(
+            &[(Some(b"a"), Some(b"1")), (Some(b"b"), Some(b"2"))],
+            now - 7_200_000,
+            None,
+            false,
+        ))
+        .unwrap_err();
+    match e {
+        AppendError::Batch(batch::BatchError::TimestampOutOfRange(msg, indexes)) => {
+            assert_eq!(indexes, vec![0, 1]);
+            assert!(msg.contains("is out of range"), "{msg}");
+        }
+        other => panic!("expected a timestamp refusal, got {other:?}"),
+    }
+    let e = p
+        .append(batch::kv_batch(
+            &[(Some(b"k"), Some(b"v"))],
+            now + 600_000,
+            None,
+            false,
+        ))
+        .unwrap_err();
+    assert!(matches!(
+        e,
+        AppendError::Batch(batch::BatchError::TimestampOutOfRange(..))
+    ));
+    assert_eq!(p.log_end_offset(), 1, "nothing refused was written");
+}

@@ -40,6 +40,7 @@ pub fn append_error_code(e: &AppendError) -> i16 {
             BatchError::Invalid(_) | BatchError::OldMagic(_) | BatchError::KeylessOnCompacted(_),
         ) => codes::INVALID_RECORD,
         AppendError::Batch(BatchError::TooLarge { .. }) => codes::MESSAGE_TOO_LARGE,
+        AppendError::Batch(BatchError::TimestampOutOfRange(..)) => codes::INVALID_TIMESTAMP,
         AppendError::Producer(ProducerError::StaleEpoch) => codes::INVALID_PRODUCER_EPOCH,
         AppendError::Producer(ProducerError::OutOfOrder) => codes::OUT_OF_ORDER_SEQUENCE_NUMBER,
         AppendError::Producer(ProducerError::TxnState) => codes::INVALID_TXN_STATE,
@@ -472,6 +473,9 @@ fn append(
                 indexes.clone(),
             ));
         }
+        if let AppendError::Batch(BatchError::TimestampOutOfRange(message, indexes)) = &e {
+            *detail = Some((message.clone(), indexes.clone()));
+        }
         append_error_code(&e)
     })
 }
@@ -520,9 +524,10 @@ fn respond(
             let parts = outs
                 .into_iter()
                 .map(|o| {
+                    let append_time = o.result.as_ref().map_or(-1, |a| a.log_append_time);
                     let r = PartitionProduceResponse::default()
                         .with_index(o.index)
-                        .with_log_append_time_ms(-1);
+                        .with_log_append_time_ms(append_time);
                     let start = if version >= 5 {
                         o.partition.as_ref().map_or(-1, |p| p.log_start_offset())
                     } else {
