@@ -224,14 +224,20 @@ pub fn alter_topic_configs(
     let Some(etcd) = admin.cluster.etcd() else {
         let t = admin.logs.topic(name).ok_or_else(unknown)?;
         let new = change(&t.overrides)?;
-        admin.logs.check_configs(&new).map_err(invalid)?;
-        if validate_only || new == t.overrides {
+        if validate_only {
+            return admin.logs.check_configs(&new).map(|_| ()).map_err(invalid);
+        }
+        if new == t.overrides {
             return Ok(());
         }
-        return admin
-            .logs
-            .alter_topic_configs(name, new)
-            .map_err(|e| storage(e.to_string()));
+        // alter_topic_configs validates: InvalidInput carries Kafka's message.
+        return admin.logs.alter_topic_configs(name, new).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::InvalidInput {
+                invalid(e.to_string())
+            } else {
+                storage(e.to_string())
+            }
+        });
     };
     for _ in 0..5 {
         let meta = etcd.view().topics.get(name).cloned().ok_or_else(unknown)?;

@@ -768,14 +768,15 @@ impl Partition {
         if active.size == 0 {
             return Ok(());
         }
-        let full = active.size + incoming > self.config().segment_bytes;
+        let config = self.config();
+        let full = active.size + incoming > config.segment_bytes;
         let open_for = crate::clock::now_ms().saturating_sub(active.created_ms);
         let waited = if active.first_max_timestamp >= 0 {
             incoming_ts.saturating_sub(active.first_max_timestamp)
         } else {
             open_for
         };
-        let timed_out = waited > self.config().segment_ms && open_for >= self.config().segment_ms;
+        let timed_out = waited > config.segment_ms && open_for >= config.segment_ms;
         if !full && !timed_out {
             return Ok(());
         }
@@ -788,7 +789,7 @@ impl Partition {
         write_snapshot(&self.dir, self.generation, base, &st.producers, &st.aborted)?;
         st.segments.insert(
             base,
-            Segment::create(&self.dir, base, self.generation, chunk(&self.config()))?,
+            Segment::create(&self.dir, base, self.generation, chunk(&config))?,
         );
         Ok(())
     }

@@ -183,6 +183,7 @@ pub fn parse_configs(
     overrides: &BTreeMap<String, String>,
 ) -> Result<LogConfig, String> {
     let mut c = defaults.clone();
+    let mut difference = None;
     for (k, v) in overrides {
         super::topic_config::validate(k, v)?;
         let v = v.trim();
@@ -221,17 +222,14 @@ pub fn parse_configs(
             "message.timestamp.type" => c.log_append_time = v == "LogAppendTime",
             "message.timestamp.before.max.ms" => c.timestamp_before_max_ms = num(v)?,
             "message.timestamp.after.max.ms" => c.timestamp_after_max_ms = num(v)?,
+            "message.timestamp.difference.max.ms" => difference = Some(num(v)?),
             // Validated above: a no-op here, or only its default.
             _ => {}
         }
     }
     // Kafka 3.7 (KIP-937): the deprecated difference.max.ms bounds both
     // sides where before/after.max.ms are left at their default.
-    if let Some(d) = overrides.get("message.timestamp.difference.max.ms") {
-        let d = d
-            .trim()
-            .parse::<i64>()
-            .map_err(|_| format!("message.timestamp.difference.max.ms={d} is not a number"))?;
+    if let Some(d) = difference {
         if !overrides.contains_key("message.timestamp.before.max.ms") {
             c.timestamp_before_max_ms = d;
         }

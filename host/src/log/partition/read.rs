@@ -58,7 +58,7 @@ impl Partition {
         // a segment read to its end (a cleaned one may hold only an empty
         // batch, which a client cannot move past on its own) is followed
         // by the next one.
-        let mut from = None;
+        let mut started = false;
         for (_, seg) in st
             .segments
             .range(..=offset)
@@ -66,15 +66,17 @@ impl Partition {
             .into_iter()
             .chain(st.segments.range(offset + 1..))
         {
-            let pos = match from {
-                None if seg.next_offset <= offset => continue,
-                None => match seg.position_of(offset)? {
+            let pos = if started {
+                0
+            } else if seg.next_offset <= offset {
+                continue;
+            } else {
+                match seg.position_of(offset)? {
                     Some(pos) => pos,
                     None => continue,
-                },
-                Some(_) => 0,
+                }
             };
-            from = Some(());
+            started = true;
             let room = max_bytes.saturating_sub(result.records.len());
             let first = result.records.is_empty();
             if !first && room < batch::HEADER_LEN {

@@ -49,7 +49,8 @@ impl Partition {
     /// Retention by time and size: deletes whole old segments, never the active one.
     /// Only for a cleanup.policy that includes `delete`.
     pub fn apply_retention(&self, now_ms: i64) -> io::Result<usize> {
-        if !self.config().deletes() {
+        let config = self.config();
+        if !config.deletes() {
             return Ok(0);
         }
         let mut st = self.lock();
@@ -62,11 +63,11 @@ impl Partition {
             let Some((&base, oldest)) = st.segments.iter().next() else {
                 break;
             };
-            let by_time = self.config().retention_ms >= 0
+            let by_time = config.retention_ms >= 0
                 && oldest.max_timestamp >= 0
-                && oldest.max_timestamp < now_ms - self.config().retention_ms;
-            let by_size = self.config().retention_bytes >= 0
-                && total - oldest.size >= self.config().retention_bytes as u64;
+                && oldest.max_timestamp < now_ms - config.retention_ms;
+            let by_size =
+                config.retention_bytes >= 0 && total - oldest.size >= config.retention_bytes as u64;
             if !(by_time || by_size) {
                 break;
             }
