@@ -236,6 +236,10 @@ impl ReconcileHost for Broker {
         }
     }
 
+    fn defaults_changed(&self, layer: &crate::log::broker_defaults::Layer) {
+        self.logs.apply_dynamic_defaults(layer);
+    }
+
     fn take_over_partition(
         &self,
         meta: &TopicMeta,

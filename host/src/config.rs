@@ -28,8 +28,11 @@ pub struct BrokerConfig {
     pub max_connections: usize,
     /// Data directory.
     pub data_dir: PathBuf,
-    /// Topic defaults.
+    /// Topic defaults (the built-in ones under `log_overrides`).
     pub log: LogConfig,
+    /// The static broker-level topic defaults as set (`--override`, by
+    /// Kafka's broker names), for DescribeConfigs.
+    pub log_overrides: crate::log::broker_defaults::Layer,
     /// The log cleaner (compaction).
     pub cleaner: crate::log::cleaner::CleanerConfig,
     /// Group coordinator settings (consumer groups).
@@ -117,6 +120,7 @@ impl BrokerConfig {
             max_connections: 1024,
             data_dir: data_dir.to_path_buf(),
             log: LogConfig::default(),
+            log_overrides: Default::default(),
             cleaner: Default::default(),
             groups: crate::group::GroupConfig::default(),
             sharded_groups: false,

@@ -177,6 +177,18 @@ struct BrokerArgs {
     /// How often retention runs.
     #[arg(long, default_value_t = 30_000)]
     retention_check_ms: u64,
+    /// A broker-level default of a topic config under Kafka's broker name,
+    /// NAME=VALUE (repeatable), as kafka-server-start's --override takes
+    /// it: log.retention.ms (or .minutes, .hours), log.retention.bytes,
+    /// log.segment.bytes, log.roll.ms (.hours), log.cleanup.policy,
+    /// message.max.bytes, log.cleaner.delete.retention.ms,
+    /// log.cleaner.min.compaction.lag.ms, log.cleaner.max.compaction.lag.ms,
+    /// log.cleaner.min.cleanable.ratio, log.message.timestamp.type,
+    /// compression.type, min.insync.replicas, ... (docs/design.md, "Topic
+    /// configs"). Topics that do not set the config themselves follow it;
+    /// a cluster-wide dynamic default (AlterConfigs) takes precedence.
+    #[arg(long = "override", value_name = "NAME=VALUE", value_parser = parse_override)]
+    overrides: Vec<(String, String)>,
     /// log.cleaner.enable: compact the topics whose cleanup.policy
     /// includes compact.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
@@ -384,6 +396,20 @@ enum UserCommand {
         #[arg(long, default_value = "./data")]
         data_dir: PathBuf,
     },
+}
+
+fn parse_override(s: &str) -> Result<(String, String), String> {
+    let (k, v) = s
+        .split_once('=')
+        .ok_or_else(|| format!("{s:?} is not NAME=VALUE"))?;
+    let (k, v) = (k.trim().to_string(), v.trim().to_string());
+    let layer = std::collections::BTreeMap::from([(k.clone(), v.clone())]);
+    kaas::log::broker_defaults::as_topic_configs(&layer)
+        .and_then(|topic| kaas::log::parse_configs(&kaas::log::LogConfig::default(), &topic))
+        .map_err(|e| {
+            format!("{e} (a broker-level topic default is expected, e.g. log.retention.ms=3600000)")
+        })?;
+    Ok((k, v))
 }
 
 fn parse_principal(s: &str) -> Result<kaas::security::Principal, String> {

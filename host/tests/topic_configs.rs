@@ -116,5 +116,192 @@ async fn create_topics_validates_configs_as_kafka_37_does() {
     assert_eq!(ratio.value.as_ref().map(|v| v.as_str()), Some("0.5"));
     assert_eq!(ratio.config_source, SOURCE_DEFAULT);
     assert_eq!(ratio.config_type, 6, "DOUBLE");
+    assert!(ratio.synonyms.is_empty(), "synonyms only when asked");
+    assert_eq!(ratio.documentation, None, "documentation only when asked");
+
+    // Asked for synonyms and documentation (v3+): every layer that sets
+    // the config, highest priority first, and a line saying what it does.
+    let resp = c
+        .call(
+            &req.clone()
+                .with_include_synonyms(true)
+                .with_include_documentation(true),
+            4,
+        )
+        .await;
+    let r = &resp.results[0];
+    let flush = r
+        .configs
+        .iter()
+        .find(|e| e.name.as_str() == "flush.messages")
+        .expect("flush.messages");
+    let synonyms: Vec<(&str, Option<&str>, i8)> = flush
+        .synonyms
+        .iter()
+        .map(|y| {
+            (
+                y.name.as_str(),
+                y.value.as_ref().map(|v| v.as_str()),
+                y.source,
+            )
+        })
+        .collect();
+    assert_eq!(
+        synonyms,
+        vec![
+            ("flush.messages", Some("1"), SOURCE_DYNAMIC_TOPIC),
+            (
+                "log.flush.interval.messages",
+                Some("9223372036854775807"),
+                SOURCE_DEFAULT
+            ),
+        ]
+    );
+    assert!(!flush.read_only, "topic configs are alterable");
+    assert!(
+        flush
+            .documentation
+            .as_ref()
+            .is_some_and(|d| d.contains("--fsync")),
+        "{:?}",
+        flush.documentation
+    );
+    assert!(r.configs.iter().all(|e| e.documentation.is_some()));
+    b.stop().await;
+}
+
+/// IncrementalAlterConfigs v1 of the default broker resource (an empty
+/// name): the error code.
+async fn alter_default(
+    c: &mut Client,
+    name: &str,
+    op: i8,
+    value: Option<&str>,
+    validate_only: bool,
+) -> i16 {
+    use kafka_protocol::messages::incremental_alter_configs_request::{
+        AlterConfigsResource, AlterableConfig,
+    };
+    let req = IncrementalAlterConfigsRequest::default()
+        .with_validate_only(validate_only)
+        .with_resources(vec![
+            AlterConfigsResource::default()
+                .with_resource_type(4)
+                .with_resource_name(s(""))
+                .with_configs(vec![
+                    AlterableConfig::default()
+                        .with_name(s(name))
+                        .with_config_operation(op)
+                        .with_value(value.map(s)),
+                ]),
+        ]);
+    let resp = c.call(&req, 1).await;
+    resp.responses[0].error_code
+}
+
+/// `name`'s (value, source) in topic `topic`'s DescribeConfigs.
+async fn described(c: &mut Client, topic: &str, name: &str) -> (String, i8) {
+    let req = DescribeConfigsRequest::default().with_resources(vec![
+        DescribeConfigsResource::default()
+            .with_resource_type(2)
+            .with_resource_name(s(topic))
+            .with_configuration_keys(Some(vec![s(name)])),
+    ]);
+    let resp = c.call(&req, 4).await;
+    let e = &resp.results[0].configs[0];
+    (
+        e.value.as_ref().map(|v| v.to_string()).unwrap_or_default(),
+        e.config_source,
+    )
+}
+
+#[tokio::test]
+async fn a_cluster_wide_dynamic_default_applies_to_topics_without_an_override() {
+    const SOURCE_DYNAMIC_DEFAULT_BROKER: i8 = 3;
+    const SET: i8 = 0;
+    const DELETE: i8 = 1;
+    let dir = tempfile::tempdir().expect("tmp");
+    let b = InProcess::start(dir.path(), FsyncMode::Always).await;
+    let mut c = Client::connect(&b.addr.to_string()).await;
+    assert_eq!(create(&mut c, "plain", &[]).await.0, 0);
+    assert_eq!(
+        create(&mut c, "own", &[("retention.ms", "5000")]).await.0,
+        0
+    );
+
+    assert_eq!(
+        alter_default(&mut c, "log.retention.ms", SET, Some("60000"), true).await,
+        0
+    );
+    assert_eq!(
+        described(&mut c, "plain", "retention.ms").await.1,
+        SOURCE_DEFAULT,
+        "validate_only"
+    );
+    assert_eq!(
+        alter_default(&mut c, "log.retention.hours", SET, Some("1"), false).await,
+        INVALID_CONFIG,
+        "not dynamic in Kafka 3.7"
+    );
+    assert_eq!(
+        alter_default(&mut c, "log.cleanup.policy", SET, Some("shred"), false).await,
+        INVALID_CONFIG
+    );
+
+    assert_eq!(
+        alter_default(&mut c, "log.retention.ms", SET, Some("60000"), false).await,
+        0
+    );
+    assert_eq!(
+        described(&mut c, "plain", "retention.ms").await,
+        ("60000".to_string(), SOURCE_DYNAMIC_DEFAULT_BROKER)
+    );
+    assert_eq!(
+        described(&mut c, "own", "retention.ms").await,
+        ("5000".to_string(), SOURCE_DYNAMIC_TOPIC)
+    );
+    // A topic created now starts from it.
+    assert_eq!(create(&mut c, "later", &[]).await.0, 0);
+    assert_eq!(described(&mut c, "later", "retention.ms").await.0, "60000");
+
+    // The default broker resource describes what is set there.
+    let req = DescribeConfigsRequest::default().with_resources(vec![
+        DescribeConfigsResource::default()
+            .with_resource_type(4)
+            .with_resource_name(s("")),
+    ]);
+    let resp = c.call(&req, 4).await;
+    let names: Vec<&str> = resp.results[0]
+        .configs
+        .iter()
+        .map(|e| e.name.as_str())
+        .collect();
+    assert_eq!(names, vec!["log.retention.ms"]);
+
+    // A named broker is refused: kaas keeps these cluster-wide.
+    use kafka_protocol::messages::incremental_alter_configs_request::{
+        AlterConfigsResource, AlterableConfig,
+    };
+    let named = IncrementalAlterConfigsRequest::default().with_resources(vec![
+        AlterConfigsResource::default()
+            .with_resource_type(4)
+            .with_resource_name(s("1"))
+            .with_configs(vec![
+                AlterableConfig::default()
+                    .with_name(s("log.retention.ms"))
+                    .with_value(Some(s("1"))),
+            ]),
+    ]);
+    let resp = c.call(&named, 1).await;
+    assert_eq!(resp.responses[0].error_code, 42, "INVALID_REQUEST");
+
+    assert_eq!(
+        alter_default(&mut c, "log.retention.ms", DELETE, None, false).await,
+        0
+    );
+    assert_eq!(
+        described(&mut c, "plain", "retention.ms").await.1,
+        SOURCE_DEFAULT
+    );
     b.stop().await;
 }

@@ -178,3 +178,71 @@ def test_log_append_time_and_timestamp_bounds_as_kafka_applies_them(broker, topi
               on_delivery=lambda e, m: errors.append(e))
     p.flush(30)
     assert [e.code() if e else None for e in errors] == [KafkaError.INVALID_TIMESTAMP, None]
+
+
+
+def test_static_broker_defaults_apply_to_topics_and_are_described_with_their_source(
+        request, tmp_path, topic_name):
+    """`--override log.retention.minutes=30` (Kafka's broker name, in
+    minutes) is every topic's retention unless the topic sets its own;
+    DescribeConfigs says where each value comes from, with its synonyms
+    (the cluster-wide dynamic default is set on the default broker resource,
+    which librdkafka cannot name: tests/cluster covers it over the wire)."""
+    b = KaasBroker(data_dir=tmp_path / "data", log_dir=tmp_path / "logs",
+                   extra_args=("--retention-check-ms", "200",
+                               "--override", "log.retention.minutes=30",
+                               "--override", "log.segment.bytes=1024"))
+    report_broker_output(request.node, b)
+    b.start()
+    try:
+        admin = AdminClient({"bootstrap.servers": b.bootstrap})
+        plain, own = topic_name("plain"), topic_name("own")
+        for f in admin.create_topics([NewTopic(plain, 1, 1),
+                                      NewTopic(own, 1, 1, config={"retention.ms": "-1"})]).values():
+            f.result(30)
+        (f,) = admin.describe_configs([ConfigResource(ResourceType.TOPIC, plain)]).values()
+        d = f.result(30)
+        e = d["retention.ms"]
+        assert (e.value, e.source) == ("1800000", ConfigSource.STATIC_BROKER_CONFIG.value)
+        # librdkafka asks for synonyms: every layer that sets it, highest first.
+        assert [(s.name, s.value, s.source) for s in e.synonyms.values()] == [
+            ("log.retention.minutes", "30", ConfigSource.STATIC_BROKER_CONFIG.value),
+            ("log.retention.ms", "604800000", ConfigSource.DEFAULT_CONFIG.value)]
+        assert not e.is_read_only and not e.is_sensitive
+        assert d["cleanup.policy"].source == ConfigSource.DEFAULT_CONFIG.value
+        assert (d["segment.bytes"].value, d["segment.bytes"].source) == (
+            "1024", ConfigSource.STATIC_BROKER_CONFIG.value)
+        (f,) = admin.describe_configs([ConfigResource(ResourceType.TOPIC, own)]).values()
+        e = f.result(30)["retention.ms"]
+        assert (e.value, e.source) == ("-1", ConfigSource.DYNAMIC_TOPIC_CONFIG.value)
+        # The broker's own view: the static default and whether it may change at run time.
+        (f,) = admin.describe_configs([ConfigResource(ResourceType.BROKER, "1")]).values()
+        d = f.result(30)
+        assert d["log.retention.ms"].value == "1800000"
+        assert d["log.retention.ms"].source == ConfigSource.STATIC_BROKER_CONFIG.value
+        assert not d["log.retention.ms"].is_read_only
+        assert d["log.message.format.version"].is_read_only
+        assert d["num.partitions"].is_read_only
+
+        # Hour-old records in both: the default deletes them, the override keeps them.
+        p = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 0})
+        old = int(time.time() * 1000) - 3_600_000
+        for t in (plain, own):
+            for i in range(20):
+                p.produce(t, value=b"x" * 300, partition=0, timestamp=old)
+                assert p.flush(10) == 0
+        poll_until(lambda: _earliest(b.bootstrap, plain) > 0, 10,
+                   what="the static default to delete the old segments")
+        assert _earliest(b.bootstrap, own) == 0, "a topic's own retention.ms wins over the default"
+    finally:
+        b.stop()
+
+
+def test_a_bad_static_default_stops_the_broker_at_start_with_kafkas_message(tmp_path):
+    import subprocess
+    from conftest import KAAS_BIN
+    r = subprocess.run([str(KAAS_BIN), "broker", "--listen", "127.0.0.1:0", "--data-dir",
+                        str(tmp_path / "d"), "--override", "log.cleanup.policy=shred"],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode != 0
+    assert "Invalid value shred for configuration cleanup.policy" in r.stderr, r.stderr

@@ -202,6 +202,10 @@ fn config_from_args(
     config.default_partitions = args.default_partitions;
     config.max_request_bytes = args.max_request_bytes;
     config.max_connections = args.max_connections;
+    config.log_overrides = args.overrides.iter().cloned().collect();
+    config.log = kaas::log::broker_defaults::as_topic_configs(&config.log_overrides)
+        .and_then(|topic| kaas::log::parse_configs(&config.log, &topic))
+        .map_err(|e| anyhow::anyhow!("--override: {e}"))?;
     config.cleaner = kaas::log::cleaner::CleanerConfig {
         enable: args.log_cleaner_enable,
         dedupe_buffer_size: args.log_cleaner_dedupe_buffer_size,

@@ -264,3 +264,62 @@ pub fn alter_topic_configs(
         format!("topic {name} kept changing; try again"),
     ))
 }
+
+/// Changes the cluster-wide dynamic broker defaults to what `change` makes
+/// of the current ones (by Kafka's broker names), validated as Kafka
+/// validates them; with `validate_only`, nothing more. Single-node mode
+/// writes them to the data directory and applies them; cluster mode agrees
+/// them in etcd against the record they were computed from, and every
+/// broker applies them as it syncs.
+pub fn alter_broker_defaults(
+    admin: TopicAdmin<'_>,
+    change: impl Fn(
+        &crate::log::broker_defaults::Layer,
+    ) -> Result<crate::log::broker_defaults::Layer, Refusal>,
+    validate_only: bool,
+) -> Result<(), Refusal> {
+    use crate::codes;
+    let invalid = |e: String| (codes::INVALID_CONFIG, e);
+    let storage = |e: String| (codes::KAFKA_STORAGE_ERROR, e);
+    let Some(etcd) = admin.cluster.etcd() else {
+        let new = change(&admin.logs.dynamic_defaults())?;
+        admin.logs.check_dynamic_defaults(&new).map_err(invalid)?;
+        if validate_only {
+            return Ok(());
+        }
+        return admin.logs.set_dynamic_defaults(new).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::InvalidInput {
+                invalid(e.to_string())
+            } else {
+                storage(e.to_string())
+            }
+        });
+    };
+    for _ in 0..5 {
+        let old = etcd.view().broker_defaults.clone();
+        let new = change(&old.clone().unwrap_or_default())?;
+        admin.logs.check_dynamic_defaults(&new).map_err(invalid)?;
+        if validate_only || old.as_ref() == Some(&new) {
+            return Ok(());
+        }
+        if block_on(etcd.replace_broker_defaults(old.as_ref(), &new))
+            .map_err(|e| storage(e.to_string()))?
+            .map_err(|e| storage(e.to_string()))?
+        {
+            let until = Instant::now() + SETTLE;
+            let _ = block_on(async {
+                while etcd.view().broker_defaults.as_ref() != Some(&new) && Instant::now() < until {
+                    etcd.changed_or(Duration::from_millis(100)).await;
+                }
+            });
+            admin.logs.apply_dynamic_defaults(&new);
+            return Ok(());
+        }
+        block_on(etcd.changed_or(Duration::from_millis(100)))
+            .map_err(|e| storage(e.to_string()))?;
+    }
+    Err((
+        codes::REASSIGNMENT_IN_PROGRESS,
+        "the broker defaults kept changing; try again".into(),
+    ))
+}

@@ -26,6 +26,8 @@ pub struct View {
     pub brokers: BTreeMap<i32, NodeInfo>,
     pub topics: BTreeMap<String, TopicMeta>,
     pub leaders: BTreeMap<Unit, LeaderRec>,
+    /// The cluster-wide dynamic broker defaults (None: never set).
+    pub broker_defaults: Option<crate::log::broker_defaults::Layer>,
     pub revision: i64,
     /// False until the first full read.
     pub loaded: bool,
@@ -339,6 +341,11 @@ impl Etcd {
                 Ok(f) => self.fence_event(node, f),
                 Err(e) => bad(e),
             },
+            (Parsed::BrokerDefaults, Some(b)) => match decode(key, b) {
+                Ok(d) => v.broker_defaults = Some(d),
+                Err(e) => bad(e),
+            },
+            (Parsed::BrokerDefaults, None) => v.broker_defaults = None,
             (Parsed::ProducerIds, None) | (Parsed::Epoch(_), _) | (Parsed::Fence(_), None) => {}
         }
     }
@@ -510,6 +517,24 @@ impl Etcd {
         let key = self.keys.topic(&meta.name);
         let txn = Txn::new()
             .when([Compare::value(key.clone(), CompareOp::Equal, encode(meta))])
+            .and_then([TxnOp::put(key, encode(new), None)]);
+        Ok(bounded(self.client().txn(txn)).await?.succeeded())
+    }
+
+    /// Replaces the dynamic broker defaults `old` (None: never set) by
+    /// `new`; false if they changed meanwhile.
+    pub async fn replace_broker_defaults(
+        &self,
+        old: Option<&crate::log::broker_defaults::Layer>,
+        new: &crate::log::broker_defaults::Layer,
+    ) -> Result<bool, EtcdError> {
+        let key = self.keys.broker_defaults();
+        let unchanged = match old {
+            Some(old) => Compare::value(key.clone(), CompareOp::Equal, encode(old)),
+            None => Compare::create_revision(key.clone(), CompareOp::Equal, 0),
+        };
+        let txn = Txn::new()
+            .when([unchanged])
             .and_then([TxnOp::put(key, encode(new), None)]);
         Ok(bounded(self.client().txn(txn)).await?.succeeded())
     }

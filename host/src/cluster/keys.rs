@@ -15,6 +15,9 @@
 //!   last producer-epoch bump that broker's coordinator made (the push path
 //!   of the cross-broker fence ring, [`super::fences`]). One key per broker;
 //!   every put is a revision of its own, so the watch sees each bump.
+//! - `config/broker-default` → the cluster-wide dynamic broker defaults
+//!   of topic configs (a JSON map of Kafka broker names to values,
+//!   persistent; see [`crate::log::broker_defaults`]).
 //! - `acls/<sha-256 of the record>` → one ACL (persistent),
 //!   read and watched by [`crate::security::acl_store`], not by the view.
 //!
@@ -168,6 +171,9 @@ impl Keys {
     pub fn fence(&self, node: i32) -> String {
         format!("{}fences/{node}", self.root)
     }
+    pub fn broker_defaults(&self) -> String {
+        format!("{}config/broker-default", self.root)
+    }
     pub fn acls_prefix(&self) -> String {
         format!("{}acls/", self.root)
     }
@@ -185,6 +191,7 @@ pub enum Parsed {
     Epoch(Unit),
     ProducerIds,
     Fence(i32),
+    BrokerDefaults,
 }
 
 impl Keys {
@@ -198,6 +205,7 @@ impl Keys {
             "epochs" => Unit::parse(rest).map(Parsed::Epoch),
             "producer_ids" => Some(Parsed::ProducerIds),
             "fences" => rest.parse().ok().map(Parsed::Fence),
+            "config" if rest == "broker-default" => Some(Parsed::BrokerDefaults),
             _ => None,
         }
     }

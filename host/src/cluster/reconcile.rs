@@ -33,6 +33,8 @@ pub trait Host: Send + Sync + 'static {
     fn group_shards(&self) -> u32;
     /// The topics are now `topics` (created, grown, deleted).
     fn topics_changed(&self, topics: &BTreeMap<String, TopicMeta>);
+    /// The cluster-wide dynamic broker defaults are now `layer`.
+    fn defaults_changed(&self, layer: &crate::log::broker_defaults::Layer);
     /// Opens partition `p` of `meta` as its leader at `rec.epoch`, taking
     /// back what the write-ahead logs of `rec.wal` hold (blocking).
     fn take_over_partition(
@@ -98,6 +100,13 @@ async fn collect_wal_dirs(etcd: &Etcd, host: &Arc<dyn Host>) {
     }
 }
 
+/// The topic list and the dynamic defaults the log was last brought up to.
+#[derive(Default)]
+struct Synced {
+    topics: BTreeMap<String, TopicMeta>,
+    defaults: Option<crate::log::broker_defaults::Layer>,
+}
+
 /// A unit this broker leads, and the revision its takeover was written at.
 struct Held {
     rec: LeaderRec,
@@ -108,8 +117,8 @@ struct Held {
 pub async fn run(etcd: Arc<Etcd>, me: NodeInfo, host: Arc<dyn Host>) {
     let view_task = tokio::spawn(etcd.clone().run_view());
     let mut held: BTreeMap<Unit, Held> = BTreeMap::new();
-    // The topic list the log was last brought up to (work only on a change).
-    let mut synced: BTreeMap<String, TopicMeta> = BTreeMap::new();
+    // What the log was last brought up to (work only on a change).
+    let mut synced = Synced::default();
     loop {
         let lease = loop {
             match etcd.register(&me).await {
@@ -188,13 +197,20 @@ async fn turn(
     host: &Arc<dyn Host>,
     view: &View,
     held: &mut BTreeMap<Unit, Held>,
-    synced: &mut BTreeMap<String, TopicMeta>,
+    synced: &mut Synced,
 ) {
-    if *synced != view.topics {
+    // Defaults first: topics opened next start from them.
+    if synced.defaults != view.broker_defaults {
+        let host = host.clone();
+        let layer = view.broker_defaults.clone().unwrap_or_default();
+        let _ = tokio::task::spawn_blocking(move || host.defaults_changed(&layer)).await;
+        synced.defaults.clone_from(&view.broker_defaults);
+    }
+    if synced.topics != view.topics {
         let host = host.clone();
         let topics = view.topics.clone();
         let _ = tokio::task::spawn_blocking(move || host.topics_changed(&topics)).await;
-        synced.clone_from(&view.topics);
+        synced.topics.clone_from(&view.topics);
     }
     let all = units(view, host.group_shards(), host.txn_shards());
     let wanted: BTreeSet<&Unit> = all.iter().collect();

@@ -20,7 +20,7 @@ impl LogManager {
         if !(1..=10_000).contains(&partitions) {
             return Err(CreateError::InvalidPartitions(partitions));
         }
-        parse_configs(&self.defaults, overrides).map_err(CreateError::InvalidConfig)?;
+        parse_configs(&self.defaults(), overrides).map_err(CreateError::InvalidConfig)?;
         let count = partitions as usize;
         if existing.saturating_add(count) > self.limits.max_partitions {
             return Err(CreateError::PartitionLimit {
@@ -57,7 +57,7 @@ impl LogManager {
         }
         let count = partitions as usize;
         let config =
-            parse_configs(&self.defaults, &overrides).map_err(CreateError::InvalidConfig)?;
+            parse_configs(&self.defaults(), &overrides).map_err(CreateError::InvalidConfig)?;
         // The checks and the reservation happen under `creating`; the
         // partitions are made without any lock the produce and fetch paths
         // take (creating thousands of them takes seconds).

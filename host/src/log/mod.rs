@@ -15,8 +15,11 @@
 
 pub mod atomic_file;
 pub mod batch;
+pub mod broker_defaults;
 pub mod cleaner;
+pub mod config_docs;
 mod creation;
+mod defaults;
 pub mod epochs;
 pub mod offset_map;
 pub mod partition;
@@ -57,7 +60,9 @@ pub use topic::{
 #[derive(Debug)]
 pub struct LogManager {
     root: PathBuf,
-    defaults: LogConfig,
+    /// The defaults topics start from: the static ones and the cluster-wide
+    /// dynamic layer over them ([`defaults`]).
+    defaults: RwLock<defaults::Defaults>,
     group_commit: Arc<GroupCommit>,
     topics: RwLock<BTreeMap<String, Arc<Topic>>>,
     /// The shared write-ahead log (`--fsync always` only). In cluster mode
@@ -96,6 +101,8 @@ impl LogManager {
         group_commit: Arc<GroupCommit>,
     ) -> io::Result<Self> {
         fs::create_dir_all(root.join("__topics"))?;
+        let layered = defaults::Defaults::stored(root, defaults);
+        let defaults = layered.effective.clone();
         let mut metas = Vec::new();
         for e in fs::read_dir(root.join("__topics"))? {
             let path = e?.path();
@@ -177,7 +184,7 @@ impl LogManager {
         }
         Ok(LogManager {
             root: root.to_path_buf(),
-            defaults,
+            defaults: RwLock::new(layered),
             group_commit,
             topics: RwLock::new(topics),
             wal: RwLock::new(wal),
@@ -251,8 +258,13 @@ impl LogManager {
         &self.group_commit
     }
 
-    pub fn defaults(&self) -> &LogConfig {
-        &self.defaults
+    /// The log settings a topic without overrides has now.
+    pub fn defaults(&self) -> LogConfig {
+        self.defaults
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .effective
+            .clone()
     }
 
     pub fn topic(&self, name: &str) -> Option<Arc<Topic>> {

@@ -13,7 +13,7 @@ impl LogManager {
     /// The log settings `overrides` give on this broker's defaults, or
     /// Kafka's message for the first config refused.
     pub fn check_configs(&self, overrides: &BTreeMap<String, String>) -> Result<LogConfig, String> {
-        parse_configs(&self.defaults, overrides)
+        parse_configs(&self.defaults(), overrides)
     }
 
     /// Single-node mode: replaces topic `name`'s overrides with

@@ -18,7 +18,7 @@ impl LogManager {
         fs::create_dir_all(root.join(CLUSTER_WAL_DIR))?;
         Ok(LogManager {
             root: root.to_path_buf(),
-            defaults,
+            defaults: RwLock::new(defaults::Defaults::new(defaults)),
             group_commit,
             topics: RwLock::new(BTreeMap::new()),
             wal: RwLock::new(None),
@@ -66,6 +66,7 @@ impl LogManager {
     /// destroyed. Returns the partitions of deleted topics that were open.
     pub fn sync_topics(&self, metas: &BTreeMap<String, TopicMeta>) -> usize {
         let mut dropped = Vec::new();
+        let defaults = self.defaults();
         {
             let mut topics = self.topics.write().unwrap_or_else(|p| p.into_inner());
             topics.retain(|name, t| {
@@ -82,7 +83,7 @@ impl LogManager {
                 if current == Some((m.partitions, &m.configs)) {
                     continue;
                 }
-                let config = parse_stored_configs(name, &self.defaults, &m.configs);
+                let config = parse_stored_configs(name, &defaults, &m.configs);
                 let open: Vec<Option<Arc<Partition>>> = topics
                     .get(name)
                     .map(|t| {

@@ -522,3 +522,79 @@ fn the_deprecated_timestamp_difference_bounds_both_sides_unless_they_are_set() {
     assert!(of(&[("message.timestamp.type", "LogAppendTime")]).log_append_time);
     assert!(!of(&[]).log_append_time);
 }
+
+#[test]
+fn a_dynamic_broker_default_reaches_topics_without_an_override_and_survives_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let logs = open(dir.path());
+        logs.create_topic("plain", 1, BTreeMap::new(), false)
+            .unwrap();
+        let own = BTreeMap::from([("retention.ms".to_string(), "1000".to_string())]);
+        logs.create_topic("own", 1, own, false).unwrap();
+        let layer = BTreeMap::from([
+            ("log.retention.ms".to_string(), "60000".to_string()),
+            ("log.cleanup.policy".to_string(), "compact".to_string()),
+        ]);
+        logs.set_dynamic_defaults(layer).unwrap();
+        let plain = logs.topic("plain").unwrap();
+        assert_eq!(plain.config.retention_ms, 60_000);
+        assert!(plain.config.compact && !plain.config.delete);
+        assert_eq!(
+            plain.partition(0).unwrap().config().retention_ms,
+            60_000,
+            "the open partition follows"
+        );
+        let own = logs.topic("own").unwrap();
+        assert_eq!(own.config.retention_ms, 1000, "the topic's override wins");
+        assert!(
+            own.config.compact,
+            "the default it does not override applies"
+        );
+        logs.close().unwrap();
+    }
+    let logs = open(dir.path());
+    assert_eq!(logs.topic("plain").unwrap().config.retention_ms, 60_000);
+    assert_eq!(
+        logs.defaults().retention_ms,
+        60_000,
+        "a new topic starts from it"
+    );
+    assert_eq!(logs.dynamic_defaults().len(), 2);
+}
+
+#[test]
+fn a_dynamic_default_that_is_not_dynamic_or_not_valid_is_refused_and_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs = open(dir.path());
+    let e = logs
+        .set_dynamic_defaults(BTreeMap::from([(
+            "log.retention.hours".to_string(),
+            "1".to_string(),
+        )]))
+        .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("Cannot update these configs dynamically"),
+        "{e}"
+    );
+    let e = logs
+        .set_dynamic_defaults(BTreeMap::from([(
+            "log.cleanup.policy".to_string(),
+            "shred".to_string(),
+        )]))
+        .unwrap_err();
+    assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
+    let e = logs
+        .set_dynamic_defaults(BTreeMap::from([(
+            "num.io.threads".to_string(),
+            "8".to_string(),
+        )]))
+        .unwrap_err();
+    assert!(e.to_string().contains("Unknown broker config name"), "{e}");
+    assert!(logs.dynamic_defaults().is_empty());
+    assert_eq!(
+        logs.defaults().retention_ms,
+        LogConfig::default().retention_ms
+    );
+}

@@ -4,7 +4,11 @@
 //! single configs (APPEND and SUBTRACT on list configs only, as Kafka
 //! allows). Either validates the result as CreateTopics does and, unless
 //! `validate_only`, makes it durable and in force (`cluster::admin`).
-//! Broker resources are refused: kaas takes broker settings from flags.
+//! The broker resource with an empty name (Kafka's cluster-wide default)
+//! takes the dynamic broker defaults of topic configs (`log.retention.ms`,
+//! `log.cleanup.policy`, ...: `log::broker_defaults`), agreed and applied
+//! as a topic's are; a named broker and broker loggers are refused (kaas
+//! takes other broker settings from its flags).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -19,6 +23,7 @@ use super::sb;
 use crate::broker::Broker;
 use crate::cluster::admin::Refusal;
 use crate::codes;
+use crate::log::broker_defaults;
 use crate::log::topic_config::{self, Kind};
 use crate::security::Operation;
 
@@ -39,11 +44,36 @@ pub struct Op {
     pub value: Option<String>,
 }
 
-/// What IncrementalAlterConfigs makes of `current` overrides with `ops`,
-/// or Kafka's refusal of the first bad operation.
+/// What IncrementalAlterConfigs makes of a topic's `current` overrides
+/// with `ops`, or Kafka's refusal of the first bad operation.
 pub fn apply_incremental(
     current: &BTreeMap<String, String>,
     ops: &[Op],
+) -> Result<BTreeMap<String, String>, Refusal> {
+    edit(current, ops, |name| {
+        topic_config::lookup(name).ok_or_else(|| format!("Unknown topic config name: {name}"))
+    })
+}
+
+/// What IncrementalAlterConfigs makes of the dynamic broker defaults
+/// `current` (Kafka's broker names) with `ops`.
+pub fn apply_incremental_defaults(
+    current: &BTreeMap<String, String>,
+    ops: &[Op],
+) -> Result<BTreeMap<String, String>, Refusal> {
+    edit(current, ops, |name| {
+        broker_defaults::topic_config_of(name)
+            .and_then(|(topic, _)| topic_config::lookup(topic))
+            .ok_or_else(|| format!("Unknown broker config name: {name}"))
+    })
+}
+
+/// `ops` applied to `current`; `def` says what a name is (its type and
+/// default), or refuses it.
+fn edit(
+    current: &BTreeMap<String, String>,
+    ops: &[Op],
+    def: impl Fn(&str) -> Result<&'static topic_config::Def, String>,
 ) -> Result<BTreeMap<String, String>, Refusal> {
     let invalid = |m: String| (codes::INVALID_CONFIG, m);
     let mut names = std::collections::BTreeSet::new();
@@ -55,8 +85,7 @@ pub fn apply_incremental(
                 format!("Error due to duplicate config keys: {}", op.name),
             ));
         }
-        let def = topic_config::lookup(&op.name)
-            .ok_or_else(|| invalid(format!("Unknown topic config name: {}", op.name)))?;
+        let def = def(&op.name).map_err(invalid)?;
         let list = def.kind == Kind::List;
         let value = || {
             op.value
@@ -118,14 +147,21 @@ pub fn apply_incremental(
     Ok(out)
 }
 
+/// A change of a config set: the whole new set from the current one.
+type Change<'a> =
+    &'a dyn Fn(&BTreeMap<String, String>) -> Result<BTreeMap<String, String>, Refusal>;
+
 /// One resource's outcome: checks the resource and the caller's right to
-/// alter it, then runs `change` on the topic's overrides.
+/// alter it, then runs `change` on the topic's overrides, or
+/// `change_defaults` on the cluster-wide broker defaults (the broker
+/// resource with an empty name, as Kafka names the default).
 fn alter(
     broker: &Arc<Broker>,
     checks: &mut super::Checks<'_>,
     resource_type: i8,
     name: &str,
-    change: impl Fn(&BTreeMap<String, String>) -> Result<BTreeMap<String, String>, Refusal>,
+    change: Change<'_>,
+    change_defaults: Change<'_>,
     validate_only: bool,
 ) -> Result<(), Refusal> {
     match resource_type {
@@ -150,12 +186,28 @@ fn alter(
                     "Cluster authorization failed.".into(),
                 ));
             }
-            Err((
-                codes::INVALID_REQUEST,
-                "kaas takes broker configs from its flags (kaas broker --help); \
-                 they cannot be altered at run time"
-                    .into(),
-            ))
+            if resource_type == BROKER_LOGGER {
+                return Err((
+                    codes::INVALID_REQUEST,
+                    "kaas sets its log levels from RUST_LOG at start; broker loggers cannot be altered"
+                        .into(),
+                ));
+            }
+            if !name.is_empty() {
+                return Err((
+                    codes::INVALID_REQUEST,
+                    format!(
+                        "kaas keeps dynamic broker configs cluster-wide: alter the default broker \
+                         resource (an empty name), not broker {name}; other broker settings are flags \
+                         (kaas broker --help)"
+                    ),
+                ));
+            }
+            crate::cluster::admin::alter_broker_defaults(
+                broker.topic_admin(),
+                change_defaults,
+                validate_only,
+            )
         }
         other => Err((
             codes::INVALID_REQUEST,
@@ -196,12 +248,8 @@ pub fn handle(
                     codes::INVALID_REQUEST,
                     format!("Error due to duplicate config keys: {d}"),
                 )),
-                None => alter(
-                    broker,
-                    &mut checks,
-                    r.resource_type,
-                    &name,
-                    |_| {
+                None => {
+                    let replace = |_: &BTreeMap<String, String>| {
                         whole
                             .iter()
                             .map(|(k, v)| match v {
@@ -212,9 +260,17 @@ pub fn handle(
                                 )),
                             })
                             .collect()
-                    },
-                    req.validate_only,
-                ),
+                    };
+                    alter(
+                        broker,
+                        &mut checks,
+                        r.resource_type,
+                        &name,
+                        &replace,
+                        &replace,
+                        req.validate_only,
+                    )
+                }
             };
             let (code, msg) = message(&result);
             alter_configs_response::AlterConfigsResourceResponse::default()
@@ -252,7 +308,8 @@ pub fn handle_incremental(
                 &mut checks,
                 r.resource_type,
                 &r.resource_name,
-                |current| apply_incremental(current, &ops),
+                &|current| apply_incremental(current, &ops),
+                &|current| apply_incremental_defaults(current, &ops),
                 req.validate_only,
             );
             let (code, msg) = message(&result);

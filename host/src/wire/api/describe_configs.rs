@@ -1,10 +1,16 @@
-//! DescribeConfigs (key 32): topic configs (overrides as dynamic topic
-//! config, the rest as defaults) and the broker's defaults.
+//! DescribeConfigs (key 32): a topic's configs and the broker's, each with
+//! its value, where the value comes from (the topic's override, the
+//! cluster-wide dynamic default, the static broker setting, the built-in
+//! default), whether it may be altered, its synonyms (v1+, when asked: every
+//! layer that sets it, highest priority first) and its type and
+//! documentation (v3+, when asked). Nothing kaas holds is a secret, so no
+//! value is hidden; `is_sensitive` is false throughout.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use kafka_protocol::messages::describe_configs_response::{
-    DescribeConfigsResourceResult, DescribeConfigsResult,
+    DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
 };
 use kafka_protocol::messages::{
     ApiKey, DescribeConfigsRequest, DescribeConfigsResponse, ResponseKind,
@@ -13,43 +19,186 @@ use kafka_protocol::messages::{
 use super::sb;
 use crate::broker::Broker;
 use crate::codes;
-use crate::log::LogConfig;
+use crate::log::broker_defaults::{self, Found, Layer, Source};
+use crate::log::{LogConfig, config_docs, topic_config};
 use crate::security::Operation;
 
 const TOPIC: i8 = 2;
 const BROKER: i8 = 4;
 const BROKER_LOGGER: i8 = 8;
-const SOURCE_DYNAMIC_TOPIC: i8 = 1;
-const SOURCE_STATIC_BROKER: i8 = 4;
-const SOURCE_DEFAULT: i8 = 5;
 const TYPE_STRING: i8 = 2;
 const TYPE_INT: i8 = 3;
-const TYPE_LONG: i8 = 5;
 const TYPE_BOOLEAN: i8 = 1;
 
-/// Every Kafka 3.7 topic config of `t`: the enforced ones as the log
-/// applies them, the others as set (or their defaults).
-fn topic_entries(t: &crate::log::Topic) -> Vec<(&'static str, String, i8)> {
-    let c: &LogConfig = &t.config;
-    crate::log::topic_config::TOPIC_CONFIGS
+/// One config as the response reports it.
+struct Described {
+    name: String,
+    value: String,
+    read_only: bool,
+    kind: i8,
+    doc: Option<&'static str>,
+    /// Highest priority first; the first is where `value` comes from.
+    lineage: Vec<Found>,
+}
+
+/// The value of an enforced config as the log applies it (a value a
+/// newer check refused is skipped there, so this is the truth).
+fn applied(c: &LogConfig, name: &str) -> Option<String> {
+    Some(match name {
+        "cleanup.policy" => c.cleanup_policy(),
+        "max.message.bytes" => c.max_message_bytes.to_string(),
+        "retention.bytes" => c.retention_bytes.to_string(),
+        "retention.ms" => c.retention_ms.to_string(),
+        "segment.bytes" => c.segment_bytes.to_string(),
+        "segment.ms" => c.segment_ms.to_string(),
+        _ => return None,
+    })
+}
+
+/// Every topic config of Kafka 3.7 as it stands for a topic with
+/// `overrides` (None: the defaults a new topic would get).
+fn topic_configs(
+    config: &LogConfig,
+    overrides: Option<&BTreeMap<String, String>>,
+    dynamic: &Layer,
+    stat: &Layer,
+) -> Vec<Described> {
+    let defaults = |layer: &Layer| broker_defaults::as_topic_configs(layer).unwrap_or_default();
+    let (dynamic_topic, static_topic) = (defaults(dynamic), defaults(stat));
+    topic_config::TOPIC_CONFIGS
         .iter()
         .map(|d| {
-            let value = match d.name {
-                "cleanup.policy" => c.cleanup_policy(),
-                "max.message.bytes" => c.max_message_bytes.to_string(),
-                "retention.bytes" => c.retention_bytes.to_string(),
-                "retention.ms" => c.retention_ms.to_string(),
-                "segment.bytes" => c.segment_bytes.to_string(),
-                "segment.ms" => c.segment_ms.to_string(),
-                name => t
-                    .overrides
-                    .get(name)
+            let lineage = broker_defaults::lineage(d.name, d.default, overrides, dynamic, stat);
+            let value = applied(config, d.name).unwrap_or_else(|| {
+                overrides
+                    .and_then(|o| o.get(d.name))
+                    .or_else(|| dynamic_topic.get(d.name))
+                    .or_else(|| static_topic.get(d.name))
                     .cloned()
-                    .unwrap_or_else(|| d.default.to_string()),
-            };
-            (d.name, value, d.kind.code())
+                    .unwrap_or_else(|| d.default.to_string())
+            });
+            Described {
+                name: d.name.into(),
+                value,
+                read_only: false,
+                kind: d.kind.code(),
+                doc: config_docs::doc(d.name),
+                lineage,
+            }
         })
         .collect()
+}
+
+/// The broker's configs: every broker-level topic default (dynamic ones
+/// alterable on the default resource) and the settings kaas takes from
+/// its flags (read-only).
+fn broker_configs(broker: &Broker) -> Vec<Described> {
+    let c = &broker.config;
+    let dynamic = broker.logs.dynamic_defaults();
+    let mut out: Vec<Described> =
+        topic_configs(&broker.logs.defaults(), None, &dynamic, &c.log_overrides)
+            .into_iter()
+            .filter_map(|t| {
+                let primary = broker_defaults::synonyms(&t.name).first()?.name;
+                let lineage: Vec<Found> = t
+                    .lineage
+                    .into_iter()
+                    .filter(|f| f.source != Source::DynamicTopic)
+                    .collect();
+                Some(Described {
+                    name: primary.into(),
+                    value: t.value,
+                    read_only: !broker_defaults::dynamic(primary),
+                    kind: t.kind,
+                    doc: t.doc,
+                    lineage,
+                })
+            })
+            .collect();
+    let flag = |name: &str, value: String, kind: i8, doc: &'static str| Described {
+        name: name.into(),
+        value: value.clone(),
+        read_only: true,
+        kind,
+        doc: Some(doc),
+        lineage: vec![Found {
+            name: name.into(),
+            value,
+            source: Source::StaticBroker,
+        }],
+    };
+    out.extend([
+        flag("auto.create.topics.enable", c.auto_create_topics.to_string(), TYPE_BOOLEAN,
+            "Whether a Metadata request creates the unknown topics it names (--no-auto-create-topics)."),
+        flag("num.partitions", c.default_partitions.to_string(), TYPE_INT,
+            "Partitions of a topic created without a count (--default-partitions)."),
+        flag("socket.request.max.bytes", c.max_request_bytes.to_string(), TYPE_INT,
+            "Largest request frame; a larger one closes the connection (--max-request-bytes)."),
+        // What the policy is configured with (and so enforces).
+        flag("transaction.max.timeout.ms", broker.txn.limits().max_timeout_ms.to_string(), TYPE_INT,
+            "Longest transaction timeout a producer may ask for (--transaction-max-timeout-ms)."),
+        flag("broker.id", c.node_id.to_string(), TYPE_INT, "This broker's id (--node-id)."),
+        flag("log.dirs", c.data_dir.display().to_string(), TYPE_STRING,
+            "The data directory (--data-dir; the shared volume in cluster mode)."),
+    ]);
+    out
+}
+
+/// The cluster-wide dynamic defaults, as Kafka describes the default broker
+/// resource: only what is set there.
+fn default_broker_configs(broker: &Broker) -> Vec<Described> {
+    broker
+        .logs
+        .dynamic_defaults()
+        .into_iter()
+        .map(|(name, value)| {
+            let topic = broker_defaults::topic_config_of(&name).map(|(t, _)| t);
+            let def = topic.and_then(topic_config::lookup);
+            Described {
+                lineage: vec![Found {
+                    name: name.clone(),
+                    value: value.clone(),
+                    source: Source::DynamicDefaultBroker,
+                }],
+                read_only: false,
+                kind: def.map_or(TYPE_STRING, |d| d.kind.code()),
+                doc: topic.and_then(config_docs::doc),
+                name,
+                value,
+            }
+        })
+        .collect()
+}
+
+/// `d` in the response's shape for `version`.
+fn encode(d: Described, version: i16, synonyms: bool, docs: bool) -> DescribeConfigsResourceResult {
+    let source = d.lineage.first().map_or(Source::Default, |f| f.source);
+    let mut r = DescribeConfigsResourceResult::default()
+        .with_name(sb(&d.name))
+        .with_value(Some(sb(&d.value)))
+        .with_read_only(d.read_only)
+        .with_config_source(source as i8)
+        .with_is_sensitive(false);
+    if synonyms {
+        r.synonyms = d
+            .lineage
+            .into_iter()
+            .map(|f| {
+                DescribeConfigsSynonym::default()
+                    .with_name(sb(&f.name))
+                    .with_value(Some(sb(&f.value)))
+                    .with_source(f.source as i8)
+            })
+            .collect();
+    }
+    r.documentation = None;
+    if version >= 3 {
+        r.config_type = d.kind;
+        if docs {
+            r.documentation = d.doc.map(sb);
+        }
+    }
+    r
 }
 
 pub fn handle(
@@ -58,8 +207,8 @@ pub fn handle(
     req: DescribeConfigsRequest,
     version: i16,
 ) -> ResponseKind {
-    // DESCRIBE_CONFIGS on the topic, or on the cluster for a broker
-    //, before anything is looked up.
+    // DESCRIBE_CONFIGS on the topic, or on the cluster for a broker,
+    // before anything is looked up.
     let mut checks = super::Checks::new(broker, session, ApiKey::DescribeConfigs);
     let results = req
         .resources
@@ -74,14 +223,6 @@ pub fn handle(
             let base = DescribeConfigsResult::default()
                 .with_resource_type(r.resource_type)
                 .with_resource_name(r.resource_name.clone());
-            let entry = |k: &str, v: String, source: i8, ty: i8| {
-                DescribeConfigsResourceResult::default()
-                    .with_name(sb(k))
-                    .with_value(Some(sb(&v)))
-                    .with_config_source(source)
-                    .with_config_type(ty)
-                    .with_read_only(source != SOURCE_DYNAMIC_TOPIC)
-            };
             let denied = match r.resource_type {
                 TOPIC if !checks.topic(Operation::DescribeConfigs, &name) => Some((
                     codes::TOPIC_AUTHORIZATION_FAILED,
@@ -96,85 +237,38 @@ pub fn handle(
             if let Some((code, msg)) = denied {
                 return base.with_error_code(code).with_error_message(Some(sb(msg)));
             }
-            match r.resource_type {
+            let described = match r.resource_type {
                 TOPIC => match broker.logs.topic(&name) {
-                    None => base
-                        .with_error_code(codes::UNKNOWN_TOPIC_OR_PARTITION)
-                        .with_error_message(Some(sb("unknown topic"))),
-                    Some(t) => base.with_configs(
-                        topic_entries(&t)
-                            .into_iter()
-                            .filter(|(k, _, _)| wanted(k))
-                            .map(|(k, v, ty)| {
-                                let source = if t.overrides.contains_key(k) {
-                                    SOURCE_DYNAMIC_TOPIC
-                                } else {
-                                    SOURCE_DEFAULT
-                                };
-                                entry(k, v, source, ty)
-                            })
-                            .collect(),
+                    None => {
+                        return base
+                            .with_error_code(codes::UNKNOWN_TOPIC_OR_PARTITION)
+                            .with_error_message(Some(sb("unknown topic")));
+                    }
+                    Some(t) => topic_configs(
+                        &t.config,
+                        Some(&t.overrides),
+                        &broker.logs.dynamic_defaults(),
+                        &broker.config.log_overrides,
                     ),
                 },
-                BROKER => {
-                    let c = &broker.config;
-                    let d = &c.log;
-                    let entries = vec![
-                        (
-                            "auto.create.topics.enable",
-                            c.auto_create_topics.to_string(),
-                            TYPE_BOOLEAN,
-                        ),
-                        (
-                            "log.retention.bytes",
-                            d.retention_bytes.to_string(),
-                            TYPE_LONG,
-                        ),
-                        ("log.retention.ms", d.retention_ms.to_string(), TYPE_LONG),
-                        ("log.segment.bytes", d.segment_bytes.to_string(), TYPE_INT),
-                        (
-                            "message.max.bytes",
-                            d.max_message_bytes.to_string(),
-                            TYPE_INT,
-                        ),
-                        ("num.partitions", c.default_partitions.to_string(), TYPE_INT),
-                        (
-                            "socket.request.max.bytes",
-                            c.max_request_bytes.to_string(),
-                            TYPE_INT,
-                        ),
-                        // What the policy is configured with (and so enforces).
-                        (
-                            "transaction.max.timeout.ms",
-                            broker.txn.limits().max_timeout_ms.to_string(),
-                            TYPE_INT,
-                        ),
-                        ("broker.id", c.node_id.to_string(), TYPE_INT),
-                        ("log.dirs", c.data_dir.display().to_string(), TYPE_STRING),
-                    ];
-                    base.with_configs(
-                        entries
-                            .into_iter()
-                            .filter(|(k, _, _)| wanted(k))
-                            .map(|(k, v, ty)| entry(k, v, SOURCE_STATIC_BROKER, ty))
-                            .collect(),
-                    )
+                BROKER if name.is_empty() => default_broker_configs(broker),
+                BROKER => broker_configs(broker),
+                other => {
+                    return base
+                        .with_error_code(codes::INVALID_REQUEST)
+                        .with_error_message(Some(sb(&format!(
+                            "resource type {other} is not supported"
+                        ))));
                 }
-                other => base
-                    .with_error_code(codes::INVALID_REQUEST)
-                    .with_error_message(Some(sb(&format!(
-                        "resource type {other} is not supported"
-                    )))),
-            }
+            };
+            base.with_configs(
+                described
+                    .into_iter()
+                    .filter(|d| wanted(&d.name))
+                    .map(|d| encode(d, version, req.include_synonyms, req.include_documentation))
+                    .collect(),
+            )
         })
         .collect();
-    let mut results: Vec<DescribeConfigsResult> = results;
-    if version < 3 {
-        for r in &mut results {
-            for c in &mut r.configs {
-                c.config_type = 0;
-            }
-        }
-    }
     ResponseKind::DescribeConfigs(DescribeConfigsResponse::default().with_results(results))
 }

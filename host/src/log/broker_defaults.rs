@@ -1,0 +1,345 @@
+//! The broker-level defaults of topic configs, under Kafka 3.7's broker
+//! names (`log.retention.ms`, `log.cleanup.policy`, `message.max.bytes`,
+//! ...; Kafka's `ServerTopicConfigSynonyms`). A topic config's value is, in
+//! order: the topic's own override, the cluster-wide dynamic default
+//! (AlterConfigs on the default broker resource), the static broker
+//! setting (`kaas broker --override log.retention.ms=...`), the built-in
+//! default. Within one layer the first synonym set wins (`log.retention.ms`
+//! over `log.retention.minutes` over `log.retention.hours`), converted to
+//! the topic config's unit.
+//!
+//! This module only names and converts; the log applies the result
+//! ([`super::LogManager::set_dynamic_defaults`]) and DescribeConfigs reports
+//! it. It touches nothing else.
+
+use std::collections::BTreeMap;
+
+/// Broker config name → value, as set in one layer.
+pub type Layer = BTreeMap<String, String>;
+
+/// One broker name of a topic config, and what its value is multiplied by
+/// to give the topic config's (hours and minutes to milliseconds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Synonym {
+    pub name: &'static str,
+    pub scale: i64,
+}
+
+const fn s(name: &'static str) -> Synonym {
+    Synonym { name, scale: 1 }
+}
+
+const HOURS: i64 = 3_600_000;
+const MINUTES: i64 = 60_000;
+
+/// Every topic config with broker-level names, highest priority first.
+const SYNONYMS: &[(&str, &[Synonym])] = &[
+    ("segment.bytes", &[s("log.segment.bytes")]),
+    (
+        "segment.ms",
+        &[
+            s("log.roll.ms"),
+            Synonym {
+                name: "log.roll.hours",
+                scale: HOURS,
+            },
+        ],
+    ),
+    (
+        "segment.jitter.ms",
+        &[
+            s("log.roll.jitter.ms"),
+            Synonym {
+                name: "log.roll.jitter.hours",
+                scale: HOURS,
+            },
+        ],
+    ),
+    ("segment.index.bytes", &[s("log.index.size.max.bytes")]),
+    ("flush.messages", &[s("log.flush.interval.messages")]),
+    (
+        "flush.ms",
+        &[
+            s("log.flush.interval.ms"),
+            s("log.flush.scheduler.interval.ms"),
+        ],
+    ),
+    ("retention.bytes", &[s("log.retention.bytes")]),
+    (
+        "retention.ms",
+        &[
+            s("log.retention.ms"),
+            Synonym {
+                name: "log.retention.minutes",
+                scale: MINUTES,
+            },
+            Synonym {
+                name: "log.retention.hours",
+                scale: HOURS,
+            },
+        ],
+    ),
+    ("max.message.bytes", &[s("message.max.bytes")]),
+    ("index.interval.bytes", &[s("log.index.interval.bytes")]),
+    (
+        "delete.retention.ms",
+        &[s("log.cleaner.delete.retention.ms")],
+    ),
+    (
+        "min.compaction.lag.ms",
+        &[s("log.cleaner.min.compaction.lag.ms")],
+    ),
+    (
+        "max.compaction.lag.ms",
+        &[s("log.cleaner.max.compaction.lag.ms")],
+    ),
+    ("file.delete.delay.ms", &[s("log.segment.delete.delay.ms")]),
+    (
+        "min.cleanable.dirty.ratio",
+        &[s("log.cleaner.min.cleanable.ratio")],
+    ),
+    ("cleanup.policy", &[s("log.cleanup.policy")]),
+    (
+        "unclean.leader.election.enable",
+        &[s("unclean.leader.election.enable")],
+    ),
+    ("min.insync.replicas", &[s("min.insync.replicas")]),
+    ("compression.type", &[s("compression.type")]),
+    ("preallocate", &[s("log.preallocate")]),
+    ("message.format.version", &[s("log.message.format.version")]),
+    ("message.timestamp.type", &[s("log.message.timestamp.type")]),
+    (
+        "message.timestamp.difference.max.ms",
+        &[s("log.message.timestamp.difference.max.ms")],
+    ),
+    (
+        "message.timestamp.before.max.ms",
+        &[s("log.message.timestamp.before.max.ms")],
+    ),
+    (
+        "message.timestamp.after.max.ms",
+        &[s("log.message.timestamp.after.max.ms")],
+    ),
+    (
+        "message.downconversion.enable",
+        &[s("log.message.downconversion.enable")],
+    ),
+    ("local.retention.ms", &[s("log.local.retention.ms")]),
+    ("local.retention.bytes", &[s("log.local.retention.bytes")]),
+];
+
+/// The broker names of topic config `topic`, highest priority first
+/// (empty for a config without one, such as `remote.storage.enable`).
+pub fn synonyms(topic: &str) -> &'static [Synonym] {
+    SYNONYMS
+        .iter()
+        .find(|(t, _)| *t == topic)
+        .map_or(&[], |(_, s)| s)
+}
+
+/// The topic config broker name `broker` sets, and its scale.
+pub fn topic_config_of(broker: &str) -> Option<(&'static str, Synonym)> {
+    SYNONYMS
+        .iter()
+        .find_map(|(t, syns)| syns.iter().find(|s| s.name == broker).map(|s| (*t, *s)))
+}
+
+/// Whether `broker` may be set as a cluster-wide dynamic default: as in
+/// Kafka 3.7, the first broker name of each topic config except
+/// `log.message.format.version`.
+pub fn dynamic(broker: &str) -> bool {
+    broker != "log.message.format.version"
+        && SYNONYMS
+            .iter()
+            .any(|(_, syns)| syns.first().is_some_and(|s| s.name == broker))
+}
+
+/// A broker value in the topic config's unit.
+fn convert(syn: Synonym, value: &str) -> Result<String, String> {
+    if syn.scale == 1 {
+        return Ok(value.trim().to_string());
+    }
+    value
+        .trim()
+        .parse::<i64>()
+        .ok()
+        .and_then(|v| {
+            if v < 0 {
+                Some(-1)
+            } else {
+                v.checked_mul(syn.scale)
+            }
+        })
+        .map(|v| v.to_string())
+        .ok_or_else(|| format!("Invalid value {value} for configuration {}", syn.name))
+}
+
+/// Refuses a name that is not a broker-level topic default (Kafka's
+/// message), and a value that does not convert.
+pub fn check_layer(layer: &Layer) -> Result<(), String> {
+    for (k, v) in layer {
+        let (_, syn) =
+            topic_config_of(k).ok_or_else(|| format!("Unknown broker config name: {k}"))?;
+        convert(syn, v)?;
+    }
+    Ok(())
+}
+
+/// `layer` in topic config names: per topic config the value of its first
+/// synonym set, converted.
+pub fn as_topic_configs(layer: &Layer) -> Result<BTreeMap<String, String>, String> {
+    check_layer(layer)?;
+    let mut out = BTreeMap::new();
+    for (topic, syns) in SYNONYMS {
+        if let Some((syn, v)) = syns.iter().find_map(|s| layer.get(s.name).map(|v| (*s, v))) {
+            out.insert(topic.to_string(), convert(syn, v)?);
+        }
+    }
+    Ok(out)
+}
+
+/// Where a value comes from, as DescribeConfigs' `config_source` says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    DynamicTopic = 1,
+    DynamicDefaultBroker = 3,
+    StaticBroker = 4,
+    Default = 5,
+}
+
+/// One synonym as DescribeConfigs reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Found {
+    pub name: String,
+    pub value: String,
+    pub source: Source,
+}
+
+/// Every place topic config `topic` is set, highest priority first: the
+/// topic's override, then each broker name set in the dynamic and the
+/// static layer, then the built-in default (`default`) under the first
+/// broker name (or the topic name when it has none).
+pub fn lineage(
+    topic: &str,
+    default: &str,
+    overrides: Option<&BTreeMap<String, String>>,
+    dynamic: &Layer,
+    stat: &Layer,
+) -> Vec<Found> {
+    let mut out = Vec::new();
+    if let Some(v) = overrides.and_then(|o| o.get(topic)) {
+        out.push(Found {
+            name: topic.into(),
+            value: v.clone(),
+            source: Source::DynamicTopic,
+        });
+    }
+    let syns = synonyms(topic);
+    for (layer, source) in [
+        (dynamic, Source::DynamicDefaultBroker),
+        (stat, Source::StaticBroker),
+    ] {
+        for s in syns {
+            if let Some(v) = layer.get(s.name) {
+                out.push(Found {
+                    name: s.name.into(),
+                    value: v.clone(),
+                    source,
+                });
+            }
+        }
+    }
+    out.push(Found {
+        name: syns.first().map_or(topic, |s| s.name).into(),
+        value: default.into(),
+        source: Source::Default,
+    });
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn layer(kv: &[(&str, &str)]) -> Layer {
+        kv.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn hours_and_minutes_convert_and_the_first_synonym_wins() {
+        let got = as_topic_configs(&layer(&[
+            ("log.retention.hours", "2"),
+            ("log.roll.hours", "1"),
+            ("log.cleanup.policy", "compact"),
+        ]))
+        .unwrap();
+        assert_eq!(got["retention.ms"], "7200000");
+        assert_eq!(got["segment.ms"], "3600000");
+        assert_eq!(got["cleanup.policy"], "compact");
+        let got = as_topic_configs(&layer(&[
+            ("log.retention.hours", "2"),
+            ("log.retention.minutes", "3"),
+            ("log.retention.ms", "5"),
+        ]))
+        .unwrap();
+        assert_eq!(got["retention.ms"], "5", "ms over minutes over hours");
+        let got = as_topic_configs(&layer(&[("log.retention.hours", "-1")])).unwrap();
+        assert_eq!(got["retention.ms"], "-1", "forever stays forever");
+    }
+
+    #[test]
+    fn unknown_names_and_bad_numbers_are_refused() {
+        let e = as_topic_configs(&layer(&[("log.retention.weeks", "1")])).unwrap_err();
+        assert_eq!(e, "Unknown broker config name: log.retention.weeks");
+        assert!(as_topic_configs(&layer(&[("log.retention.hours", "x")])).is_err());
+        assert!(
+            as_topic_configs(&layer(&[("log.retention.hours", &i64::MAX.to_string())])).is_err()
+        );
+    }
+
+    #[test]
+    fn only_the_first_name_of_each_config_is_dynamic() {
+        assert!(dynamic("log.retention.ms"));
+        assert!(dynamic("log.cleanup.policy"));
+        assert!(dynamic("message.max.bytes"));
+        assert!(!dynamic("log.retention.hours"));
+        assert!(!dynamic("log.message.format.version"));
+        assert!(!dynamic("num.partitions"));
+    }
+
+    #[test]
+    fn lineage_lists_every_layer_in_priority_order() {
+        let o: BTreeMap<String, String> = layer(&[("retention.ms", "1")]);
+        let got = lineage(
+            "retention.ms",
+            "604800000",
+            Some(&o),
+            &layer(&[("log.retention.ms", "2")]),
+            &layer(&[("log.retention.hours", "3")]),
+        );
+        let shape: Vec<(&str, &str, Source)> = got
+            .iter()
+            .map(|f| (f.name.as_str(), f.value.as_str(), f.source))
+            .collect();
+        assert_eq!(
+            shape,
+            vec![
+                ("retention.ms", "1", Source::DynamicTopic),
+                ("log.retention.ms", "2", Source::DynamicDefaultBroker),
+                ("log.retention.hours", "3", Source::StaticBroker),
+                ("log.retention.ms", "604800000", Source::Default),
+            ]
+        );
+        let got = lineage(
+            "remote.storage.enable",
+            "false",
+            None,
+            &Layer::new(),
+            &Layer::new(),
+        );
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].name, "remote.storage.enable");
+    }
+}
