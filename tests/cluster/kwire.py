@@ -343,6 +343,51 @@ def delete_topics(addr: str, topics: list[str], timeout: float = 30.0) -> dict[s
     return {name: err for name, (err, _) in _topic_results(r, with_message=False).items()}
 
 
+DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 32, 44
+RESOURCE_TOPIC, RESOURCE_BROKER = 2, 4
+CONFIG_SET, CONFIG_DELETE = 0, 1
+
+
+def incremental_alter_configs(addr: str, resource_type: int, name: str,
+                              ops: list[tuple[str, int, str | None]], timeout: float = 30.0,
+                              validate_only: bool = False) -> tuple[int, str | None]:
+    """IncrementalAlterConfigs v0 of one resource (BROKER with name "" is
+    the cluster-wide default) to the broker at `addr`: (error code,
+    message). `ops` are (config name, operation, value)."""
+    body = struct.pack(">i", 1) + struct.pack(">b", resource_type) + _str(name)
+    body += struct.pack(">i", len(ops)) + b"".join(
+        _str(n) + struct.pack(">b", op) + _str(v) for n, op, v in ops)
+    body += struct.pack(">?", validate_only)
+    r = _Reader(_call(addr, INCREMENTAL_ALTER_CONFIGS, 0, body, timeout))
+    r.take(">i")  # throttle
+    assert r.take(">i") == 1
+    err, msg = r.take(">h"), r.string()
+    return err, msg
+
+
+def describe_configs(addr: str, resource_type: int, name: str,
+                     timeout: float = 10.0) -> tuple[int, dict[str, tuple[str | None, int]]]:
+    """DescribeConfigs v1 of one resource from the broker at `addr`:
+    (error code, {config name: (value, source)})."""
+    body = struct.pack(">i", 1) + struct.pack(">b", resource_type) + _str(name)
+    body += struct.pack(">i", -1) + struct.pack(">?", False)
+    r = _Reader(_call(addr, DESCRIBE_CONFIGS, 1, body, timeout))
+    r.take(">i")  # throttle
+    assert r.take(">i") == 1
+    err = r.take(">h")
+    r.string()  # message
+    r.take(">b")
+    r.string()  # resource name
+    out = {}
+    for _ in range(r.take(">i")):
+        cname, value = r.string(), r.string()
+        _read_only, source, _sensitive = r.take(">?b?")
+        for _ in range(r.take(">i")):
+            r.string(), r.string(), r.take(">b")
+        out[cname] = (value, source)
+    return err, out
+
+
 # -- transactions (issue 15) ---------------------------------------------------
 
 def init_producer_id_body(transactional_id: str | None, claim: tuple[int, int] = (-1, -1),

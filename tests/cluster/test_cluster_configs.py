@@ -12,6 +12,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource,
                                    NewTopic, ResourceType)
 
+import kwire
 from harness import wait_for
 
 
@@ -72,3 +73,35 @@ def test_a_config_change_is_agreed_and_applied_by_whoever_leads(cluster_factory,
     via_successor = AdminClient({"bootstrap.servers": c.addr(successor)})
     (f,) = via_successor.describe_configs([ConfigResource(ResourceType.TOPIC, topic)]).values()
     assert f.result(30)["retention.ms"].value == "60000"
+
+
+def test_a_dynamic_broker_default_is_agreed_and_applied_by_every_broker(cluster_factory, topic_name):
+    """log.retention.ms set on the default broker resource through one
+    broker: every broker describes it as the dynamic default, the leader of
+    a topic without its own retention.ms deletes hour-old segments, and a
+    topic with its own keeps them."""
+    c = cluster_factory(extra_args=("--retention-check-ms", "200"))
+    plain, own = topic_name("plain"), topic_name("own")
+    admin = AdminClient({"bootstrap.servers": c.bootstrap})
+    for f in admin.create_topics([
+            NewTopic(plain, 1, 1, config={"segment.bytes": "1024"}),
+            NewTopic(own, 1, 1, config={"segment.bytes": "1024", "retention.ms": "-1"})]).values():
+        f.result(30)
+    c.wait_ready(plain, 1)
+    c.wait_ready(own, 1)
+    _write_old(c.bootstrap, plain, 30)
+    _write_old(c.bootstrap, own, 30)
+    via = min(c.brokers)
+    err, msg = kwire.incremental_alter_configs(
+        c.addr(via), kwire.RESOURCE_BROKER, "",
+        [("log.retention.ms", kwire.CONFIG_SET, "60000")])
+    assert err == 0, msg
+    for n in sorted(c.brokers):
+        wait_for(lambda: kwire.describe_configs(c.addr(n), kwire.RESOURCE_TOPIC, plain)[1]
+                 .get("retention.ms") == ("60000", 3) or None, 10,
+                 f"broker {n} to describe retention.ms as the dynamic default")
+    wait_for(lambda: _earliest_or_none(c.bootstrap, plain) or None, 15,
+             f"broker {c.leader_of(plain, 0)} (the leader) to apply the dynamic default")
+    assert _earliest(c.bootstrap, own) == 0, "a topic's own retention.ms wins"
+    err, configs = kwire.describe_configs(c.addr(max(c.brokers)), kwire.RESOURCE_BROKER, "")
+    assert err == 0 and configs == {"log.retention.ms": ("60000", 3)}, configs
