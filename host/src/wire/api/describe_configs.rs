@@ -36,6 +36,9 @@ fn topic_entries(t: &crate::log::Topic) -> Vec<(&'static str, String, i8)> {
         .map(|d| {
             let value = match d.name {
                 "cleanup.policy" => c.cleanup_policy(),
+                "compression.type" => {
+                    crate::log::batch::compression_type_name(c.compression).to_string()
+                }
                 "max.message.bytes" => c.max_message_bytes.to_string(),
                 "retention.bytes" => c.retention_bytes.to_string(),
                 "retention.ms" => c.retention_ms.to_string(),
