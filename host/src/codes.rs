@@ -91,7 +91,10 @@ mod tests {
     fn leader_epoch_and_compression_codes_are_kafkas() {
         for (code, kafka) in [
             (super::FENCED_LEADER_EPOCH, ResponseError::FencedLeaderEpoch),
-            (super::UNKNOWN_LEADER_EPOCH, ResponseError::UnknownLeaderEpoch),
+            (
+                super::UNKNOWN_LEADER_EPOCH,
+                ResponseError::UnknownLeaderEpoch,
+            ),
             (
                 super::UNSUPPORTED_COMPRESSION_TYPE,
                 ResponseError::UnsupportedCompressionType,

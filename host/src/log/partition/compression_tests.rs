@@ -13,7 +13,11 @@ fn stored(p: &Partition, from: i64) -> Vec<(i16, Vec<Vec<u8>>)> {
     let mut rest = &r.records[..];
     while let Some(h) = batch::parse_header(rest) {
         let b = &rest[..h.size];
-        assert!(batch::crc_ok(b, &h), "stored batch at {} CRC", h.base_offset);
+        assert!(
+            batch::crc_ok(b, &h),
+            "stored batch at {} CRC",
+            h.base_offset
+        );
         let d = decode(b, &h).expect("decodes");
         let values = d
             .records
@@ -55,7 +59,11 @@ fn a_gzip_topic_stores_every_client_batch_gzip_with_its_records() {
     }
     drop(p);
     let q = Partition::open(dir.path(), "t", 0, with(Some(1)), true).expect("reopen");
-    assert_eq!(q.log_end_offset(), 10, "recompressed batches survive a crash");
+    assert_eq!(
+        q.log_end_offset(),
+        10,
+        "recompressed batches survive a crash"
+    );
 }
 
 #[test]
@@ -68,7 +76,12 @@ fn an_idempotent_batch_recompressed_keeps_its_producer_and_sequence() {
     let h = batch::parse_header(&r.records).expect("stored");
     assert_eq!(h.compression(), 4);
     assert_eq!(
-        (h.producer_id, h.producer_epoch, h.base_sequence, h.last_sequence()),
+        (
+            h.producer_id,
+            h.producer_epoch,
+            h.base_sequence,
+            h.last_sequence()
+        ),
         (7, 3, 0, 1)
     );
     // The producer's retry is the same batch, and the next sequence follows.
@@ -130,7 +143,10 @@ fn a_batch_too_large_once_decompressed_for_an_uncompressed_topic_is_refused() {
     assert!(b.len() < 4096, "it fits compressed");
     assert!(matches!(
         p.append(b),
-        Err(AppendError::Batch(batch::BatchError::TooLarge { max: 4096, .. }))
+        Err(AppendError::Batch(batch::BatchError::TooLarge {
+            max: 4096,
+            ..
+        }))
     ));
     assert_eq!(p.log_end_offset(), 0, "nothing was written");
     p.append(client(4, &[b"small"])).expect("a small one fits");
