@@ -24,7 +24,9 @@ pub const TRANSACTION_COORDINATOR_FENCED: i16 = 52;
 pub const UNSUPPORTED_VERSION: i16 = 35;
 pub const KAFKA_STORAGE_ERROR: i16 = 56;
 pub const FENCED_LEADER_EPOCH: i16 = 74;
-pub const UNKNOWN_LEADER_EPOCH: i16 = 76;
+pub const UNKNOWN_LEADER_EPOCH: i16 = 75;
+/// A Fetch below v10 of a partition whose topic stores zstd batches.
+pub const UNSUPPORTED_COMPRESSION_TYPE: i16 = 76;
 pub const INVALID_RECORD: i16 = 87;
 pub const UNKNOWN_TOPIC_ID: i16 = 100;
 
@@ -80,3 +82,25 @@ pub const UNSTABLE_OFFSET_COMMIT: i16 = 88;
 // Fetch sessions and transaction admin.
 pub const FETCH_SESSION_ID_NOT_FOUND: i16 = 70;
 pub const TRANSACTIONAL_ID_NOT_FOUND: i16 = 105;
+
+#[cfg(test)]
+mod tests {
+    use kafka_protocol::error::ResponseError;
+
+    #[test]
+    fn leader_epoch_and_compression_codes_are_kafkas() {
+        for (code, kafka) in [
+            (super::FENCED_LEADER_EPOCH, ResponseError::FencedLeaderEpoch),
+            (
+                super::UNKNOWN_LEADER_EPOCH,
+                ResponseError::UnknownLeaderEpoch,
+            ),
+            (
+                super::UNSUPPORTED_COMPRESSION_TYPE,
+                ResponseError::UnsupportedCompressionType,
+            ),
+        ] {
+            assert_eq!(ResponseError::try_from_code(code), Some(kafka));
+        }
+    }
+}

@@ -1,8 +1,10 @@
 //! Topic configs as Kafka 3.7 names and validates them, over the wire:
 //! CreateTopics refuses unknown names and bad values with Kafka's
 //! INVALID_CONFIG messages, refuses what kaas does not do yet
-//! (LogAppendTime) instead of ignoring it, accepts the documented no-ops, and
-//! DescribeConfigs lists every topic config with its source.
+//! (min.insync.replicas above 1) instead of ignoring it, accepts the
+//! documented no-ops, and DescribeConfigs lists every topic config with its
+//! source. A compression.type=zstd topic stores zstd batches and is not
+//! served to a Fetch below v10.
 
 mod support;
 
@@ -68,18 +70,30 @@ async fn create_topics_validates_configs_as_kafka_37_does() {
     );
 
     // What kaas does not do yet is refused, said so, and never silently ignored.
-    let (code, msg) = create(&mut c, "t3", &[("compression.type", "gzip")]).await;
+    let (code, msg) = create(&mut c, "t3", &[("min.insync.replicas", "2")]).await;
     assert_eq!(code, INVALID_CONFIG);
     assert!(
         msg.as_deref().is_some_and(|m| m.contains("not supported")),
         "{msg:?}"
     );
+    let (code, msg) = create(&mut c, "t3", &[("compression.type", "brotli")]).await;
+    assert_eq!(code, INVALID_CONFIG);
+    assert_eq!(
+        msg.as_deref(),
+        Some(
+            "Invalid value brotli for configuration compression.type: String must be one of: uncompressed, zstd, lz4, snappy, gzip, producer"
+        )
+    );
 
-    // A documented no-op and an enforced config are accepted.
+    // A documented no-op and enforced configs are accepted.
     let (code, msg) = create(
         &mut c,
         "t4",
-        &[("flush.messages", "1"), ("retention.ms", "3600000")],
+        &[
+            ("flush.messages", "1"),
+            ("retention.ms", "3600000"),
+            ("compression.type", "gzip"),
+        ],
     )
     .await;
     assert_eq!(code, 0, "{msg:?}");
@@ -112,6 +126,9 @@ async fn create_topics_validates_configs_as_kafka_37_does() {
         Some("3600000")
     );
     assert_eq!(retention.config_source, SOURCE_DYNAMIC_TOPIC);
+    let compression = get("compression.type");
+    assert_eq!(compression.value.as_ref().map(|v| v.as_str()), Some("gzip"));
+    assert_eq!(compression.config_source, SOURCE_DYNAMIC_TOPIC);
     let ratio = get("min.cleanable.dirty.ratio");
     assert_eq!(ratio.value.as_ref().map(|v| v.as_str()), Some("0.5"));
     assert_eq!(ratio.config_source, SOURCE_DEFAULT);
@@ -302,6 +319,57 @@ async fn a_cluster_wide_dynamic_default_applies_to_topics_without_an_override() 
     assert_eq!(
         described(&mut c, "plain", "retention.ms").await.1,
         SOURCE_DEFAULT
+    );
+    b.stop().await;
+}
+
+/// Fetch of `topic`-0 from offset 0 at `version`: (error code, records).
+async fn fetch(c: &mut Client, topic: &str, version: i16) -> (i16, Vec<u8>) {
+    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+    let req = FetchRequest::default()
+        .with_max_wait_ms(0)
+        .with_max_bytes(1 << 20)
+        .with_replica_id(BrokerId(-1))
+        .with_session_epoch(-1)
+        .with_topics(vec![
+            FetchTopic::default()
+                .with_topic(TopicName(s(topic)))
+                .with_partitions(vec![
+                    FetchPartition::default()
+                        .with_partition(0)
+                        .with_current_leader_epoch(-1)
+                        .with_partition_max_bytes(1 << 20),
+                ]),
+        ]);
+    let resp = c.call(&req, version).await;
+    let p = &resp.responses[0].partitions[0];
+    (
+        p.error_code,
+        p.records.as_ref().map(|r| r.to_vec()).unwrap_or_default(),
+    )
+}
+
+#[tokio::test]
+async fn a_zstd_topic_stores_zstd_and_is_not_served_to_fetch_below_v10() {
+    const UNSUPPORTED_COMPRESSION_TYPE: i16 = 76;
+    let dir = tempfile::tempdir().expect("tmp");
+    let b = InProcess::start(dir.path(), FsyncMode::Always).await;
+    let mut c = Client::connect(&b.addr.to_string()).await;
+    let (code, msg) = create(&mut c, "z", &[("compression.type", "zstd")]).await;
+    assert_eq!(code, 0, "{msg:?}");
+    let batch = kaas::log::batch::data_batch(&[(None, b"value")], 1000, None, false);
+    let (code, _) = support::records::produce(&mut c, "z", 0, batch).await;
+    assert_eq!(code, 0);
+
+    let (code, records) = fetch(&mut c, "z", 10).await;
+    assert_eq!(code, 0);
+    let h = kaas::log::batch::parse_header(&records).expect("a batch");
+    assert_eq!(h.compression(), 4, "stored and served zstd");
+    let (code, records) = fetch(&mut c, "z", 9).await;
+    assert_eq!(
+        (code, records.len()),
+        (UNSUPPORTED_COMPRESSION_TYPE, 0),
+        "a v9 client may not read zstd"
     );
     b.stop().await;
 }

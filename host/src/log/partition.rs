@@ -38,6 +38,8 @@ mod compaction;
 #[cfg(test)]
 mod compaction_tests;
 #[cfg(test)]
+mod compression_tests;
+#[cfg(test)]
 mod gap_tests;
 mod read;
 mod recovery;
@@ -96,6 +98,11 @@ pub struct LogConfig {
     /// message.timestamp.after.max.ms (or difference.max.ms): how far in
     /// the future.
     pub timestamp_after_max_ms: i64,
+    /// compression.type: the Kafka codec every client batch is stored
+    /// with (0 uncompressed, 1 gzip, 2 snappy, 3 lz4, 4 zstd), a batch
+    /// in another codec re-encoded on append; None (`producer`): stored as
+    /// the producer compressed it.
+    pub compression: Option<i16>,
 }
 
 impl LogConfig {
@@ -153,6 +160,7 @@ impl Default for LogConfig {
             log_append_time: false,
             timestamp_before_max_ms: i64::MAX,
             timestamp_after_max_ms: i64::MAX,
+            compression: None,
         }
     }
 }
@@ -628,6 +636,15 @@ impl Partition {
         let config = self.config();
         let now = crate::clock::now_ms();
         let mut h = batch::validate_for_topic(&bytes, config.rules(now))?;
+        // compression.type other than `producer`: a batch in another codec
+        // is re-encoded (Kafka's LogValidator); otherwise stored as sent.
+        if let Some(codec) = config.compression
+            && let Some(rebuilt) = batch::recompress(&bytes, &h, codec, config.max_message_bytes)?
+        {
+            bytes = rebuilt;
+            h.size = bytes.len();
+            h.attributes = (h.attributes & !batch::ATTR_COMPRESSION_MASK) | codec;
+        }
         let log_append_time = if config.log_append_time {
             batch::stamp_log_append_time(&mut bytes, now);
             h.attributes |= batch::ATTR_LOG_APPEND_TIME;

@@ -229,7 +229,7 @@ pub const TOPIC_CONFIGS: &[Def] = &[
         Kind::String,
         "producer",
         Check::OneOf(&["uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"]),
-        Support::DefaultOnly("batches are stored as the producer compressed them"),
+        Support::Enforced,
     ),
     def(
         "preallocate",
@@ -514,7 +514,6 @@ mod tests {
     #[test]
     fn what_kaas_does_not_do_yet_is_refused_not_ignored() {
         for (name, value) in [
-            ("compression.type", "gzip"),
             ("min.insync.replicas", "2"),
             ("remote.storage.enable", "true"),
         ] {
@@ -534,6 +533,9 @@ mod tests {
             ("message.timestamp.type", "CreateTime"),
             ("message.timestamp.type", "LogAppendTime"),
             ("message.timestamp.after.max.ms", "3600000"),
+            ("compression.type", "gzip"),
+            ("compression.type", "uncompressed"),
+            ("compression.type", "producer"),
             ("remote.storage.enable", "FALSE"),
             ("flush.messages", "1"),
             ("delete.retention.ms", "100"),

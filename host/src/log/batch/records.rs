@@ -88,24 +88,12 @@ fn decompress(codec: i16, body: &[u8]) -> io::Result<Vec<u8>> {
 }
 
 /// Compresses a records section with Kafka codec `codec` as Kafka's own
-/// clients read it (snappy in xerial framing, lz4 as a frame).
+/// clients read it (snappy in xerial framing, lz4 as a frame of
+/// independent blocks): the encoders recompression uses.
 fn compress(codec: i16, plain: &[u8]) -> io::Result<Vec<u8>> {
-    match codec {
-        2 => {
-            let mut out = Vec::with_capacity(plain.len() / 2 + 32);
-            out.extend_from_slice(b"\x82SNAPPY\x00");
-            out.extend_from_slice(&1i32.to_be_bytes());
-            out.extend_from_slice(&1i32.to_be_bytes());
-            let mut enc = snap::raw::Encoder::new();
-            for block in plain.chunks(32 << 10) {
-                let c = enc.compress_vec(block).map_err(io::Error::other)?;
-                out.extend_from_slice(&(c.len() as i32).to_be_bytes());
-                out.extend_from_slice(&c);
-            }
-            Ok(out)
-        }
-        _ => super::compress(codec, plain),
-    }
+    let mut out = Vec::with_capacity(plain.len() / 2 + 64);
+    super::recompress::encode(codec, &mut &plain[..], &mut out)?;
+    Ok(out)
 }
 
 /// Decodes every record of the stored batch `bytes` (a whole batch, header

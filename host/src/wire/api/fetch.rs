@@ -15,6 +15,9 @@
 //! (a replica id ≥ 0) CLUSTER_ACTION on the cluster; a refused partition
 //! is answered TOPIC_AUTHORIZATION_FAILED whether or not its topic exists
 //! (a v13+ topic id unknown here is UNKNOWN_TOPIC_ID first).
+//!
+//! Below v10, a partition of a topic with compression.type=zstd is
+//! answered UNSUPPORTED_COMPRESSION_TYPE without records, as Kafka does.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -39,6 +42,9 @@ use crate::security::Operation;
 use crate::wire::handled::Handled;
 
 use crate::codes::FETCH_SESSION_ID_NOT_FOUND;
+
+/// Kafka's codec number for zstd.
+const ZSTD: i16 = 4;
 
 /// The topics (by name) the session may not read, decided once per request.
 fn refused_topics(
@@ -232,6 +238,18 @@ fn gather(
                     );
                 }
                 parts.push(r);
+                continue;
+            }
+            // As Kafka: a topic storing zstd (compression.type=zstd) is not
+            // served to a Fetch older than v10, whose clients may not read it.
+            if version < 10 && part.config().compression == Some(ZSTD) {
+                errors = true;
+                parts.push(
+                    base.with_error_code(codes::UNSUPPORTED_COMPRESSION_TYPE)
+                        .with_high_watermark(-1)
+                        .with_last_stable_offset(-1)
+                        .with_log_start_offset(-1),
+                );
                 continue;
             }
             let max = usize::try_from(p.partition_max_bytes)

@@ -194,7 +194,8 @@ pub async fn handle(
     let verified = verify_remotely(broker, &req, &checks).await;
     // Validation decompresses and walks every record (batch::walk_records):
     // for a compressed batch, up to MAX_SCAN_BYTES of work, so such a
-    // request is appended on the blocking pool. The connection's reader
+    // request is appended on the blocking pool, and so is one a topic's
+    // compression.type has compressed on append. The connection's reader
     // awaits this before reading its next request, so appends keep their
     // order; small uncompressed requests stay on this thread.
     let (compressed, plain) = req
@@ -206,7 +207,7 @@ pub async fn handle(
             let codec = crate::log::batch::parse_header(b).map_or(0, |h| h.compression());
             (c || codec != 0, n + b.len())
         });
-    let mut topics = if compressed || plain > OFFLOAD_PLAIN_BYTES {
+    let mut topics = if compressed || plain > OFFLOAD_PLAIN_BYTES || compresses(broker, &req) {
         let b = broker.clone();
         match crate::log::batch::offload(move || append_all(&b, req, &verified, &checks)).await {
             Some(t) => t,
@@ -247,6 +248,18 @@ pub async fn handle(
             ResponseKind::Produce(ProduceResponse::default())
         })
     }))
+}
+
+/// Whether a topic of `req` stores its batches compressed
+/// (compression.type gzip, snappy, lz4 or zstd): its uncompressed batches
+/// are compressed on append.
+fn compresses(broker: &Broker, req: &ProduceRequest) -> bool {
+    req.topic_data.iter().any(|t| {
+        broker
+            .logs
+            .topic(&t.name.0)
+            .is_some_and(|t| t.config.compression.is_some_and(|c| c != 0))
+    })
 }
 
 /// Verification answers from a remote coordinator, by partition.
