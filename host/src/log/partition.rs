@@ -96,6 +96,10 @@ pub struct LogConfig {
     /// message.timestamp.after.max.ms (or difference.max.ms): how far in
     /// the future.
     pub timestamp_after_max_ms: i64,
+    /// min.insync.replicas: an acks=all Produce needs this many replicas
+    /// in sync (the log stores it; the Produce handler applies it, as only
+    /// the cluster knows the ISR).
+    pub min_insync_replicas: i32,
 }
 
 impl LogConfig {
@@ -153,6 +157,7 @@ impl Default for LogConfig {
             log_append_time: false,
             timestamp_before_max_ms: i64::MAX,
             timestamp_after_max_ms: i64::MAX,
+            min_insync_replicas: 1,
         }
     }
 }

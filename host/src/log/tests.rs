@@ -55,12 +55,7 @@ fn clustered(dir: &Path, wal: &str) -> LogManager {
     )
     .expect("open");
     logs.use_wal_dir(wal).expect("wal");
-    let meta = TopicMeta {
-        name: "t".into(),
-        partitions: 2,
-        id: hex::encode([7u8; 16]),
-        configs: BTreeMap::new(),
-    };
+    let meta = TopicMeta::new("t", 2, hex::encode([7u8; 16]), BTreeMap::new());
     logs.sync_topics(&BTreeMap::from([("t".to_string(), meta)]));
     for p in 0..2 {
         logs.take_over("t", p, 0, &[], Arc::new(|| true))
@@ -138,12 +133,7 @@ fn a_taker_replays_what_another_lease_wrote_and_continues_the_log() {
     )
     .expect("open");
     b.use_wal_dir("2-b").expect("wal");
-    let meta = TopicMeta {
-        name: "t".into(),
-        partitions: 2,
-        id: hex::encode([7u8; 16]),
-        configs: BTreeMap::new(),
-    };
+    let meta = TopicMeta::new("t", 2, hex::encode([7u8; 16]), BTreeMap::new());
     b.sync_topics(&BTreeMap::from([("t".to_string(), meta)]));
     let pb = b
         .take_over("t", 0, 1, &["1-a".to_string()], Arc::new(|| true))

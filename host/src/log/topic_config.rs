@@ -222,7 +222,7 @@ pub const TOPIC_CONFIGS: &[Def] = &[
         Kind::Int,
         "1",
         Check::AtLeast(1),
-        Support::DefaultOnly("topics have one replica"),
+        Support::Enforced,
     ),
     def(
         "compression.type",
@@ -512,10 +512,24 @@ mod tests {
     }
 
     #[test]
+    fn min_insync_replicas_is_accepted_from_one_up_and_reaches_the_log_config() {
+        assert_eq!(
+            validate("min.insync.replicas", "0").unwrap_err(),
+            "Invalid value 0 for configuration min.insync.replicas: Value must be at least 1"
+        );
+        let parsed = crate::log::parse_configs(
+            &crate::log::LogConfig::default(),
+            &[("min.insync.replicas".to_string(), "3".to_string())].into(),
+        )
+        .unwrap();
+        assert_eq!(parsed.min_insync_replicas, 3);
+        assert_eq!(crate::log::LogConfig::default().min_insync_replicas, 1);
+    }
+
+    #[test]
     fn what_kaas_does_not_do_yet_is_refused_not_ignored() {
         for (name, value) in [
             ("compression.type", "gzip"),
-            ("min.insync.replicas", "2"),
             ("remote.storage.enable", "true"),
         ] {
             let e = validate(name, value).unwrap_err();
@@ -538,6 +552,7 @@ mod tests {
             ("flush.messages", "1"),
             ("delete.retention.ms", "100"),
             ("unclean.leader.election.enable", "true"),
+            ("min.insync.replicas", "3"),
         ] {
             assert!(validate(name, value).is_ok(), "{name}={value}");
         }

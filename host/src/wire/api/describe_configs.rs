@@ -139,6 +139,11 @@ pub fn handle(
                         ),
                         ("num.partitions", c.default_partitions.to_string(), TYPE_INT),
                         (
+                            "default.replication.factor",
+                            c.default_replication_factor.to_string(),
+                            TYPE_INT,
+                        ),
+                        (
                             "socket.request.max.bytes",
                             c.max_request_bytes.to_string(),
                             TYPE_INT,
