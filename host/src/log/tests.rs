@@ -512,3 +512,26 @@ fn the_deprecated_timestamp_difference_bounds_both_sides_unless_they_are_set() {
     assert!(of(&[("message.timestamp.type", "LogAppendTime")]).log_append_time);
     assert!(!of(&[]).log_append_time);
 }
+
+#[test]
+fn a_topic_record_of_an_earlier_build_reads_as_replication_factor_one_and_encodes_back_unchanged() {
+    // The etcd compare-and-swap compares encoded records: one written
+    // before the replica fields must encode back byte for byte.
+    let old = br#"{"name":"t","partitions":2,"id":"0707","configs":{"retention.ms":"1"}}"#;
+    let meta: TopicMeta = serde_json::from_slice(old).unwrap();
+    assert_eq!(meta.replication_factor, 1);
+    assert!(meta.stored_replicas(1).is_empty());
+    assert_eq!(serde_json::to_vec(&meta).unwrap(), old.to_vec());
+
+    let mut replicated = meta.clone();
+    replicated.replication_factor = 3;
+    replicated.replicas = vec![vec![2, 3, 1], vec![3, 1, 2]];
+    let back: TopicMeta =
+        serde_json::from_slice(&serde_json::to_vec(&replicated).unwrap()).unwrap();
+    assert_eq!(back, replicated);
+    assert_eq!(back.stored_replicas(1), &[3, 1, 2]);
+    assert!(
+        back.stored_replicas(2).is_empty(),
+        "past the stored sets: none"
+    );
+}

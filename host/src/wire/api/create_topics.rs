@@ -236,3 +236,69 @@ fn respond(mut results: Vec<CreatableTopicResult>, version: i16) -> ResponseKind
     }
     ResponseKind::CreateTopics(CreateTopicsResponse::default().with_topics(results))
 }
+
+#[cfg(test)]
+mod tests {
+    use kafka_protocol::messages::BrokerId;
+    use kafka_protocol::messages::create_topics_request::CreatableReplicaAssignment;
+
+    use super::*;
+
+    fn topic(partitions: i32, rf: i16, assigned: &[(i32, &[i32])]) -> CreatableTopic {
+        CreatableTopic::default()
+            .with_num_partitions(partitions)
+            .with_replication_factor(rf)
+            .with_assignments(
+                assigned
+                    .iter()
+                    .map(|(p, brokers)| {
+                        CreatableReplicaAssignment::default()
+                            .with_partition_index(*p)
+                            .with_broker_ids(brokers.iter().copied().map(BrokerId).collect())
+                    })
+                    .collect(),
+            )
+    }
+
+    #[test]
+    fn assignments_are_taken_in_partition_order() {
+        assert_eq!(
+            replication(&topic(-1, -1, &[(1, &[2, 1]), (0, &[1, 2])])),
+            Ok(Replication::Assigned(vec![vec![1, 2], vec![2, 1]]))
+        );
+        assert_eq!(replication(&topic(3, 2, &[])), Ok(Replication::Factor(2)));
+    }
+
+    #[test]
+    fn an_assignment_with_a_count_or_factor_or_gaps_is_refused_with_kafkas_messages() {
+        assert_eq!(
+            replication(&topic(-1, 1, &[(0, &[1])])),
+            Err((
+                codes::INVALID_REQUEST,
+                "A manual partition assignment was specified, but replication factor was not set to -1.".into()
+            ))
+        );
+        assert_eq!(
+            replication(&topic(1, -1, &[(0, &[1])])),
+            Err((
+                codes::INVALID_REQUEST,
+                "A manual partition assignment was specified, but numPartitions was not set to -1."
+                    .into()
+            ))
+        );
+        assert_eq!(
+            replication(&topic(-1, -1, &[(0, &[1]), (0, &[2])])),
+            Err((
+                codes::INVALID_REPLICA_ASSIGNMENT,
+                "Found multiple manual partition assignments for partition 0".into()
+            ))
+        );
+        assert_eq!(
+            replication(&topic(-1, -1, &[(0, &[1]), (2, &[1])])),
+            Err((
+                codes::INVALID_REPLICA_ASSIGNMENT,
+                "partitions should be a consecutive 0-based integer sequence".into()
+            ))
+        );
+    }
+}
