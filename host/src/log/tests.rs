@@ -535,3 +535,14 @@ fn a_topic_record_of_an_earlier_build_reads_as_replication_factor_one_and_encode
         "past the stored sets: none"
     );
 }
+
+#[test]
+fn min_insync_replicas_reaches_the_log_config() {
+    let parsed = parse_configs(
+        &LogConfig::default(),
+        &[("min.insync.replicas".to_string(), "3".to_string())].into(),
+    )
+    .unwrap();
+    assert_eq!(parsed.min_insync_replicas, 3);
+    assert_eq!(LogConfig::default().min_insync_replicas, 1);
+}

@@ -47,7 +47,9 @@ pub fn handle(
                     "The topic authorization is failed.".into(),
                 );
             }
-            let assignments = t.assignments.as_ref().map(|all| {
+            // Some clients send an empty list when they assign nothing
+            // (Kafka would refuse it as too few assignments).
+            let assignments = t.assignments.as_ref().filter(|a| !a.is_empty()).map(|all| {
                 all.iter()
                     .map(|a| a.broker_ids.iter().map(|b| b.0).collect())
                     .collect()
