@@ -60,6 +60,7 @@ impl Broker {
             logs: &self.logs,
             cluster: &self.cluster,
             max_partitions: self.config.max_partitions,
+            default_replication_factor: self.config.default_replication_factor,
         }
     }
 }

@@ -22,6 +22,9 @@ pub struct BrokerConfig {
     pub auto_create_topics: bool,
     /// Partitions of an auto-created topic.
     pub default_partitions: i32,
+    /// Replication factor of a topic created without one (Kafka's
+    /// `default.replication.factor`; auto-created topics too).
+    pub default_replication_factor: i16,
     /// Largest request frame accepted; bigger ones close the connection.
     pub max_request_bytes: usize,
     /// Most concurrent connections.
@@ -116,6 +119,7 @@ impl BrokerConfig {
             cluster_id: "kaas-cluster".into(),
             auto_create_topics: true,
             default_partitions: 4,
+            default_replication_factor: 1,
             max_request_bytes: 100 << 20,
             max_connections: 1024,
             data_dir: data_dir.to_path_buf(),

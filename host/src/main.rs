@@ -150,6 +150,11 @@ struct BrokerArgs {
     /// Partitions of auto-created topics.
     #[arg(long, default_value_t = 4)]
     default_partitions: i32,
+    /// Replication factor of topics created without one (CreateTopics'
+    /// -1, auto-created topics): Kafka's default.replication.factor. At
+    /// most the number of live brokers.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(i16).range(1..))]
+    default_replication_factor: i16,
     /// Do not create unknown topics on Metadata requests.
     #[arg(long)]
     no_auto_create_topics: bool,

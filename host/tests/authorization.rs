@@ -74,8 +74,15 @@ async fn start(dir: &std::path::Path, acls: Vec<AclBinding>, names: &[&str]) -> 
     })
     .await;
     for n in names {
-        kaas::cluster::admin::create_topic(b.broker.topic_admin(), n, 2, Default::default(), false)
-            .expect("create");
+        kaas::cluster::admin::create_topic(
+            b.broker.topic_admin(),
+            n,
+            2,
+            &kaas::cluster::admin::Replication::Factor(-1),
+            Default::default(),
+            false,
+        )
+        .expect("create");
     }
     b
 }

@@ -223,31 +223,43 @@ async fn api_versions_advertises_create_partitions_v0_to_v3() {
 }
 
 #[tokio::test]
-async fn explicit_assignments_are_refused_and_an_empty_list_means_none() {
+async fn an_explicit_assignment_must_name_this_broker_and_an_empty_list_means_none() {
     let dir = tempfile::tempdir().expect("tmp");
     let b = InProcess::start(dir.path(), FsyncMode::Always).await;
     let mut c = Client::connect(&b.addr.to_string()).await;
     create(&mut c, "t", 1).await;
-    let ask = |assignments| {
+    let ask = |count, assignments| {
         CreatePartitionsRequest::default()
             .with_topics(vec![
                 CreatePartitionsTopic::default()
                     .with_name(name("t"))
-                    .with_count(2)
+                    .with_count(count)
                     .with_assignments(assignments),
             ])
             .with_timeout_ms(5000)
     };
-    let explicit = Some(vec![
-        create_partitions_request::CreatePartitionsAssignment::default()
-            .with_broker_ids(vec![BrokerId(1)]),
-    ]);
-    let resp = c.call(&ask(explicit), 3).await;
+    let on = |broker| {
+        Some(vec![
+            create_partitions_request::CreatePartitionsAssignment::default()
+                .with_broker_ids(vec![BrokerId(broker)]),
+        ])
+    };
+    let resp = c.call(&ask(2, on(7)), 3).await;
     assert_eq!(resp.results[0].error_code, 39, "INVALID_REPLICA_ASSIGNMENT");
+    assert_eq!(
+        resp.results[0].error_message.as_deref(),
+        Some(
+            "The manual partition assignment includes broker 7, but no such broker is registered."
+        )
+    );
     assert_eq!(partitions_of(&mut c, "t").await.1.len(), 1, "unchanged");
-    // Some clients send an empty list when they assign nothing.
-    let resp = c.call(&ask(Some(Vec::new())), 3).await;
+    // This broker (node 1) is the one replica there is.
+    let resp = c.call(&ask(2, on(1)), 3).await;
     assert_eq!(resp.results[0].error_code, NONE);
     assert_eq!(partitions_of(&mut c, "t").await.1.len(), 2);
+    // Some clients send an empty list when they assign nothing.
+    let resp = c.call(&ask(3, Some(Vec::new())), 3).await;
+    assert_eq!(resp.results[0].error_code, NONE);
+    assert_eq!(partitions_of(&mut c, "t").await.1.len(), 3);
     b.stop().await;
 }

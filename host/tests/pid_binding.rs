@@ -65,6 +65,7 @@ async fn start(dir: &std::path::Path, enabled: bool) -> InProcess {
             b.broker.topic_admin(),
             "t",
             2,
+            &kaas::cluster::admin::Replication::Factor(-1),
             Default::default(),
             false,
         )

@@ -70,7 +70,7 @@ async fn create_topics_validates_configs_as_kafka_37_does() {
     );
 
     // What kaas does not do yet is refused, said so, and never silently ignored.
-    let (code, msg) = create(&mut c, "t3", &[("min.insync.replicas", "2")]).await;
+    let (code, msg) = create(&mut c, "t3", &[("remote.storage.enable", "true")]).await;
     assert_eq!(code, INVALID_CONFIG);
     assert!(
         msg.as_deref().is_some_and(|m| m.contains("not supported")),

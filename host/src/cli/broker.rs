@@ -200,6 +200,7 @@ fn config_from_args(
     }
     config.auto_create_topics = !args.no_auto_create_topics;
     config.default_partitions = args.default_partitions;
+    config.default_replication_factor = args.default_replication_factor;
     config.max_request_bytes = args.max_request_bytes;
     config.max_connections = args.max_connections;
     config.log_overrides = args.overrides.iter().cloned().collect();

@@ -21,6 +21,60 @@ pub struct TopicAdmin<'a> {
     pub logs: &'a LogManager,
     pub cluster: &'a Cluster,
     pub max_partitions: usize,
+    /// The replication factor a creation's -1 stands for
+    /// (`--default-replication-factor`).
+    pub default_replication_factor: i16,
+}
+
+/// How a creation places its replicas.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Replication {
+    /// A replication factor (-1: the broker default), placed by kaas.
+    Factor(i16),
+    /// Each partition's replicas, in partition order, preferred leader
+    /// first (CreateTopics' `assignments`).
+    Assigned(Vec<Vec<i32>>),
+}
+
+fn refused((code, message): super::replicas::Refusal) -> CreateError {
+    if code == crate::codes::INVALID_REPLICATION_FACTOR {
+        CreateError::InvalidReplicationFactor(message)
+    } else {
+        CreateError::InvalidReplicaAssignment(message)
+    }
+}
+
+/// The replication factor and stored replica sets of a new topic of
+/// `partitions` partitions on the `live` brokers, or why it cannot have
+/// them. A replication factor of 1 without an assignment stores no sets:
+/// such partitions float ([`super::replicas`]).
+fn place(
+    admin: TopicAdmin<'_>,
+    name: &str,
+    first: i32,
+    partitions: i32,
+    replication: &Replication,
+    live: &[i32],
+) -> Result<(i16, Vec<Vec<i32>>), CreateError> {
+    use super::replicas;
+    match replication {
+        Replication::Assigned(all) => {
+            let rf = replicas::check_assignments(live, all).map_err(refused)?;
+            Ok((i16::try_from(rf).unwrap_or(i16::MAX), all.clone()))
+        }
+        Replication::Factor(asked) => {
+            let rf = replicas::check_factor(*asked, admin.default_replication_factor, live.len())
+                .map_err(refused)?;
+            let sets = if rf > 1 {
+                (first..first + partitions)
+                    .map(|p| replicas::chain(live, name, p, rf))
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            Ok((i16::try_from(rf).unwrap_or(i16::MAX), sets))
+        }
+    }
 }
 
 /// How long a creation waits for its partitions to have leaders before it
@@ -45,33 +99,45 @@ fn partitions_in(view: &super::etcd::View) -> usize {
         .sum()
 }
 
-/// Creates a topic (or checks that it could be, with `validate_only`).
+/// Creates a topic (or checks that it could be, with `validate_only`)
+/// with `partitions` partitions (with an assignment: one per entry) and
+/// the replicas `replication` asks for, on the live brokers.
 pub fn create_topic(
     admin: TopicAdmin<'_>,
     name: &str,
     partitions: i32,
+    replication: &Replication,
     overrides: BTreeMap<String, String>,
     validate_only: bool,
 ) -> Result<TopicMeta, CreateError> {
+    let partitions = match replication {
+        Replication::Assigned(all) => i32::try_from(all.len()).unwrap_or(i32::MAX),
+        Replication::Factor(_) => partitions,
+    };
+    let live = admin.cluster.live_ids();
     let Some(etcd) = admin.cluster.etcd() else {
+        // One broker: the only replica set there is, this broker's.
+        place(admin, name, 0, partitions, replication, &live)?;
         let t = admin
             .logs
             .create_topic(name, partitions, overrides, validate_only)?;
-        return Ok(TopicMeta {
-            name: t.name.clone(),
-            partitions: t.partition_count,
-            id: hex::encode(t.id),
-            configs: t.overrides.clone(),
-        });
+        return Ok(TopicMeta::new(
+            &t.name,
+            t.partition_count,
+            hex::encode(t.id),
+            t.overrides.clone(),
+        ));
     };
     let view = etcd.view();
     if view.topics.contains_key(name) {
         return Err(CreateError::Exists(name.into()));
     }
     let existing = partitions_in(&view);
-    let meta = admin
+    let mut meta = admin
         .logs
         .plan_topic(name, partitions, &overrides, existing)?;
+    (meta.replication_factor, meta.replicas) =
+        place(admin, name, 0, partitions, replication, &live)?;
     if validate_only {
         return Ok(meta);
     }
@@ -119,19 +185,26 @@ pub fn delete_topic(admin: TopicAdmin<'_>, name: &str) -> std::io::Result<bool> 
 /// Why partitions could not be added (a Kafka error code and a message).
 pub type Refusal = (i16, String);
 
-/// Grows a topic to `count` partitions.
+/// Grows a topic to `count` partitions; `assignments`, if given, are the
+/// new partitions' replicas (checked as a creation's, with the topic's
+/// replication factor).
 pub fn create_partitions(
     admin: TopicAdmin<'_>,
     name: &str,
     count: i32,
+    assignments: Option<Vec<Vec<i32>>>,
     validate_only: bool,
 ) -> Result<(), Refusal> {
     use crate::codes;
     let current = match admin.cluster.etcd() {
-        None => admin.logs.topic(name).map(|t| t.partition_count),
-        Some(etcd) => etcd.view().topics.get(name).map(|m| m.partitions),
+        None => admin.logs.topic(name).map(|t| (t.partition_count, 1)),
+        Some(etcd) => etcd
+            .view()
+            .topics
+            .get(name)
+            .map(|m| (m.partitions, m.replication_factor)),
     };
-    let Some(current) = current else {
+    let Some((current, rf)) = current else {
         return Err((
             codes::UNKNOWN_TOPIC_OR_PARTITION,
             format!("topic {name} does not exist"),
@@ -150,6 +223,22 @@ pub fn create_partitions(
         ));
     }
     let added = usize::try_from(count - current).unwrap_or(0);
+    let live = admin.cluster.live_ids();
+    if let Some(all) = &assignments {
+        if all.len() != added {
+            return Err((
+                codes::INVALID_REPLICA_ASSIGNMENT,
+                format!(
+                    "Attempted to add {added} additional partition(s), but only {} assignment(s) were specified.",
+                    all.len()
+                ),
+            ));
+        }
+        let rf = usize::try_from(rf).unwrap_or(1);
+        for replicas in all {
+            super::replicas::check_assignment(&live, replicas, Some(rf))?;
+        }
+    }
     let total = match admin.cluster.etcd() {
         None => admin.logs.partition_count(),
         Some(etcd) => partitions_in(&etcd.view()),
@@ -179,7 +268,27 @@ pub fn create_partitions(
                     format!("topic {name} is gone"),
                 ));
             };
-            let ok = block_on(etcd.set_partitions(&meta, count))
+            let mut grown = meta.clone();
+            grown.partitions = count;
+            let replication = match assignments {
+                Some(all) => Replication::Assigned(all),
+                None => Replication::Factor(meta.replication_factor),
+            };
+            let (_, added_sets) = place(admin, name, current, count - current, &replication, &live)
+                .map_err(|e| match e {
+                    CreateError::InvalidReplicationFactor(m) => {
+                        (codes::INVALID_REPLICATION_FACTOR, m)
+                    }
+                    other => (codes::INVALID_REPLICA_ASSIGNMENT, other.to_string()),
+                })?;
+            if !added_sets.is_empty() {
+                // Partitions before these keep theirs (or float: empty).
+                grown
+                    .replicas
+                    .resize(usize::try_from(current).unwrap_or(0), Vec::new());
+                grown.replicas.extend(added_sets);
+            }
+            let ok = block_on(etcd.replace_topic(&meta, &grown))
                 .map_err(|e| storage(e.to_string()))?
                 .map_err(|e| storage(e.to_string()))?;
             if !ok {

@@ -499,14 +499,6 @@ impl Etcd {
         Ok(bounded(self.client().txn(txn)).await?.succeeded())
     }
 
-    /// Raises a topic's partition count from `from` to `to`; false if the
-    /// record changed meanwhile or is gone.
-    pub async fn set_partitions(&self, meta: &TopicMeta, to: i32) -> Result<bool, EtcdError> {
-        let mut grown = meta.clone();
-        grown.partitions = to;
-        self.replace_topic(meta, &grown).await
-    }
-
     /// Replaces a topic's record `meta` by `new` (a partition count or a
     /// config change); false if the record changed meanwhile or is gone.
     pub async fn replace_topic(

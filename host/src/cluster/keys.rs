@@ -3,8 +3,8 @@
 //!
 //! - `brokers/<id>` → [`NodeInfo`], attached to the broker's lease: live
 //!   membership is exactly the keys present.
-//! - `topics/<name>` → [`TopicMeta`]: the topic's id, partition count and
-//!   configs (persistent).
+//! - `topics/<name>` → [`TopicMeta`]: the topic's id, partition count,
+//!   configs, replication factor and stored replica sets (persistent).
 //! - `leaders/<unit>` → [`LeaderRec`], attached to the leader's lease: it
 //!   disappears when that lease ends, and a new leader may take the unit
 //!   only while it is absent.

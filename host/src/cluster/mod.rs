@@ -10,8 +10,9 @@
 //!   alike ([`placement`]), and a control loop ([`reconcile`]) that opens
 //!   and closes what this broker leads through the [`reconcile::Host`] port.
 //!   The lease and the write gate are in [`lease`]; the etcd key layout in
-//!   [`keys`]. Producer-epoch bumps reach every broker through the fence
-//!   ring ([`fences`]: [`fence_log`], [`fence_watcher`] and the etcd push).
+//!   [`keys`]; replica sets and the ISR in [`replicas`]. Producer-epoch
+//!   bumps reach every broker through the fence ring ([`fences`]:
+//!   [`fence_log`], [`fence_watcher`] and the etcd push).
 
 pub mod admin;
 pub mod etcd;
@@ -23,6 +24,7 @@ pub mod lease;
 pub mod peer;
 pub mod placement;
 pub mod reconcile;
+pub mod replicas;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -119,5 +121,81 @@ impl Cluster {
     /// Topics as etcd has them (cluster mode).
     pub fn topics(&self) -> Option<BTreeMap<String, TopicMeta>> {
         Some(self.etcd()?.view().topics.clone())
+    }
+
+    /// Live broker ids, ascending (the brokers a replication factor or an
+    /// assignment may count on).
+    pub fn live_ids(&self) -> Vec<i32> {
+        self.brokers().iter().map(|b| b.id).collect()
+    }
+
+    /// Partition `p` of `meta`: its live leader (cluster mode; None while
+    /// it has none) and its replicas and ISR ([`replicas`]). Single-node
+    /// mode: this broker, alone.
+    pub fn replica_set(
+        &self,
+        meta: &TopicMeta,
+        p: i32,
+    ) -> (Option<LeaderRec>, replicas::ReplicaSet) {
+        let me = self.me().id;
+        let Some(etcd) = self.etcd() else {
+            let only = replicas::ReplicaSet {
+                replicas: vec![me],
+                isr: vec![me],
+                offline: Vec::new(),
+            };
+            return (None, only);
+        };
+        let v = etcd.view();
+        let live = if v.brokers.is_empty() {
+            vec![me]
+        } else {
+            v.live()
+        };
+        let leader = v
+            .leaders
+            .get(&Unit::Partition(meta.name.clone(), p))
+            .filter(|l| v.brokers.contains_key(&l.node))
+            .cloned();
+        let set = replicas::replica_set(
+            &live,
+            &meta.name,
+            p,
+            meta.stored_replicas(p),
+            usize::try_from(meta.replication_factor).unwrap_or(1),
+            leader.as_ref().map(|l| l.node),
+        );
+        (leader, set)
+    }
+
+    /// The replicas of partition `p` of `topic`, which this broker leads;
+    /// those in sync are, on a shared volume, the live ones of its set.
+    pub fn led_replicas(&self, topic: &str, p: i32) -> replicas::ReplicaSet {
+        let me = self.me().id;
+        let alone = || replicas::ReplicaSet {
+            replicas: vec![me],
+            isr: vec![me],
+            offline: Vec::new(),
+        };
+        let Some(etcd) = self.etcd() else {
+            return alone();
+        };
+        let v = etcd.view();
+        let Some(meta) = v.topics.get(topic) else {
+            return alone();
+        };
+        let live = if v.brokers.is_empty() {
+            vec![me]
+        } else {
+            v.live()
+        };
+        replicas::replica_set(
+            &live,
+            topic,
+            p,
+            meta.stored_replicas(p),
+            usize::try_from(meta.replication_factor).unwrap_or(1),
+            Some(me),
+        )
     }
 }

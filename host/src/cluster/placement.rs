@@ -10,6 +10,12 @@
 //! the second. When a broker leaves, its
 //! units are spread over the survivors; when it comes back, the same
 //! function gives it its share back.
+//!
+//! A partition with a stored replica set (a manual assignment, or a
+//! replication factor above 1: [`super::replicas`]) is led by the first
+//! live broker of its set, so the first of an assignment is the preferred
+//! leader; when none of its set is live, by the broker the hash picks (on
+//! a shared volume any broker can lead it).
 
 use super::keys::Unit;
 
@@ -28,6 +34,16 @@ pub fn leader_for(live: &[i32], unit: &Unit) -> Option<i32> {
         Unit::TxnShard(s) => (u64::from(*s) + 1) % n,
     };
     live.get(slot as usize).copied()
+}
+
+/// The broker that should lead `unit` given its stored replica set
+/// `stored` (empty: none, [`leader_for`] decides).
+pub fn preferred_leader(live: &[i32], unit: &Unit, stored: &[i32]) -> Option<i32> {
+    stored
+        .iter()
+        .copied()
+        .find(|b| live.contains(b))
+        .or_else(|| leader_for(live, unit))
 }
 
 /// FNV-1a, 64-bit: stable across builds and platforms (std's hasher is not).
@@ -73,5 +89,21 @@ mod tests {
         }
         assert_eq!(leader_for(&[], &part("t", 0)), None);
         assert_eq!(leader_for(&[7], &Unit::GroupShard(49)), Some(7));
+    }
+
+    #[test]
+    fn the_first_live_broker_of_a_stored_set_leads() {
+        let u = part("t", 0);
+        assert_eq!(preferred_leader(&[1, 2, 3], &u, &[3, 1]), Some(3));
+        assert_eq!(preferred_leader(&[1, 2], &u, &[3, 1]), Some(1));
+        assert_eq!(
+            preferred_leader(&[1, 2], &u, &[3]),
+            leader_for(&[1, 2], &u),
+            "no stored replica live: the hash decides"
+        );
+        assert_eq!(
+            preferred_leader(&[1, 2, 3], &u, &[]),
+            leader_for(&[1, 2, 3], &u)
+        );
     }
 }

@@ -236,7 +236,14 @@ async fn turn(
         if !etcd.lease.valid() {
             return;
         }
-        let desired = placement::leader_for(&live, u);
+        let stored = match u {
+            Unit::Partition(t, p) => view
+                .topics
+                .get(t)
+                .map_or(&[][..], |m| m.stored_replicas(*p)),
+            Unit::GroupShard(_) | Unit::TxnShard(_) => &[],
+        };
+        let desired = placement::preferred_leader(&live, u, stored);
         let holder = view.leaders.get(u);
         if let Some(h) = held.get(u) {
             if desired.is_some_and(|d| d != me.id) {

@@ -29,12 +29,12 @@ impl LogManager {
                 max: self.limits.max_partitions,
             });
         }
-        Ok(TopicMeta {
-            name: name.into(),
+        Ok(TopicMeta::new(
+            name,
             partitions,
-            id: hex::encode(new_topic_id(name)),
-            configs: overrides.clone(),
-        })
+            hex::encode(new_topic_id(name)),
+            overrides.clone(),
+        ))
     }
 
     /// Creates a topic (validate_only checks without creating). Refused
@@ -106,12 +106,7 @@ impl LogManager {
         drop(creating);
         let _reserved = Reserved(self, name);
         let ps = self.create_partitions(name, id, count, &config)?;
-        let meta = TopicMeta {
-            name: name.into(),
-            partitions,
-            id: hex::encode(id),
-            configs: overrides.clone(),
-        };
+        let meta = TopicMeta::new(name, partitions, hex::encode(id), overrides.clone());
         let meta_path = self.root.join("__topics").join(format!("{name}.json"));
         let written = serde_json::to_vec_pretty(&meta)
             .map_err(io::Error::other)
@@ -226,12 +221,7 @@ impl LogManager {
             }
             open.push(Some(Arc::new(part)));
         }
-        let meta = TopicMeta {
-            name: name.into(),
-            partitions: count,
-            id: hex::encode(t.id),
-            configs: t.overrides.clone(),
-        };
+        let meta = TopicMeta::new(name, count, hex::encode(t.id), t.overrides.clone());
         let bytes = serde_json::to_vec_pretty(&meta).map_err(io::Error::other)?;
         atomic_file::write_atomically(
             &self.root.join("__topics").join(format!("{name}.json")),

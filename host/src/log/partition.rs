@@ -103,6 +103,10 @@ pub struct LogConfig {
     /// in another codec re-encoded on append; None (`producer`): stored as
     /// the producer compressed it.
     pub compression: Option<i16>,
+    /// min.insync.replicas: an acks=all Produce needs this many replicas
+    /// in sync (the log stores it; the Produce handler applies it, as only
+    /// the cluster knows the ISR).
+    pub min_insync_replicas: i32,
 }
 
 impl LogConfig {
@@ -161,6 +165,7 @@ impl Default for LogConfig {
             timestamp_before_max_ms: i64::MAX,
             timestamp_after_max_ms: i64::MAX,
             compression: None,
+            min_insync_replicas: 1,
         }
     }
 }

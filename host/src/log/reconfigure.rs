@@ -32,12 +32,12 @@ impl LogManager {
         let config = self
             .check_configs(&overrides)
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-        let meta = TopicMeta {
-            name: name.into(),
-            partitions: t.partition_count,
-            id: hex::encode(t.id),
-            configs: overrides.clone(),
-        };
+        let meta = TopicMeta::new(
+            name,
+            t.partition_count,
+            hex::encode(t.id),
+            overrides.clone(),
+        );
         let bytes = serde_json::to_vec_pretty(&meta).map_err(io::Error::other)?;
         atomic_file::write_atomically(
             &self.root.join("__topics").join(format!("{name}.json")),

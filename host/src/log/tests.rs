@@ -55,12 +55,7 @@ fn clustered(dir: &Path, wal: &str) -> LogManager {
     )
     .expect("open");
     logs.use_wal_dir(wal).expect("wal");
-    let meta = TopicMeta {
-        name: "t".into(),
-        partitions: 2,
-        id: hex::encode([7u8; 16]),
-        configs: BTreeMap::new(),
-    };
+    let meta = TopicMeta::new("t", 2, hex::encode([7u8; 16]), BTreeMap::new());
     logs.sync_topics(&BTreeMap::from([("t".to_string(), meta)]));
     for p in 0..2 {
         logs.take_over("t", p, 0, &[], Arc::new(|| true))
@@ -138,12 +133,7 @@ fn a_taker_replays_what_another_lease_wrote_and_continues_the_log() {
     )
     .expect("open");
     b.use_wal_dir("2-b").expect("wal");
-    let meta = TopicMeta {
-        name: "t".into(),
-        partitions: 2,
-        id: hex::encode([7u8; 16]),
-        configs: BTreeMap::new(),
-    };
+    let meta = TopicMeta::new("t", 2, hex::encode([7u8; 16]), BTreeMap::new());
     b.sync_topics(&BTreeMap::from([("t".to_string(), meta)]));
     let pb = b
         .take_over("t", 0, 1, &["1-a".to_string()], Arc::new(|| true))
@@ -597,4 +587,38 @@ fn a_dynamic_default_that_is_not_dynamic_or_not_valid_is_refused_and_changes_not
         logs.defaults().retention_ms,
         LogConfig::default().retention_ms
     );
+}
+
+#[test]
+fn a_topic_record_of_an_earlier_build_reads_as_replication_factor_one_and_encodes_back_unchanged() {
+    // The etcd compare-and-swap compares encoded records: one written
+    // before the replica fields must encode back byte for byte.
+    let old = br#"{"name":"t","partitions":2,"id":"0707","configs":{"retention.ms":"1"}}"#;
+    let meta: TopicMeta = serde_json::from_slice(old).unwrap();
+    assert_eq!(meta.replication_factor, 1);
+    assert!(meta.stored_replicas(1).is_empty());
+    assert_eq!(serde_json::to_vec(&meta).unwrap(), old.to_vec());
+
+    let mut replicated = meta.clone();
+    replicated.replication_factor = 3;
+    replicated.replicas = vec![vec![2, 3, 1], vec![3, 1, 2]];
+    let back: TopicMeta =
+        serde_json::from_slice(&serde_json::to_vec(&replicated).unwrap()).unwrap();
+    assert_eq!(back, replicated);
+    assert_eq!(back.stored_replicas(1), &[3, 1, 2]);
+    assert!(
+        back.stored_replicas(2).is_empty(),
+        "past the stored sets: none"
+    );
+}
+
+#[test]
+fn min_insync_replicas_reaches_the_log_config() {
+    let parsed = parse_configs(
+        &LogConfig::default(),
+        &[("min.insync.replicas".to_string(), "3".to_string())].into(),
+    )
+    .unwrap();
+    assert_eq!(parsed.min_insync_replicas, 3);
+    assert_eq!(LogConfig::default().min_insync_replicas, 1);
 }

@@ -92,6 +92,46 @@ pub struct TopicMeta {
     pub partitions: i32,
     pub id: String,
     pub configs: BTreeMap<String, String>,
+    /// The replication factor (absent in records of earlier builds, and
+    /// left out when 1, so such records read back byte for byte).
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub replication_factor: i16,
+    /// Each partition's stored replica set, preferred leader first (cluster
+    /// mode: a manual assignment, or the placement chain of a replication
+    /// factor above 1); an empty or missing entry: the partition floats
+    /// (see `cluster::replicas`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replicas: Vec<Vec<i32>>,
+}
+
+fn one() -> i16 {
+    1
+}
+
+fn is_one(n: &i16) -> bool {
+    *n == 1
+}
+
+impl TopicMeta {
+    /// A record with replication factor 1 and no stored replica sets.
+    pub fn new(name: &str, partitions: i32, id: String, configs: BTreeMap<String, String>) -> Self {
+        TopicMeta {
+            name: name.into(),
+            partitions,
+            id,
+            configs,
+            replication_factor: 1,
+            replicas: Vec::new(),
+        }
+    }
+
+    /// Partition `p`'s stored replica set (empty: it floats).
+    pub fn stored_replicas(&self, p: i32) -> &[i32] {
+        usize::try_from(p)
+            .ok()
+            .and_then(|i| self.replicas.get(i))
+            .map_or(&[], Vec::as_slice)
+    }
 }
 
 /// Why a topic could not be created.
@@ -105,6 +145,12 @@ pub enum CreateError {
     InvalidPartitions(i32),
     #[error("invalid config: {0}")]
     InvalidConfig(String),
+    /// INVALID_REPLICATION_FACTOR, with Kafka's message.
+    #[error("{0}")]
+    InvalidReplicationFactor(String),
+    /// INVALID_REPLICA_ASSIGNMENT, with Kafka's message.
+    #[error("{0}")]
+    InvalidReplicaAssignment(String),
     #[error("storage: {0}")]
     Io(#[from] io::Error),
     #[error(
@@ -224,6 +270,10 @@ pub fn parse_configs(
             "message.timestamp.before.max.ms" => c.timestamp_before_max_ms = num(v)?,
             "message.timestamp.after.max.ms" => c.timestamp_after_max_ms = num(v)?,
             "message.timestamp.difference.max.ms" => difference = Some(num(v)?),
+            "min.insync.replicas" => {
+                c.min_insync_replicas =
+                    i32::try_from(num(v)?).map_err(|_| format!("{k}={v} is out of range"))?
+            }
             // Validated above: a no-op here, or only its default.
             _ => {}
         }

@@ -222,7 +222,7 @@ pub const TOPIC_CONFIGS: &[Def] = &[
         Kind::Int,
         "1",
         Check::AtLeast(1),
-        Support::DefaultOnly("topics have one replica"),
+        Support::Enforced,
     ),
     def(
         "compression.type",
@@ -512,11 +512,17 @@ mod tests {
     }
 
     #[test]
+    fn min_insync_replicas_is_accepted_from_one_up() {
+        assert_eq!(
+            validate("min.insync.replicas", "0").unwrap_err(),
+            "Invalid value 0 for configuration min.insync.replicas: Value must be at least 1"
+        );
+        assert!(validate("min.insync.replicas", "3").is_ok());
+    }
+
+    #[test]
     fn what_kaas_does_not_do_yet_is_refused_not_ignored() {
-        for (name, value) in [
-            ("min.insync.replicas", "2"),
-            ("remote.storage.enable", "true"),
-        ] {
+        for (name, value) in [("remote.storage.enable", "true")] {
             let e = validate(name, value).unwrap_err();
             assert!(
                 e.contains("not supported by this broker"),
@@ -540,6 +546,7 @@ mod tests {
             ("flush.messages", "1"),
             ("delete.retention.ms", "100"),
             ("unclean.leader.election.enable", "true"),
+            ("min.insync.replicas", "3"),
         ] {
             assert!(validate(name, value).is_ok(), "{name}={value}");
         }

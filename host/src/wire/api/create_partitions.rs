@@ -1,6 +1,7 @@
 //! CreatePartitions (key 37): grows topics, from any broker (cluster mode
 //! agrees the new count in etcd; see `cluster::admin`). Explicit
-//! assignments are refused: kaas places partitions itself.
+//! assignments are checked as a creation's (live brokers, none twice, the
+//! topic's replication factor) and stored as the new partitions' replicas.
 
 use std::sync::Arc;
 
@@ -46,16 +47,18 @@ pub fn handle(
                     "The topic authorization is failed.".into(),
                 );
             }
-            if t.assignments.as_ref().is_some_and(|a| !a.is_empty()) {
-                return fail(
-                    codes::INVALID_REPLICA_ASSIGNMENT,
-                    "kaas places partitions itself: explicit assignments are not supported".into(),
-                );
-            }
+            // Some clients send an empty list when they assign nothing
+            // (Kafka would refuse it as too few assignments).
+            let assignments = t.assignments.as_ref().filter(|a| !a.is_empty()).map(|all| {
+                all.iter()
+                    .map(|a| a.broker_ids.iter().map(|b| b.0).collect())
+                    .collect()
+            });
             match crate::cluster::admin::create_partitions(
                 broker.topic_admin(),
                 &name,
                 t.count,
+                assignments,
                 req.validate_only,
             ) {
                 Ok(()) => r,

@@ -1,5 +1,8 @@
-//! CreateTopics (key 19): replication factor must be 1 or -1 (one broker);
-//! topic configs checked as Kafka 3.7 checks them (`log::topic_config`); validate_only supported.
+//! CreateTopics (key 19): a replication factor up to the live brokers
+//! (-1: `--default-replication-factor`), or a manual assignment naming
+//! live brokers (`cluster::replicas` has the checks and Kafka's messages);
+//! topic configs checked as Kafka 3.7 checks them (`log::topic_config`);
+//! validate_only supported.
 //!
 //! Bounds: a request asking for more than
 //! `max_partitions_per_request` partitions in all is refused whole, every
@@ -11,6 +14,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::create_topics_response::{
     CreatableTopicConfigs, CreatableTopicResult,
 };
@@ -18,6 +22,7 @@ use kafka_protocol::messages::{ApiKey, CreateTopicsRequest, CreateTopicsResponse
 
 use super::sb;
 use crate::broker::Broker;
+use crate::cluster::admin::Replication;
 use crate::codes;
 use crate::log::CreateError;
 use crate::security::Operation;
@@ -37,7 +42,7 @@ pub fn handle(
         .iter()
         .map(|t| all || checks.topic(Operation::Create, &t.name.0))
         .collect();
-    let unauthorized = |t: &kafka_protocol::messages::create_topics_request::CreatableTopic| {
+    let unauthorized = |t: &CreatableTopic| {
         CreatableTopicResult::default()
             .with_name(t.name.clone())
             .with_error_code(codes::TOPIC_AUTHORIZATION_FAILED)
@@ -81,18 +86,10 @@ pub fn handle(
                     .with_error_code(code)
                     .with_error_message(Some(sb(&msg)))
             };
-            if !t.assignments.is_empty() {
-                return fail(
-                    codes::INVALID_REQUEST,
-                    "manual replica assignment is not supported".into(),
-                );
-            }
-            if t.replication_factor != -1 && t.replication_factor != 1 {
-                return fail(
-                    codes::INVALID_REPLICATION_FACTOR,
-                    format!("replication factor {} > 1 broker", t.replication_factor),
-                );
-            }
+            let replication = match replication(&t) {
+                Ok(r) => r,
+                Err((code, msg)) => return fail(code, msg),
+            };
             let partitions = if t.num_partitions == -1 {
                 broker.config.default_partitions
             } else {
@@ -108,6 +105,7 @@ pub fn handle(
                 broker.topic_admin(),
                 &name,
                 partitions,
+                &replication,
                 overrides,
                 req.validate_only,
             ) {
@@ -129,8 +127,8 @@ pub fn handle(
                         .collect();
                     result
                         .with_topic_id(uuid::Uuid::from_bytes(crate::log::parse_id(&topic.id)))
-                        .with_num_partitions(partitions)
-                        .with_replication_factor(1)
+                        .with_num_partitions(topic.partitions)
+                        .with_replication_factor(topic.replication_factor)
                         .with_configs(Some(configs))
                 }
                 Err(CreateError::Exists(n)) => fail(
@@ -146,6 +144,12 @@ pub fn handle(
                     format!("invalid partition count {n}"),
                 ),
                 Err(CreateError::InvalidConfig(m)) => fail(codes::INVALID_CONFIG, m),
+                Err(CreateError::InvalidReplicationFactor(m)) => {
+                    fail(codes::INVALID_REPLICATION_FACTOR, m)
+                }
+                Err(CreateError::InvalidReplicaAssignment(m)) => {
+                    fail(codes::INVALID_REPLICA_ASSIGNMENT, m)
+                }
                 Err(CreateError::Io(e)) => fail(codes::KAFKA_STORAGE_ERROR, e.to_string()),
                 Err(e @ (CreateError::PartitionLimit { .. } | CreateError::FdBudget(_))) => {
                     fail(codes::POLICY_VIOLATION, e.to_string())
@@ -154,6 +158,49 @@ pub fn handle(
         })
         .collect();
     respond(results, version)
+}
+
+/// What a topic of the request asks of its replicas: a factor, or its
+/// assignments in partition order, refused as Kafka's controller refuses
+/// them (the brokers named are checked against the live ones later).
+fn replication(t: &CreatableTopic) -> Result<Replication, (i16, String)> {
+    if t.assignments.is_empty() {
+        return Ok(Replication::Factor(t.replication_factor));
+    }
+    if t.replication_factor != -1 {
+        return Err((
+            codes::INVALID_REQUEST,
+            "A manual partition assignment was specified, but replication factor was not set to -1."
+                .into(),
+        ));
+    }
+    if t.num_partitions != -1 {
+        return Err((
+            codes::INVALID_REQUEST,
+            "A manual partition assignment was specified, but numPartitions was not set to -1."
+                .into(),
+        ));
+    }
+    let mut by_index: BTreeMap<i32, Vec<i32>> = BTreeMap::new();
+    for a in &t.assignments {
+        let brokers = a.broker_ids.iter().map(|b| b.0).collect();
+        if by_index.insert(a.partition_index, brokers).is_some() {
+            return Err((
+                codes::INVALID_REPLICA_ASSIGNMENT,
+                format!(
+                    "Found multiple manual partition assignments for partition {}",
+                    a.partition_index
+                ),
+            ));
+        }
+    }
+    if !by_index.keys().copied().eq(0..by_index.len() as i32) {
+        return Err((
+            codes::INVALID_REPLICA_ASSIGNMENT,
+            "partitions should be a consecutive 0-based integer sequence".into(),
+        ));
+    }
+    Ok(Replication::Assigned(by_index.into_values().collect()))
 }
 
 /// Partitions the request asks for, summed over its topics (a topic's
@@ -188,4 +235,70 @@ fn respond(mut results: Vec<CreatableTopicResult>, version: i16) -> ResponseKind
         }
     }
     ResponseKind::CreateTopics(CreateTopicsResponse::default().with_topics(results))
+}
+
+#[cfg(test)]
+mod tests {
+    use kafka_protocol::messages::BrokerId;
+    use kafka_protocol::messages::create_topics_request::CreatableReplicaAssignment;
+
+    use super::*;
+
+    fn topic(partitions: i32, rf: i16, assigned: &[(i32, &[i32])]) -> CreatableTopic {
+        CreatableTopic::default()
+            .with_num_partitions(partitions)
+            .with_replication_factor(rf)
+            .with_assignments(
+                assigned
+                    .iter()
+                    .map(|(p, brokers)| {
+                        CreatableReplicaAssignment::default()
+                            .with_partition_index(*p)
+                            .with_broker_ids(brokers.iter().copied().map(BrokerId).collect())
+                    })
+                    .collect(),
+            )
+    }
+
+    #[test]
+    fn assignments_are_taken_in_partition_order() {
+        assert_eq!(
+            replication(&topic(-1, -1, &[(1, &[2, 1]), (0, &[1, 2])])),
+            Ok(Replication::Assigned(vec![vec![1, 2], vec![2, 1]]))
+        );
+        assert_eq!(replication(&topic(3, 2, &[])), Ok(Replication::Factor(2)));
+    }
+
+    #[test]
+    fn an_assignment_with_a_count_or_factor_or_gaps_is_refused_with_kafkas_messages() {
+        assert_eq!(
+            replication(&topic(-1, 1, &[(0, &[1])])),
+            Err((
+                codes::INVALID_REQUEST,
+                "A manual partition assignment was specified, but replication factor was not set to -1.".into()
+            ))
+        );
+        assert_eq!(
+            replication(&topic(1, -1, &[(0, &[1])])),
+            Err((
+                codes::INVALID_REQUEST,
+                "A manual partition assignment was specified, but numPartitions was not set to -1."
+                    .into()
+            ))
+        );
+        assert_eq!(
+            replication(&topic(-1, -1, &[(0, &[1]), (0, &[2])])),
+            Err((
+                codes::INVALID_REPLICA_ASSIGNMENT,
+                "Found multiple manual partition assignments for partition 0".into()
+            ))
+        );
+        assert_eq!(
+            replication(&topic(-1, -1, &[(0, &[1]), (2, &[1])])),
+            Err((
+                codes::INVALID_REPLICA_ASSIGNMENT,
+                "partitions should be a consecutive 0-based integer sequence".into()
+            ))
+        );
+    }
 }

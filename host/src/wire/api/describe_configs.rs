@@ -131,6 +131,8 @@ fn broker_configs(broker: &Broker) -> Vec<Described> {
     out.extend([
         flag("auto.create.topics.enable", c.auto_create_topics.to_string(), TYPE_BOOLEAN,
             "Whether a Metadata request creates the unknown topics it names (--no-auto-create-topics)."),
+        flag("default.replication.factor", c.default_replication_factor.to_string(), TYPE_INT,
+            "Replication factor of a topic created without one (--default-replication-factor)."),
         flag("num.partitions", c.default_partitions.to_string(), TYPE_INT,
             "Partitions of a topic created without a count (--default-partitions)."),
         flag("socket.request.max.bytes", c.max_request_bytes.to_string(), TYPE_INT,

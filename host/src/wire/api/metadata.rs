@@ -48,11 +48,13 @@ pub fn may_create(broker: &Broker, req: &MetadataRequest, version: i16) -> bool 
 fn known(broker: &Broker, name: &str) -> Option<TopicMeta> {
     match broker.cluster.topics() {
         Some(all) => all.get(name).cloned(),
-        None => broker.logs.topic(name).map(|t| TopicMeta {
-            name: t.name.clone(),
-            partitions: t.partition_count,
-            id: String::new(),
-            configs: Default::default(),
+        None => broker.logs.topic(name).map(|t| {
+            TopicMeta::new(
+                &t.name,
+                t.partition_count,
+                String::new(),
+                Default::default(),
+            )
         }),
     }
 }
@@ -172,6 +174,7 @@ impl AutoCreate {
             broker.topic_admin(),
             name,
             broker.config.default_partitions,
+            &crate::cluster::admin::Replication::Factor(-1),
             Default::default(),
             false,
         ) {
@@ -239,15 +242,19 @@ fn unknown(name: &str, code: i16) -> MetadataResponseTopic {
 /// Cluster mode: a topic as etcd has it, each partition with its live
 /// leader and epoch (LEADER_NOT_AVAILABLE while it has none).
 fn describe_meta(broker: &Broker, m: &TopicMeta) -> MetadataResponseTopic {
+    let ids = |v: Vec<i32>| v.into_iter().map(BrokerId).collect::<Vec<_>>();
     let partitions = (0..m.partitions)
         .map(|p| {
-            let r = MetadataResponsePartition::default().with_partition_index(p);
-            match broker.cluster.partition_leader(&m.name, p) {
+            let (leader, set) = broker.cluster.replica_set(m, p);
+            let r = MetadataResponsePartition::default()
+                .with_partition_index(p)
+                .with_replica_nodes(ids(set.replicas))
+                .with_isr_nodes(ids(set.isr))
+                .with_offline_replicas(ids(set.offline));
+            match leader {
                 Some(l) => r
                     .with_leader_id(BrokerId(l.node))
-                    .with_leader_epoch(l.epoch)
-                    .with_replica_nodes(vec![BrokerId(l.node)])
-                    .with_isr_nodes(vec![BrokerId(l.node)]),
+                    .with_leader_epoch(l.epoch),
                 None => r
                     .with_error_code(codes::LEADER_NOT_AVAILABLE)
                     .with_leader_id(BrokerId(-1))
@@ -298,6 +305,9 @@ fn fit_to_version(resp: &mut MetadataResponse, version: i16) {
         for p in &mut t.partitions {
             if version < 7 {
                 p.leader_epoch = -1;
+            }
+            if version < 5 {
+                p.offline_replicas = Vec::new();
             }
         }
     }

@@ -28,6 +28,7 @@ pub mod list_groups;
 pub mod list_offsets;
 pub mod list_transactions;
 pub mod metadata;
+pub mod min_isr;
 pub mod offset_commit;
 pub mod offset_delete;
 pub mod offset_fetch;

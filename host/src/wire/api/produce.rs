@@ -359,6 +359,12 @@ fn append_all(
             } else if let Some(part) = &part {
                 match p.records {
                     None => Err(codes::INVALID_RECORD),
+                    Some(_)
+                        if let Some(m) = too_few_in_sync(broker, acks, part, &name, p.index) =>
+                    {
+                        detail = Some((m, Vec::new()));
+                        Err(codes::NOT_ENOUGH_REPLICAS)
+                    }
                     Some(bytes) => {
                         broker
                             .metrics
@@ -399,6 +405,24 @@ fn append_all(
         topics.push((t.name, outs));
     }
     topics
+}
+
+/// Why an acks=all append to `part` must not be written (min.insync.replicas
+/// against the ISR the cluster seam reports), or None. The default of 1 is
+/// met by the leader alone, so only a higher value asks the cluster.
+fn too_few_in_sync(
+    broker: &Broker,
+    acks: i16,
+    part: &Partition,
+    topic: &str,
+    p: i32,
+) -> Option<String> {
+    let min = part.config().min_insync_replicas;
+    if acks != -1 || min <= 1 {
+        return None;
+    }
+    let set = broker.cluster.led_replicas(topic, p);
+    super::min_isr::refusal(acks, min, set.replicas.len(), &set.isr, topic, p)
 }
 
 /// A batch under a producer id this broker never handed out (its state
