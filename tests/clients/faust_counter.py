@@ -1,0 +1,85 @@
+"""A faust-streaming app that counts records per key, run as its own process
+by test_faust_app.py (`python faust_counter.py worker`) so the test can
+SIGKILL it.
+
+It reads FAUST_IN (keys and values are raw bytes: the value is the input's
+sequence number), adds one to the key's count in the Table `counts`, and
+sends `SEQ:COUNT` to FAUST_OUT under the same key (see `follow` for why it
+also consumes FAUST_OUT). With
+processing_guarantee="exactly_once" faust consumes with read_committed and
+writes the table's changelog, the output and the consumed offsets in one
+transaction per source partition (transactional id APP-GROUP-PARTITION), so
+a SIGKILLed worker's open transactions are aborted when its successor's
+producers fence them, and the successor starts from the committed offsets
+with the table rebuilt from the committed changelog.
+
+The table lives in faust's in-memory store (store="memory://"): a restarted
+worker keeps no local state and recovers every count from the changelog
+topic, APP-counts-changelog, which faust creates itself with
+cleanup.policy=compact.
+
+Configuration comes from the environment: FAUST_BROKER (host:port),
+FAUST_APP (the app id, also the consumer group), FAUST_IN, FAUST_OUT,
+FAUST_PARTITIONS (of the input, output and changelog topics) and
+FAUST_DATADIR.
+"""
+
+import os
+
+import faust
+
+env = os.environ
+PARTITIONS = int(env["FAUST_PARTITIONS"])
+
+app = faust.App(
+    env["FAUST_APP"],
+    broker=f"kafka://{env['FAUST_BROKER']}",
+    store="memory://",
+    processing_guarantee="exactly_once",
+    datadir=env["FAUST_DATADIR"],
+    topic_partitions=PARTITIONS,
+    topic_replication_factor=1,
+    web_enabled=False,
+    consumer_auto_offset_reset="earliest",
+    # Short timeouts, so a SIGKILLed member leaves the group quickly, and a
+    # commit (one transaction per partition) twice a second.
+    broker_session_timeout=4.0,
+    broker_heartbeat_interval=1.0,
+    broker_commit_interval=0.5,
+)
+
+source = app.topic(env["FAUST_IN"], key_serializer="raw", value_serializer="raw",
+                   partitions=PARTITIONS)
+output = app.topic(env["FAUST_OUT"], key_serializer="raw", value_serializer="raw",
+                   partitions=PARTITIONS)
+# Small changelog segments, cleaned as soon as a little is dirty: the broker
+# compacts the changelog while the app writes it and recovers from it.
+counts = app.Table("counts", default=int, partitions=PARTITIONS, key_type=bytes,
+                   value_type=int,
+                   extra_topic_configs={"segment.bytes": 4096,
+                                        "min.cleanable.dirty.ratio": 0.01})
+
+
+@app.agent(source)
+async def count(stream):
+    async for key, value in stream.items():
+        counts[key] += 1
+        await output.send(key=key, value=b"%s:%d" % (value, counts[key]))
+
+
+# faust 0.15 picks a send's transaction (APP-GROUP-PARTITION) from its
+# consumer's metadata, which holds only topics the app consumes; a send to
+# any other topic goes out through its plain producer, outside every
+# transaction (faust-streaming issue 177), and a restarted worker would
+# repeat it. Consuming the output too (and doing nothing with it) puts the
+# output in that metadata, co-partitioned with the input, so an output
+# record joins the transaction of its input's partition: the input's
+# murmur2 partition is the output's, as both are keyed alike.
+@app.agent(output)
+async def follow(stream):
+    async for _ in stream:
+        pass
+
+
+if __name__ == "__main__":
+    app.main()
