@@ -4,7 +4,8 @@ compacted topic and processing_guarantee="exactly_once", counts N keyed
 records while the test SIGKILLs it twice. Each kill is followed by a
 restart; the second restart also gets an empty data directory, and the
 table lives in faust's memory store, so every restart rebuilds the counts
-from the changelog alone.
+from the changelog alone. At the first kill the broker is SIGKILLed and
+restarted as well, with the dead worker's transactions open.
 
 A kill comes once the committed output has reached a fraction of N (a
 read_committed consumer watches it) and the output also holds records of a
@@ -210,6 +211,11 @@ def test_faust_table_counts_every_input_once_despite_kills(kaas_groups, tmp_path
                     and uncommitted_output(dst, watch, peek, peeked)):
                 worker.kill()
                 kills += 1
+                if kills == 1:
+                    # The broker too, while the dead worker's transactions
+                    # are open: it must recover them from its own files.
+                    kaas_groups.kill()
+                    kaas_groups.start()
                 if kills == len(KILL_AT):
                     shutil.rmtree(worker.datadir, ignore_errors=True)
                 worker.start()
