@@ -24,7 +24,7 @@ use kaas::log::batch::{self, data_batch};
 
 const NONE: i16 = 0;
 const FENCED_LEADER_EPOCH: i16 = 74;
-const UNKNOWN_LEADER_EPOCH: i16 = 76;
+const UNKNOWN_LEADER_EPOCH: i16 = 75; // Kafka's code (76 is UNSUPPORTED_COMPRESSION_TYPE)
 
 async fn produce_n(c: &mut Client, n: usize, ts0: i64) {
     for i in 0..n {
