@@ -13,13 +13,12 @@ use std::ops::ControlFlow;
 use thiserror::Error;
 
 mod build;
-mod recompress;
+pub mod recompress;
 pub mod records;
 mod snappy;
 mod walk;
 
 pub use build::{compress, data_batch, encode_records, framed_batch, kv_batch};
-pub use recompress::{codec_of, compression_type_name, recompress};
 pub use walk::{MAX_SCAN_BYTES, RecordMeta, first_record_at_or_after, offload, walk_records};
 
 /// Size of the fixed batch header.

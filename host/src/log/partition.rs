@@ -644,7 +644,8 @@ impl Partition {
         // compression.type other than `producer`: a batch in another codec
         // is re-encoded (Kafka's LogValidator); otherwise stored as sent.
         if let Some(codec) = config.compression
-            && let Some(rebuilt) = batch::recompress(&bytes, &h, codec, config.max_message_bytes)?
+            && let Some(rebuilt) =
+                batch::recompress::recompress(&bytes, &h, codec, config.max_message_bytes)?
         {
             bytes = rebuilt;
             h.size = bytes.len();

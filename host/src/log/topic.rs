@@ -266,7 +266,7 @@ pub fn parse_configs(
                     .map_err(|_| format!("{k}={v} is not a number"))?
             }
             "message.timestamp.type" => c.log_append_time = v == "LogAppendTime",
-            "compression.type" => c.compression = super::batch::codec_of(v),
+            "compression.type" => c.compression = super::batch::recompress::codec_of(v),
             "message.timestamp.before.max.ms" => c.timestamp_before_max_ms = num(v)?,
             "message.timestamp.after.max.ms" => c.timestamp_after_max_ms = num(v)?,
             "message.timestamp.difference.max.ms" => difference = Some(num(v)?),
