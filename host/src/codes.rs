@@ -27,6 +27,7 @@ pub const FENCED_LEADER_EPOCH: i16 = 74;
 pub const UNKNOWN_LEADER_EPOCH: i16 = 75;
 /// A Fetch below v10 of a partition whose topic stores zstd batches.
 pub const UNSUPPORTED_COMPRESSION_TYPE: i16 = 76;
+pub const MISMATCHED_ENDPOINT_TYPE: i16 = 114;
 pub const INVALID_RECORD: i16 = 87;
 pub const UNKNOWN_TOPIC_ID: i16 = 100;
 
@@ -98,6 +99,10 @@ mod tests {
             (
                 super::UNSUPPORTED_COMPRESSION_TYPE,
                 ResponseError::UnsupportedCompressionType,
+            ),
+            (
+                super::MISMATCHED_ENDPOINT_TYPE,
+                ResponseError::MismatchedEndpointType,
             ),
         ] {
             assert_eq!(ResponseError::try_from_code(code), Some(kafka));

@@ -692,3 +692,88 @@ async fn admin_apis_need_their_acls() {
     );
     b.stop().await;
 }
+
+/// KIP-430's bit field of `ops`.
+fn bits(ops: &[Operation]) -> i32 {
+    ops.iter().fold(0, |b, op| b | (1 << op.code()))
+}
+
+#[tokio::test]
+async fn authorized_operations_are_what_the_acls_allow_where_asked() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let b = start(
+        dir.path(),
+        vec![
+            topic("t", Operation::Read),
+            allow(ResourceType::Group, "g", Operation::Read),
+        ],
+        &["t"],
+    )
+    .await;
+    let mut c = connect(&b).await;
+    // Metadata v10: per topic and, without DESCRIBE on the cluster, 0.
+    let req = metadata_of(Some(&["t"]), false)
+        .with_include_topic_authorized_operations(true)
+        .with_include_cluster_authorized_operations(true);
+    let r = c.call(&req, 10).await;
+    assert_eq!(
+        r.topics[0].topic_authorized_operations,
+        bits(&[Operation::Read, Operation::Describe]),
+        "READ implies DESCRIBE"
+    );
+    assert_eq!(r.cluster_authorized_operations, 0);
+    let r = c.call(&metadata_of(Some(&["t"]), false), 10).await;
+    assert_eq!(
+        r.topics[0].topic_authorized_operations,
+        i32::MIN,
+        "not asked"
+    );
+    // DescribeCluster: every live broker, and 0 without DESCRIBE on the cluster.
+    let req = DescribeClusterRequest::default().with_include_cluster_authorized_operations(true);
+    let r = c.call(&req, 1).await;
+    assert_eq!(r.error_code, 0);
+    assert_eq!(r.endpoint_type, 1);
+    assert_eq!(r.brokers.len(), 1);
+    assert_eq!(r.brokers[0].port, i32::from(b.addr.port()));
+    assert_eq!(r.cluster_authorized_operations, 0);
+    let r = c.call(&req.clone().with_endpoint_type(2), 1).await;
+    assert_eq!(
+        r.error_code, 114,
+        "MISMATCHED_ENDPOINT_TYPE: no controller endpoints"
+    );
+    // DescribeGroups v3+: the group's operations as the ACLs allow them.
+    let req = DescribeGroupsRequest::default()
+        .with_groups(vec![GroupId(s("g"))])
+        .with_include_authorized_operations(true);
+    let r = c.call(&req, 5).await;
+    assert_eq!(
+        r.groups[0].authorized_operations,
+        bits(&[Operation::Read, Operation::Describe])
+    );
+    b.stop().await;
+
+    // With DESCRIBE and ALTER_CONFIGS on the cluster: those and DESCRIBE_CONFIGS
+    // (which ALTER_CONFIGS implies, as on Kafka), nothing more.
+    let dir = tempfile::tempdir().expect("tmp");
+    let b = start(
+        dir.path(),
+        vec![
+            cluster(Operation::Describe),
+            cluster(Operation::AlterConfigs),
+        ],
+        &[],
+    )
+    .await;
+    let mut c = connect(&b).await;
+    let req = DescribeClusterRequest::default().with_include_cluster_authorized_operations(true);
+    let r = c.call(&req, 0).await;
+    assert_eq!(
+        r.cluster_authorized_operations,
+        bits(&[
+            Operation::Describe,
+            Operation::AlterConfigs,
+            Operation::DescribeConfigs
+        ])
+    );
+    b.stop().await;
+}

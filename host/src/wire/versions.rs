@@ -24,6 +24,7 @@ pub const VERSIONS: &[(ApiKey, i16, i16)] = &[
     // version, which kaas's own coordinators send).
     (ApiKey::WriteTxnMarkers, 1, 1),
     (ApiKey::DescribeConfigs, 1, 4),
+    (ApiKey::DescribeCluster, 0, 1),
     (ApiKey::AlterConfigs, 0, 2),
     (ApiKey::IncrementalAlterConfigs, 0, 1),
     (ApiKey::DescribeProducers, 0, 0),

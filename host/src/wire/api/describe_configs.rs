@@ -46,7 +46,9 @@ struct Described {
 fn applied(c: &LogConfig, name: &str) -> Option<String> {
     Some(match name {
         "cleanup.policy" => c.cleanup_policy(),
-        "compression.type" => crate::log::batch::compression_type_name(c.compression).to_string(),
+        "compression.type" => {
+            crate::log::batch::recompress::compression_type_name(c.compression).to_string()
+        }
         "max.message.bytes" => c.max_message_bytes.to_string(),
         "retention.bytes" => c.retention_bytes.to_string(),
         "retention.ms" => c.retention_ms.to_string(),

@@ -14,10 +14,6 @@ use super::sb;
 use crate::broker::Broker;
 use crate::security::Operation;
 
-/// The authorized-operations bit field of a group without ACLs: READ (3),
-/// DELETE (6) and DESCRIBE (8).
-const GROUP_OPERATIONS: i32 = (1 << 3) | (1 << 6) | (1 << 8);
-
 pub fn handle(
     broker: &Arc<Broker>,
     session: &Arc<crate::security::Session>,
@@ -25,17 +21,21 @@ pub fn handle(
     version: i16,
 ) -> ResponseKind {
     let mut checks = super::Checks::new(broker, session, ApiKey::DescribeGroups);
-    let operations = if version >= 3 && req.include_authorized_operations {
-        GROUP_OPERATIONS
-    } else {
-        i32::MIN
+    // KIP-430: what the caller may do with each group (READ, DELETE and
+    // DESCRIBE as the ACLs allow), when asked.
+    let operations = |checks: &super::Checks<'_>, group: &str| {
+        if version >= 3 && req.include_authorized_operations {
+            checks.operations(crate::security::ResourceType::Group, group)
+        } else {
+            i32::MIN
+        }
     };
     let groups = req
         .groups
         .into_iter()
         .map(|id| {
             let base = DescribedGroup::default()
-                .with_authorized_operations(operations)
+                .with_authorized_operations(operations(&checks, &id.0))
                 .with_group_id(id.clone());
             if !checks.group(Operation::Describe, &id.0) {
                 return base.with_error_code(crate::codes::GROUP_AUTHORIZATION_FAILED);

@@ -12,6 +12,9 @@
 //! partition limit or open-file budget) is answered UNKNOWN_TOPIC_OR_PARTITION,
 //! and the request tries no further creations.
 //!
+//! KIP-430's authorized operations (v8+) are filled in when the request
+//! asks for them.
+//!
 //! Authorization: a request for all topics lists only those the
 //! session may DESCRIBE (silently); a named topic without DESCRIBE is
 //! answered TOPIC_AUTHORIZATION_FAILED whether or not it exists; creating
@@ -67,7 +70,10 @@ pub fn handle(
 ) -> ResponseKind {
     let node = BrokerId(broker.config.node_id);
     let mut checks = super::Checks::new(broker, session, ApiKey::Metadata);
-    let topics: Vec<MetadataResponseTopic> = match req.topics {
+    let topic_operations = version >= 8 && req.include_topic_authorized_operations;
+    let cluster_operations =
+        (8..=10).contains(&version) && req.include_cluster_authorized_operations;
+    let mut topics: Vec<MetadataResponseTopic> = match req.topics {
         None => match broker.cluster.topics() {
             Some(all) => all
                 .values()
@@ -139,11 +145,29 @@ pub fn handle(
                 .with_port(port)
         })
         .collect();
+    // KIP-430: what the caller may do with each topic it may describe, and
+    // with the cluster (0 when it may not describe the cluster), when asked.
+    if topic_operations {
+        for t in &mut topics {
+            if t.error_code == codes::NONE
+                && let Some(name) = &t.name
+            {
+                t.topic_authorized_operations = checks.operations(ResourceType::Topic, name);
+            }
+        }
+    }
     let mut resp = MetadataResponse::default()
         .with_brokers(brokers)
         .with_cluster_id(Some(sb(&broker.config.cluster_id)))
         .with_controller_id(BrokerId(broker.cluster.controller_id()))
         .with_topics(topics);
+    if cluster_operations {
+        resp.cluster_authorized_operations = if checks.cluster(Operation::Describe) {
+            checks.operations(ResourceType::Cluster, crate::security::acl::CLUSTER_NAME)
+        } else {
+            0
+        };
+    }
     fit_to_version(&mut resp, version);
     ResponseKind::Metadata(resp)
 }

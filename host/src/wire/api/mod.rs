@@ -12,6 +12,7 @@ pub mod delete_groups;
 pub mod delete_records;
 pub mod delete_topics;
 pub mod describe_acls;
+pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
 pub mod describe_producers;
@@ -118,6 +119,12 @@ impl<'a> Checks<'a> {
     /// `op` on a transactional id, decisive.
     pub(crate) fn txn(&mut self, op: Operation, name: &str) -> bool {
         self.allows(op, ResourceType::TransactionalId, name)
+    }
+
+    /// KIP-430's authorized operations of a resource: the bits of every
+    /// operation the caller may perform on it (probes, not audited).
+    pub(crate) fn operations(&self, rt: ResourceType, name: &str) -> i32 {
+        self.authz.authorized_operations(self.session, rt, name)
     }
 
     /// Whether checks are enforced at all.
