@@ -777,3 +777,72 @@ async fn authorized_operations_are_what_the_acls_allow_where_asked() {
     );
     b.stop().await;
 }
+
+#[tokio::test]
+async fn describe_log_dirs_reports_partition_sizes_to_a_caller_that_may_describe_the_cluster() {
+    use kafka_protocol::messages::describe_log_dirs_request::DescribableLogDirTopic;
+    let dir = tempfile::tempdir().expect("tmp");
+    let b = start(
+        dir.path(),
+        vec![topic("t", Operation::Write), cluster(Operation::Describe)],
+        &["t", "u"],
+    )
+    .await;
+    let mut c = connect(&b).await;
+    for _ in 0..3 {
+        assert_eq!(produce(&mut c, "t", 1, plain_batch()).await.0, 0);
+    }
+    let on_disk = b.broker.logs.partition("t", 1).expect("p").size_bytes() as i64;
+    assert!(on_disk > 0);
+    // Every partition (a null list), v4: sizes and the volume's bytes.
+    let all = DescribeLogDirsRequest::default().with_topics(None);
+    let r = c.call(&all, 4).await;
+    assert_eq!(r.error_code, 0);
+    assert_eq!(r.results.len(), 1);
+    let d = &r.results[0];
+    assert_eq!(d.error_code, 0);
+    assert!(d.total_bytes > 0 && d.usable_bytes > 0 && d.usable_bytes <= d.total_bytes);
+    let sizes: Vec<(String, i32, i64, i64)> = d
+        .topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions.iter().map(|p| {
+                (
+                    t.name.0.to_string(),
+                    p.partition_index,
+                    p.partition_size,
+                    p.offset_lag,
+                )
+            })
+        })
+        .collect();
+    assert_eq!(sizes.len(), 4, "{sizes:?}");
+    assert!(sizes.contains(&("t".into(), 1, on_disk, 0)), "{sizes:?}");
+    // Named partitions: just those that exist here.
+    let req = DescribeLogDirsRequest::default().with_topics(Some(vec![
+        DescribableLogDirTopic::default()
+            .with_topic(name("t"))
+            .with_partitions(vec![1, 7]),
+        DescribableLogDirTopic::default()
+            .with_topic(name("nope"))
+            .with_partitions(vec![0]),
+    ]));
+    let r = c.call(&req, 1).await;
+    let d = &r.results[0];
+    assert_eq!(d.topics.len(), 1);
+    assert_eq!(d.topics[0].partitions.len(), 1);
+    assert_eq!(d.topics[0].partitions[0].partition_size, on_disk);
+    b.stop().await;
+
+    // Without DESCRIBE on the cluster: nothing, and the error where v3+ carries one.
+    let dir = tempfile::tempdir().expect("tmp");
+    let b = start(dir.path(), vec![], &["t"]).await;
+    let mut c = connect(&b).await;
+    let all = DescribeLogDirsRequest::default().with_topics(None);
+    let r = c.call(&all, 3).await;
+    assert_eq!(r.error_code, CLUSTER_AUTHORIZATION_FAILED);
+    assert!(r.results.is_empty());
+    let r = c.call(&all, 1).await;
+    assert!(r.results.is_empty());
+    b.stop().await;
+}

@@ -238,6 +238,9 @@ pub async fn dispatch(
         Some(RequestKind::LeaveGroup(r)) => {
             Handled::Now(api::leave_group::handle(broker, session, r, v))
         }
+        Some(RequestKind::DescribeLogDirs(r)) => {
+            Handled::Now(api::describe_log_dirs::handle(broker, session, r, v))
+        }
         Some(RequestKind::DescribeCluster(r)) => {
             Handled::Now(api::describe_cluster::handle(broker, session, r, v))
         }

@@ -25,6 +25,8 @@ pub const VERSIONS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::WriteTxnMarkers, 1, 1),
     (ApiKey::DescribeConfigs, 1, 4),
     (ApiKey::DescribeCluster, 0, 1),
+    // Kafka 3.7 speaks 0-4; kafka-protocol decodes 1-4.
+    (ApiKey::DescribeLogDirs, 1, 4),
     (ApiKey::AlterConfigs, 0, 2),
     (ApiKey::IncrementalAlterConfigs, 0, 1),
     (ApiKey::DescribeProducers, 0, 0),

@@ -15,6 +15,7 @@ pub mod describe_acls;
 pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
+pub mod describe_log_dirs;
 pub mod describe_producers;
 pub mod describe_transactions;
 pub mod end_txn;
