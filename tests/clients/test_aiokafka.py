@@ -327,3 +327,131 @@ def test_read_committed_sees_committed_transactions_only_read_uncommitted_sees_a
             0: committed[0][:-1] + aborted[0] + ["committed-last"],
             1: committed[1] + aborted[1]}
     run(body())
+
+
+# -- 5. a transactional copier, SIGKILLed mid-transaction --------------------
+
+COPY_N = 600
+COPY_BATCH = 25
+COPY_PAUSE_S = 0.3
+# The copier run i is SIGKILLed at its first "open" line after this many
+# commits of its own; the last run copies the rest and is then stopped.
+KILL_AFTER_COMMITS = (4, 6)
+
+
+class CopierRun:
+    """One aiokafka_copier.py process; its output lines are kept for a report."""
+
+    def __init__(self, bootstrap, src, dst, group, txn_id, log: list):
+        self.args = [sys.executable, str(HERE / "aiokafka_copier.py"), bootstrap, src, dst, group,
+                     txn_id, str(COPY_BATCH), str(COPY_PAUSE_S)]
+        self.log = log
+        self.proc = None
+
+    async def start(self):
+        self.log.append(f"--- copier run {sum(1 for l in self.log if l.startswith('---')) + 1}")
+        self.proc = await asyncio.create_subprocess_exec(
+            *self.args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT)
+
+    async def line(self) -> str:
+        raw = await self.proc.stdout.readline()
+        if not raw:
+            code = await self.proc.wait()
+            raise AssertionError(f"copier exited with {code}:\n" + "\n".join(self.log))
+        self.log.append(raw.decode(errors="replace").rstrip())
+        return self.log[-1]
+
+    async def kill(self):
+        if self.proc is not None and self.proc.returncode is None:
+            self.proc.kill()
+            await self.proc.wait()
+
+
+def test_transactional_copier_killed_mid_transaction_copies_every_record_exactly_once(
+        gbroker, topic_name):
+    src, dst, group = topic_name("in"), topic_name("out"), topic_name("group")
+    txn_id = topic_name("copier")
+    log: list[str] = []
+
+    async def group_offsets(admin):
+        offsets = await admin.list_consumer_group_offsets(group)
+        return sum(max(o.offset, 0) for tp, o in offsets.items() if tp.topic == src)
+
+    async def body():
+        await create_topic(gbroker, src)
+        await create_topic(gbroker, dst)
+        seeder = await started(AIOKafkaProducer(bootstrap_servers=gbroker, enable_idempotence=True,
+                                                acks="all", linger_ms=5))
+        try:
+            sent = [await seeder.send(src, key=f"k{i}".encode(), value=f"v{i}".encode(),
+                                      partition=i % PARTITIONS) for i in range(COPY_N)]
+            await asyncio.gather(*sent)
+        finally:
+            await seeder.stop()
+
+        admin = await new_admin(gbroker)
+        copier = None
+        aborted = []  # how many copies each killed run left in its open transaction
+        try:
+            for commits_before_kill in KILL_AFTER_COMMITS:
+                copier = CopierRun(gbroker, src, dst, group, txn_id, log)
+                await copier.start()
+                commits, committed_total = 0, 0
+                async with asyncio.timeout(CONSUME_TIMEOUT):
+                    while True:
+                        line = await copier.line()
+                        if " committed " in line:
+                            commits += 1
+                            committed_total = int(line.rsplit(" ", 1)[1])
+                        elif " open " in line and commits >= commits_before_kill:
+                            break
+                # Its copies are in `out`, its offsets not yet sent: kill it there.
+                await copier.kill()
+                aborted.append(int(line.rsplit(" ", 1)[1]) - committed_total)
+                before = await group_offsets(admin)
+                assert 0 < before < COPY_N, (before, "\n".join(log))
+
+            copier = CopierRun(gbroker, src, dst, group, txn_id, log)
+            await copier.start()
+
+            async def all_copied():
+                if copier.proc.returncode is not None:
+                    raise AssertionError("copier exited:\n" + "\n".join(log))
+                return await group_offsets(admin) == COPY_N
+            # Keep draining its output so it never blocks on a full pipe.
+            reader = asyncio.ensure_future(drain_lines(copier))
+            try:
+                await until(all_copied, f"the group's offsets to reach {COPY_N}",
+                            timeout=CONSUME_TIMEOUT, interval=0.2)
+            finally:
+                await copier.kill()
+                reader.cancel()
+        finally:
+            if copier is not None:
+                await copier.kill()
+            await admin.close()
+
+        inputs = {p: [f"copy:v{i}" for i in range(p, COPY_N, PARTITIONS)]
+                  for p in range(PARTITIONS)}
+        rc = await read_all(gbroker, dst, PARTITIONS, "read_committed")
+        got = {p: [r.value.decode() for r in rs] for p, rs in rc.items()}
+        counts = collections.Counter(v for vs in got.values() for v in vs)
+        duplicated = {v: n for v, n in counts.items() if n > 1}
+        missing = {v for vs in inputs.values() for v in vs} - counts.keys()
+        assert not duplicated and not missing, (
+            f"{len(duplicated)} duplicated (e.g. {list(duplicated.items())[:5]}), "
+            f"{len(missing)} missing\n" + "\n".join(log))
+        assert got == inputs  # each partition copied in order, nothing else
+        # Each kill caught an open transaction: exactly its copies are in the log too (aborted).
+        ru = await read_all(gbroker, dst, PARTITIONS, "read_uncommitted")
+        assert len(aborted) == 2 and all(aborted), aborted
+        assert sum(len(rs) for rs in ru.values()) == COPY_N + sum(aborted), (
+            aborted, "\n".join(log))
+    run(body())
+
+
+async def drain_lines(copier: CopierRun) -> None:
+    """Keeps reading the copier's output (into its log) until it ends."""
+    while raw := await copier.proc.stdout.readline():
+        copier.log.append(raw.decode(errors="replace").rstrip())
