@@ -137,65 +137,62 @@ impl Cluster {
         meta: &TopicMeta,
         p: i32,
     ) -> (Option<LeaderRec>, replicas::ReplicaSet) {
-        let me = self.me().id;
         let Some(etcd) = self.etcd() else {
-            let only = replicas::ReplicaSet {
-                replicas: vec![me],
-                isr: vec![me],
-                offline: Vec::new(),
-            };
-            return (None, only);
+            return (None, self.alone());
         };
         let v = etcd.view();
-        let live = if v.brokers.is_empty() {
-            vec![me]
-        } else {
-            v.live()
-        };
         let leader = v
             .leaders
             .get(&Unit::Partition(meta.name.clone(), p))
             .filter(|l| v.brokers.contains_key(&l.node))
             .cloned();
-        let set = replicas::replica_set(
-            &live,
-            &meta.name,
-            p,
-            meta.stored_replicas(p),
-            usize::try_from(meta.replication_factor).unwrap_or(1),
-            leader.as_ref().map(|l| l.node),
-        );
+        let set = self.set_in(&v, meta, p, leader.as_ref().map(|l| l.node));
         (leader, set)
     }
 
     /// The replicas of partition `p` of `topic`, which this broker leads;
     /// those in sync are, on a shared volume, the live ones of its set.
     pub fn led_replicas(&self, topic: &str, p: i32) -> replicas::ReplicaSet {
+        let Some(etcd) = self.etcd() else {
+            return self.alone();
+        };
+        let v = etcd.view();
+        match v.topics.get(topic) {
+            Some(meta) => self.set_in(&v, meta, p, Some(self.me().id)),
+            None => self.alone(),
+        }
+    }
+
+    /// This broker as the only replica, in sync.
+    fn alone(&self) -> replicas::ReplicaSet {
         let me = self.me().id;
-        let alone = || replicas::ReplicaSet {
+        replicas::ReplicaSet {
             replicas: vec![me],
             isr: vec![me],
             offline: Vec::new(),
-        };
-        let Some(etcd) = self.etcd() else {
-            return alone();
-        };
-        let v = etcd.view();
-        let Some(meta) = v.topics.get(topic) else {
-            return alone();
-        };
+        }
+    }
+
+    /// Partition `p` of `meta` in view `v`, led by `leader`.
+    fn set_in(
+        &self,
+        v: &etcd::View,
+        meta: &TopicMeta,
+        p: i32,
+        leader: Option<i32>,
+    ) -> replicas::ReplicaSet {
         let live = if v.brokers.is_empty() {
-            vec![me]
+            vec![self.me().id]
         } else {
             v.live()
         };
         replicas::replica_set(
             &live,
-            topic,
+            &meta.name,
             p,
             meta.stored_replicas(p),
             usize::try_from(meta.replication_factor).unwrap_or(1),
-            Some(me),
+            leader,
         )
     }
 }

@@ -574,10 +574,20 @@ mod tests {
                 .collect(),
             })
             .collect();
+        encode_with(&records, compression)
+    }
+
+    /// `records` as one batch compressed with `compression` (the clients'
+    /// encoder, kafka-protocol's).
+    pub(in crate::log::batch) fn encode_with(
+        records: &[kafka_protocol::records::Record],
+        compression: kafka_protocol::records::Compression,
+    ) -> Vec<u8> {
+        use kafka_protocol::records::*;
         let mut buf = bytes::BytesMut::new();
         RecordBatchEncoder::encode(
             &mut buf,
-            &records,
+            records,
             &RecordEncodeOptions {
                 version: 2,
                 compression,

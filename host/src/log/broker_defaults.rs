@@ -29,31 +29,29 @@ const fn s(name: &'static str) -> Synonym {
     Synonym { name, scale: 1 }
 }
 
-const HOURS: i64 = 3_600_000;
-const MINUTES: i64 = 60_000;
+/// A broker name whose value is in hours.
+const fn hours(name: &'static str) -> Synonym {
+    Synonym {
+        name,
+        scale: 3_600_000,
+    }
+}
+
+/// A broker name whose value is in minutes.
+const fn minutes(name: &'static str) -> Synonym {
+    Synonym {
+        name,
+        scale: 60_000,
+    }
+}
 
 /// Every topic config with broker-level names, highest priority first.
 const SYNONYMS: &[(&str, &[Synonym])] = &[
     ("segment.bytes", &[s("log.segment.bytes")]),
-    (
-        "segment.ms",
-        &[
-            s("log.roll.ms"),
-            Synonym {
-                name: "log.roll.hours",
-                scale: HOURS,
-            },
-        ],
-    ),
+    ("segment.ms", &[s("log.roll.ms"), hours("log.roll.hours")]),
     (
         "segment.jitter.ms",
-        &[
-            s("log.roll.jitter.ms"),
-            Synonym {
-                name: "log.roll.jitter.hours",
-                scale: HOURS,
-            },
-        ],
+        &[s("log.roll.jitter.ms"), hours("log.roll.jitter.hours")],
     ),
     ("segment.index.bytes", &[s("log.index.size.max.bytes")]),
     ("flush.messages", &[s("log.flush.interval.messages")]),
@@ -69,14 +67,8 @@ const SYNONYMS: &[(&str, &[Synonym])] = &[
         "retention.ms",
         &[
             s("log.retention.ms"),
-            Synonym {
-                name: "log.retention.minutes",
-                scale: MINUTES,
-            },
-            Synonym {
-                name: "log.retention.hours",
-                scale: HOURS,
-            },
+            minutes("log.retention.minutes"),
+            hours("log.retention.hours"),
         ],
     ),
     ("max.message.bytes", &[s("message.max.bytes")]),

@@ -34,20 +34,14 @@ fn layered(base: &LogConfig, layer: &Layer) -> Result<LogConfig, String> {
 /// `layer` without the entries that no longer validate (a layer stored by
 /// an earlier build), each logged.
 fn valid_part(base: &LogConfig, layer: &Layer) -> Layer {
-    if layered(base, layer).is_ok() {
-        return layer.clone();
-    }
-    let mut kept = Layer::new();
-    for (k, v) in layer {
-        let mut with = kept.clone();
-        with.insert(k.clone(), v.clone());
-        match layered(base, &with) {
-            Ok(_) => kept = with,
-            Err(error) => tracing::warn!(config = %k, value = %v, %error,
-                "a dynamic broker default is no longer valid; it is ignored"),
-        }
-    }
-    kept
+    super::topic::valid_entries(
+        layer,
+        |l| layered(base, l),
+        |k, v, error| {
+            tracing::warn!(config = %k, value = %v, %error,
+                "a dynamic broker default is no longer valid; it is ignored");
+        },
+    )
 }
 
 impl Defaults {

@@ -204,21 +204,37 @@ pub fn parse_stored_configs(
     defaults: &LogConfig,
     stored: &BTreeMap<String, String>,
 ) -> LogConfig {
-    if let Ok(c) = parse_configs(defaults, stored) {
-        return c;
+    let kept = valid_entries(
+        stored,
+        |m| parse_configs(defaults, m),
+        |k, v, error| {
+            tracing::warn!(topic, config = %k, value = %v, %error, "a stored topic config is no longer valid; the default applies");
+        },
+    );
+    parse_configs(defaults, &kept).unwrap_or_else(|_| defaults.clone())
+}
+
+/// The entries of `stored` that `check` accepts: all of them when it
+/// accepts the whole map, else those it accepts added one at a time, each
+/// refused one handed to `refused` (name, value, why).
+pub(super) fn valid_entries(
+    stored: &BTreeMap<String, String>,
+    check: impl Fn(&BTreeMap<String, String>) -> Result<LogConfig, String>,
+    refused: impl Fn(&str, &str, &str),
+) -> BTreeMap<String, String> {
+    if check(stored).is_ok() {
+        return stored.clone();
     }
     let mut kept = BTreeMap::new();
     for (k, v) in stored {
         let mut with = kept.clone();
         with.insert(k.clone(), v.clone());
-        match parse_configs(defaults, &with) {
+        match check(&with) {
             Ok(_) => kept = with,
-            Err(error) => {
-                tracing::warn!(topic, config = %k, value = %v, %error, "a stored topic config is no longer valid; the default applies");
-            }
+            Err(error) => refused(k, v, &error),
         }
     }
-    parse_configs(defaults, &kept).unwrap_or_else(|_| defaults.clone())
+    kept
 }
 
 /// The log config of a topic with `overrides` over `defaults`: every

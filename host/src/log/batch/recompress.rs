@@ -267,17 +267,7 @@ mod tests {
             3 => Compression::Lz4,
             _ => Compression::Zstd,
         };
-        let mut buf = bytes::BytesMut::new();
-        RecordBatchEncoder::encode(
-            &mut buf,
-            &records,
-            &RecordEncodeOptions {
-                version: 2,
-                compression,
-            },
-        )
-        .expect("encodes");
-        buf.to_vec()
+        crate::log::batch::tests::encode_with(&records, compression)
     }
 
     /// What a consumer sees of a batch: header fields and every record.

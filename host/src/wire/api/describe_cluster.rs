@@ -17,7 +17,6 @@ use kafka_protocol::messages::{
 use super::sb;
 use crate::broker::Broker;
 use crate::codes;
-use crate::security::{Operation, ResourceType};
 
 /// DescribeCluster's endpoint type of brokers (v1+).
 const BROKERS: i8 = 1;
@@ -51,20 +50,13 @@ pub fn handle(
     }
     if req.include_cluster_authorized_operations {
         let mut checks = super::Checks::new(broker, session, ApiKey::DescribeCluster);
-        resp.cluster_authorized_operations = if checks.cluster(Operation::Describe) {
-            checks.operations(ResourceType::Cluster, crate::security::acl::CLUSTER_NAME)
-        } else {
-            0
-        };
+        resp.cluster_authorized_operations = checks.cluster_operations();
     }
-    resp.brokers = broker
-        .cluster
-        .brokers()
-        .iter()
-        .map(|b| {
-            let (host, port) = b.endpoint(&session.listener);
+    resp.brokers = super::advertised_brokers(broker, session)
+        .into_iter()
+        .map(|(id, host, port)| {
             DescribeClusterBroker::default()
-                .with_broker_id(BrokerId(b.id))
+                .with_broker_id(BrokerId(id))
                 .with_host(sb(&host))
                 .with_port(port)
         })

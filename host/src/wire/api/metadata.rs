@@ -132,15 +132,11 @@ pub fn handle(
             described
         }
     };
-    let brokers = broker
-        .cluster
-        .brokers()
-        .iter()
-        .map(|b| {
-            // The address of the listener this request came in on.
-            let (host, port) = b.endpoint(&session.listener);
+    let brokers = super::advertised_brokers(broker, session)
+        .into_iter()
+        .map(|(id, host, port)| {
             MetadataResponseBroker::default()
-                .with_node_id(BrokerId(b.id))
+                .with_node_id(BrokerId(id))
                 .with_host(sb(&host))
                 .with_port(port)
         })
@@ -162,11 +158,7 @@ pub fn handle(
         .with_controller_id(BrokerId(broker.cluster.controller_id()))
         .with_topics(topics);
     if cluster_operations {
-        resp.cluster_authorized_operations = if checks.cluster(Operation::Describe) {
-            checks.operations(ResourceType::Cluster, crate::security::acl::CLUSTER_NAME)
-        } else {
-            0
-        };
+        resp.cluster_authorized_operations = checks.cluster_operations();
     }
     fit_to_version(&mut resp, version);
     ResponseKind::Metadata(resp)

@@ -128,10 +128,38 @@ impl<'a> Checks<'a> {
         self.authz.authorized_operations(self.session, rt, name)
     }
 
+    /// KIP-430's operations on the cluster: those the caller may perform
+    /// if it may DESCRIBE the cluster (decisive), else 0, as Kafka 3.7
+    /// computes them.
+    pub(crate) fn cluster_operations(&mut self) -> i32 {
+        if self.cluster(Operation::Describe) {
+            self.operations(ResourceType::Cluster, crate::security::acl::CLUSTER_NAME)
+        } else {
+            0
+        }
+    }
+
     /// Whether checks are enforced at all.
     pub(crate) fn authz_enabled(&self) -> bool {
         self.authz.is_enabled()
     }
+}
+
+/// Every live broker as (id, host, port), at the address of the listener
+/// `session` came in on (Metadata and DescribeCluster list them alike).
+pub(crate) fn advertised_brokers(
+    broker: &crate::broker::Broker,
+    session: &crate::security::Session,
+) -> Vec<(i32, String, i32)> {
+    broker
+        .cluster
+        .brokers()
+        .iter()
+        .map(|b| {
+            let (host, port) = b.endpoint(&session.listener);
+            (b.id, host, port)
+        })
+        .collect()
 }
 
 /// Whether `producer_id` may be used by `session`: true
