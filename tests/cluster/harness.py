@@ -75,6 +75,25 @@ def wait_for(condition, timeout: float, what: str, interval: float = 0.05):
         time.sleep(interval)
 
 
+def create_topics(admin, new_topics: list, timeout: float = 30.0) -> None:
+    """confluent-kafka's CreateTopics of `new_topics`, each asked again when
+    librdkafka failed it in flight on a bootstrap connection it swapped for
+    the broker's own (_DESTROY_BROKER); asked again, a topic may exist."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    for t in new_topics:
+        for attempt in range(3):
+            try:
+                admin.create_topics([t], operation_timeout=timeout)[t.topic].result(timeout)
+                break
+            except KafkaException as e:
+                code = e.args[0].code()
+                if attempt > 0 and code == KafkaError.TOPIC_ALREADY_EXISTS:
+                    break
+                if code != KafkaError._DESTROY_BROKER or attempt == 2:
+                    raise
+
+
 class HarnessError(Exception):
     pass
 
@@ -549,25 +568,9 @@ class Cluster:
         partition has a live leader that every live broker agrees on."""
         from confluent_kafka.admin import AdminClient, NewTopic
 
-        from confluent_kafka import KafkaError, KafkaException
-
         live = ",".join(self.addr(n) for n in sorted(self.live_ids()))
-        admin = AdminClient({"bootstrap.servers": live})
-        for attempt in range(3):
-            futures = admin.create_topics([NewTopic(topic, partitions, 1)],
-                                          operation_timeout=timeout)
-            try:
-                futures[topic].result(timeout=timeout)
-                break
-            except KafkaException as e:
-                code = e.args[0].code()
-                # librdkafka fails a request in flight on the bootstrap
-                # connection when it swaps that for the broker's own
-                # (_DESTROY_BROKER); asked again, the topic may exist.
-                if attempt > 0 and code == KafkaError.TOPIC_ALREADY_EXISTS:
-                    break
-                if code != KafkaError._DESTROY_BROKER or attempt == 2:
-                    raise
+        create_topics(AdminClient({"bootstrap.servers": live}),
+                      [NewTopic(topic, partitions, 1)], timeout)
         self.wait_ready(topic, partitions, timeout)
 
     def logs(self, max_chars: int = 12000) -> str:

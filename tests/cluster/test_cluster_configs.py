@@ -13,7 +13,7 @@ from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, 
                                    NewTopic, ResourceType)
 
 import kwire
-from harness import wait_for
+from harness import create_topics, wait_for
 
 
 def _earliest(bootstrap: str, topic: str) -> int:
@@ -47,8 +47,7 @@ def test_a_config_change_is_agreed_and_applied_by_whoever_leads(cluster_factory,
     c = cluster_factory(extra_args=("--retention-check-ms", "200"))
     topic = topic_name()
     admin = AdminClient({"bootstrap.servers": c.bootstrap})
-    for f in admin.create_topics([NewTopic(topic, 1, 1, config={"segment.bytes": "1024"})]).values():
-        f.result(30)
+    create_topics(admin, [NewTopic(topic, 1, 1, config={"segment.bytes": "1024"})])
     c.wait_ready(topic, 1)
     leader = c.leader_of(topic, 0)
     other = min(set(c.brokers) - {leader})
@@ -83,10 +82,9 @@ def test_a_dynamic_broker_default_is_agreed_and_applied_by_every_broker(cluster_
     c = cluster_factory(extra_args=("--retention-check-ms", "200"))
     plain, own = topic_name("plain"), topic_name("own")
     admin = AdminClient({"bootstrap.servers": c.bootstrap})
-    for f in admin.create_topics([
-            NewTopic(plain, 1, 1, config={"segment.bytes": "1024"}),
-            NewTopic(own, 1, 1, config={"segment.bytes": "1024", "retention.ms": "-1"})]).values():
-        f.result(30)
+    create_topics(admin, [
+        NewTopic(plain, 1, 1, config={"segment.bytes": "1024"}),
+        NewTopic(own, 1, 1, config={"segment.bytes": "1024", "retention.ms": "-1"})])
     c.wait_ready(plain, 1)
     c.wait_ready(own, 1)
     _write_old(c.bootstrap, plain, 30)

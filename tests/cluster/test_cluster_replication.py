@@ -12,14 +12,13 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicCollection
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from harness import wait_for
+from harness import create_topics, wait_for
 
 BOUND_S = 30.0
 
 
 def _create(admin, topic):
-    (f,) = admin.create_topics([topic]).values()
-    f.result(30)
+    create_topics(admin, [topic])
 
 
 def _partitions(bootstrap: str, topic: str) -> dict[int, tuple[int, list[int], list[int]]]:
