@@ -332,6 +332,10 @@ pub fn spawn_tasks(broker: &Arc<Broker>, reaper_every: std::time::Duration) {
         c.resume(&host);
     }
     tokio::spawn(run_reaper(broker.clone(), reaper_every));
+    // Producer ids that expired while the broker was down (recovery
+    // replayed them) go before the first request, then on a timer.
+    expire_producers(broker);
+    tokio::spawn(run_producer_expiry(broker.clone()));
     let cleaner = crate::log::cleaner::Cleaner::start(
         {
             let weak: std::sync::Weak<Broker> = Arc::downgrade(broker);
@@ -372,6 +376,34 @@ async fn run_reaper(broker: Arc<Broker>, every: std::time::Duration) {
         if n > 0 {
             tracing::info!(aborted = n, "timed-out transactions aborted");
         }
+    }
+}
+
+/// Producer-state expiry now (`producer.id.expiration.ms`).
+fn expire_producers(broker: &Broker) {
+    let n = broker.logs.expire_producers(
+        crate::clock::now_ms(),
+        broker.config.producer_id_expiration_ms,
+    );
+    if n > 0 {
+        tracing::info!(entries = n, "expired producer state");
+    }
+}
+
+/// Runs producer-state expiry every
+/// `producer.id.expiration.check.interval.ms`, off the runtime's threads.
+async fn run_producer_expiry(broker: Arc<Broker>) {
+    let every = broker
+        .config
+        .producer_id_expiration_check
+        .max(std::time::Duration::from_millis(10));
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        let b = broker.clone();
+        let _ = tokio::task::spawn_blocking(move || expire_producers(&b)).await;
     }
 }
 

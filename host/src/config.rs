@@ -48,6 +48,11 @@ pub struct BrokerConfig {
     /// transactional.id.expiration.ms: idle transactional ids are removed
     /// after this long (docs/txn-semantics.md §2.7).
     pub transactional_id_expiration_ms: i64,
+    /// producer.id.expiration.ms: a producer id with no write to a partition
+    /// for this long (and no open transaction there) loses its state there.
+    pub producer_id_expiration_ms: i64,
+    /// producer.id.expiration.check.interval.ms: how often that is checked.
+    pub producer_id_expiration_check: std::time::Duration,
     /// transaction.max.timeout.ms: the longest transaction timeout a
     /// producer may ask for; the policy is configured with it (through its
     /// limits) and refuses a longer one with INVALID_TRANSACTION_TIMEOUT.
@@ -129,6 +134,8 @@ impl BrokerConfig {
             groups: crate::group::GroupConfig::default(),
             sharded_groups: false,
             transactional_id_expiration_ms: DEFAULT_TRANSACTIONAL_ID_EXPIRATION_MS,
+            producer_id_expiration_ms: 86_400_000,
+            producer_id_expiration_check: std::time::Duration::from_millis(600_000),
             transaction_max_timeout_ms: crate::txn::machine::DEFAULT_MAX_TIMEOUT_MS,
             wal_checkpoint_interval: WAL_CHECKPOINT_AGE,
             max_partitions: DEFAULT_MAX_PARTITIONS,

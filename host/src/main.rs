@@ -217,6 +217,16 @@ struct BrokerArgs {
     /// transaction and no change for this long is removed.
     #[arg(long, default_value_t = 604_800_000)]
     transactional_id_expiration_ms: i64,
+    /// producer.id.expiration.ms: a producer id that has not written to a
+    /// partition for this long (and has no open transaction there) loses
+    /// its idempotence state there; its next batch is from an unknown
+    /// producer.
+    #[arg(long, default_value_t = 86_400_000)]
+    producer_id_expiration_ms: i64,
+    /// producer.id.expiration.check.interval.ms: how often producer state is
+    /// checked for expiry.
+    #[arg(long, default_value_t = 600_000)]
+    producer_id_expiration_check_interval_ms: u64,
     /// With --fsync always: the shared write-ahead log is checkpointed
     /// (segments synced, old files deleted) once its data is this old, or
     /// at 64 MiB.

@@ -218,6 +218,9 @@ fn config_from_args(
     config.request_timeout = std::time::Duration::from_millis(args.request_timeout_ms.max(1));
     config.queued_max_request_bytes = args.queued_max_request_bytes;
     config.transactional_id_expiration_ms = args.transactional_id_expiration_ms;
+    config.producer_id_expiration_ms = args.producer_id_expiration_ms.max(1);
+    config.producer_id_expiration_check =
+        std::time::Duration::from_millis(args.producer_id_expiration_check_interval_ms.max(10));
     config.transaction_max_timeout_ms = args.transaction_max_timeout_ms;
     config.wal_checkpoint_interval =
         std::time::Duration::from_millis(args.wal_checkpoint_interval_ms.max(1));

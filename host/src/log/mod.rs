@@ -300,6 +300,17 @@ impl LogManager {
             .count()
     }
 
+    /// Producer-state expiry on every partition open here
+    /// (`producer.id.expiration.ms`): returns how many (partition, producer
+    /// id) entries were dropped.
+    pub fn expire_producers(&self, now_ms: i64, expiration_ms: i64) -> usize {
+        self.topics()
+            .iter()
+            .flat_map(|t| t.open_partitions())
+            .map(|p| p.expire_producers(now_ms, expiration_ms))
+            .sum()
+    }
+
     /// Starts the write-out of segment bytes the write-ahead log covers,
     /// per partition once `min` of them wait (between checkpoints, so a
     /// checkpoint does not write them all at once). Returns the bytes

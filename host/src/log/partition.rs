@@ -752,10 +752,14 @@ impl Partition {
         self.maybe_roll(&mut st, bytes.len() as u64, h.max_timestamp)?;
         st.active()?.append(&bytes, &h)?;
         let file = self.durable_file(&mut st, &bytes)?;
-        if let Some(done) =
-            st.producers
-                .record_marker(producer_id, epoch, coordinator_epoch, base, !commit)
-            && done.aborted
+        if let Some(done) = st.producers.record_marker(
+            producer_id,
+            epoch,
+            coordinator_epoch,
+            base,
+            !commit,
+            timestamp,
+        ) && done.aborted
         {
             st.aborted.push(AbortedTxn {
                 producer_id,
@@ -848,6 +852,19 @@ impl Partition {
     /// forged batch can have made it. Returns how many were dropped.
     pub fn forget_producers_from(&self, first: i64) -> usize {
         self.lock().producers.forget_from(first)
+    }
+
+    /// Producer-state expiry (`producer.id.expiration.ms`, see
+    /// [`ProducerTable::expire`]): returns how many producer ids were
+    /// dropped. The next snapshot leaves them out; recovery replays them
+    /// back and the broker expires them again before it serves.
+    pub fn expire_producers(&self, now_ms: i64, expiration_ms: i64) -> usize {
+        self.lock().producers.expire(now_ms, expiration_ms)
+    }
+
+    /// Producer ids with state here.
+    pub fn producer_count(&self) -> usize {
+        self.lock().producers.entries.len()
     }
 
     /// Fences a producer id at `epoch` (the in-process fence ring).

@@ -202,8 +202,9 @@ impl ProducerTable {
         }
     }
 
-    /// Records an appended marker at `offset`: raises the epoch, closes the
-    /// open transaction.
+    /// Records an appended marker at `offset` written at `timestamp`:
+    /// raises the epoch, closes the open transaction, and counts as a write
+    /// for expiry.
     pub fn record_marker(
         &mut self,
         producer_id: i64,
@@ -211,6 +212,7 @@ impl ProducerTable {
         coordinator_epoch: i32,
         offset: i64,
         aborted: bool,
+        timestamp: i64,
     ) -> Option<CompletedTxn> {
         let e = self
             .entries
@@ -221,6 +223,7 @@ impl ProducerTable {
             e.epoch = epoch;
         }
         e.coordinator_epoch = coordinator_epoch;
+        e.last_timestamp = e.last_timestamp.max(timestamp);
         e.txn_first_offset.take().map(|first_offset| CompletedTxn {
             producer_id,
             first_offset,
@@ -247,6 +250,19 @@ impl ProducerTable {
         } else {
             false
         }
+    }
+
+    /// Kafka's producer-state expiry (`producer.id.expiration.ms`): drops
+    /// every producer id with no open transaction here whose last write is
+    /// `expiration_ms` or more before `now_ms` (by the batch timestamps, as
+    /// Kafka measures it). A later batch from it is from an unknown
+    /// producer: any sequence is accepted. Returns how many were dropped.
+    pub fn expire(&mut self, now_ms: i64, expiration_ms: i64) -> usize {
+        let before = self.entries.len();
+        self.entries.retain(|_, e| {
+            e.txn_first_offset.is_some() || now_ms.saturating_sub(e.last_timestamp) < expiration_ms
+        });
+        before - self.entries.len()
     }
 
     /// Drops the state of every producer id at or above `first` (ids never
@@ -424,7 +440,7 @@ mod tests {
     fn a_marker_from_an_older_coordinator_epoch_is_fenced_after_the_producer_epoch_check() {
         let mut t = table_with(&[(3, 0, 1)]);
         assert_eq!(t.check_marker(1, 3, -1), Ok(()), "no marker yet");
-        t.record_marker(1, 3, 5, 1, false);
+        t.record_marker(1, 3, 5, 1, false, 0);
         assert_eq!(t.entries[&1].coordinator_epoch, 5);
         assert_eq!(
             t.check_marker(1, 3, 4),
@@ -468,16 +484,38 @@ mod tests {
     #[test]
     fn forgetting_ids_from_one_on_keeps_the_ones_below() {
         let mut t = table_with(&[(0, 0, 1), (0, 1, 1)]);
-        t.record_marker(7, 1, 0, 5, false);
-        t.record_marker(9, 1, 0, 6, false);
+        t.record_marker(7, 1, 0, 5, false, 0);
+        t.record_marker(9, 1, 0, 6, false, 0);
         assert_eq!(t.forget_from(7), 2);
         assert_eq!(t.entries.keys().copied().collect::<Vec<_>>(), vec![1]);
     }
 
     #[test]
+    fn expiry_drops_idle_producers_but_not_an_open_transaction() {
+        let mut t = ProducerTable::default();
+        let at = |pid: i64, ts: i64, txn: bool| {
+            let b = data_batch(&[(None, &b"v"[..])], ts, Some((pid, 0, 0)), txn);
+            parse_header(&b).expect("header")
+        };
+        t.record(&at(1, 1_000, false));
+        t.record(&at(2, 1_000, true));
+        t.record(&at(3, 5_000, false));
+        // At 11 000, 1 and 2 have been idle 10 s (2 has a transaction
+        // open), 3 only 6 s.
+        assert_eq!(t.expire(11_000, 10_000), 1);
+        assert_eq!(t.entries.keys().copied().collect::<Vec<_>>(), vec![2, 3]);
+        // The marker closes 2's transaction and counts as its last write.
+        t.record_marker(2, 0, 0, 9, false, 12_000);
+        assert_eq!(t.expire(21_999, 10_000), 1, "3 goes, 2 wrote 9.999 s ago");
+        assert_eq!(t.entries.keys().copied().collect::<Vec<_>>(), vec![2]);
+        assert_eq!(t.expire(22_000, 10_000), 1);
+        assert!(t.entries.is_empty());
+    }
+
+    #[test]
     fn snapshots_round_trip() {
         let mut t = table_with(&[(0, 0, 2), (0, 2, 3)]);
-        t.record_marker(9, 4, 2, 10, true);
+        t.record_marker(9, 4, 2, 10, true, 0);
         assert_eq!(ProducerTable::decode(&t.encode()), Some(t.clone()));
         let bytes = t.encode();
         for cut in 0..bytes.len() {

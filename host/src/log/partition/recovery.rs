@@ -248,6 +248,7 @@ pub(super) fn replay_batch(
         coordinator_epoch,
         h.base_offset,
         !commit,
+        h.max_timestamp,
     ) && done.aborted
     {
         aborted.push(AbortedTxn {
