@@ -27,6 +27,8 @@ pub struct Broker {
     pub metrics: Arc<Metrics>,
     /// Woken whenever a high watermark advances (Fetch long-polls wait on it).
     pub data_ready: Arc<Notify>,
+    /// Incremental fetch sessions (KIP-227).
+    pub fetch_sessions: crate::fetch_sessions::FetchSessions,
     /// The group coordinator shards open here: consumer groups and
     /// committed offsets.
     pub groups: crate::group::GroupShards,
@@ -83,6 +85,7 @@ impl Broker {
         policy: Arc<Policy>,
         cluster: crate::cluster::Cluster,
     ) -> std::io::Result<Self> {
+        let fetch_session_slots = config.fetch_session_slots;
         let producer_ids = match cluster.etcd() {
             None => crate::pid::ProducerIdAllocator::open(&config.data_dir.join("__producer_ids"))?,
             Some(etcd) => crate::pid::ProducerIdAllocator::from_etcd(etcd.clone()),
@@ -212,6 +215,10 @@ impl Broker {
             config,
             metrics: Arc::new(Metrics::default()),
             data_ready: Arc::new(Notify::new()),
+            fetch_sessions: crate::fetch_sessions::FetchSessions::new(
+                fetch_session_slots,
+                crate::fetch_sessions::DEFAULT_MAX_PARTITIONS,
+            ),
             cluster,
             this: std::sync::OnceLock::new(),
         })

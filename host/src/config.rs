@@ -84,6 +84,8 @@ pub struct BrokerConfig {
     /// fetch.max.bytes: most record bytes in one Fetch response (only its
     /// first batch may exceed it).
     pub fetch_max_bytes: usize,
+    /// max.incremental.fetch.session.cache.slots: fetch sessions kept (KIP-227).
+    pub fetch_session_slots: usize,
     // Cluster mode:
     /// etcd endpoints (`--etcd`); empty: single-node mode.
     pub etcd: Vec<String>,
@@ -145,6 +147,7 @@ impl BrokerConfig {
             request_timeout: std::time::Duration::from_millis(30_000),
             queued_max_request_bytes: 256 << 20,
             fetch_max_bytes: DEFAULT_FETCH_MAX_BYTES,
+            fetch_session_slots: crate::fetch_sessions::DEFAULT_SLOTS,
             etcd: Vec::new(),
             lease_ttl: DEFAULT_LEASE_TTL,
             fence_poll: std::time::Duration::from_millis(2_000),

@@ -34,6 +34,7 @@ pub mod conformance;
 pub mod exposition;
 pub mod fault;
 pub mod fd_budget;
+pub mod fetch_sessions;
 pub mod group;
 pub mod lease_gate;
 pub mod log;

@@ -285,6 +285,10 @@ struct BrokerArgs {
     /// it, so a consumer makes progress). At least 1024, as in Kafka.
     #[arg(long, default_value_t = kaas::config::DEFAULT_FETCH_MAX_BYTES)]
     fetch_max_bytes: usize,
+    /// max.incremental.fetch.session.cache.slots: incremental fetch
+    /// sessions kept (KIP-227); 0 turns them off.
+    #[arg(long, default_value_t = kaas::fetch_sessions::DEFAULT_SLOTS)]
+    max_incremental_fetch_session_cache_slots: usize,
     // Cluster mode:
     /// This broker's id (node.id): unique in the cluster.
     #[arg(long, default_value_t = 1)]

@@ -236,6 +236,7 @@ fn config_from_args(
     config.max_partitions_per_request = args.max_partitions_per_request;
     config.max_auto_created_topics_per_request = args.max_auto_created_topics_per_request;
     config.fetch_max_bytes = args.fetch_max_bytes.max(1024);
+    config.fetch_session_slots = args.max_incremental_fetch_session_cache_slots;
     config.node_id = args.node_id;
     config.cluster_id = args.cluster_id.clone();
     config.etcd = args.etcd.clone();

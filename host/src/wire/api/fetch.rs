@@ -4,9 +4,10 @@
 //! them, so a consumer makes progress; a partition named twice is read
 //! once), below the high watermark, or below
 //! the last stable offset for read_committed. Long-polls up to max_wait_ms
-//! until min_bytes are available. Fetch sessions are not kept: a request
-//! asking for one gets session id 0, which tells the client to send full
-//! fetches (KIP-227). From v9 a partition whose current_leader_epoch fails
+//! until min_bytes are available. From v7, incremental fetch sessions
+//! (KIP-227, [`crate::fetch_sessions`]): a session's fetch names only what
+//! changed and is answered with only the partitions that have something
+//! new. From v9 a partition whose current_leader_epoch fails
 //! the KIP-320 check ([`super::leader_epoch::check`]) is answered
 //! FENCED_LEADER_EPOCH or UNKNOWN_LEADER_EPOCH without records, and from
 //! v12 with the partition's current leader and epoch.
@@ -19,13 +20,13 @@
 //! Below v10, a partition of a topic with compression.type=zstd is
 //! answered UNSUPPORTED_COMPRESSION_TYPE without records, as Kafka does.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use kafka_protocol::messages::fetch_request::FetchTopic;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::fetch_response::{
     AbortedTransaction, FetchableTopicResponse, LeaderIdAndEpoch, PartitionData,
 };
@@ -41,7 +42,7 @@ use crate::log::partition::ReadError;
 use crate::security::Operation;
 use crate::wire::handled::Handled;
 
-use crate::codes::FETCH_SESSION_ID_NOT_FOUND;
+use crate::fetch_sessions::{Begin, PartKey, Sent, TopicRef, Wanted};
 
 /// Kafka's codec number for zstd.
 const ZSTD: i16 = 4;
@@ -83,17 +84,180 @@ fn refused_topics(
         .collect()
 }
 
+/// How the answer relates to a fetch session.
+enum Mode {
+    None,
+    New,
+    Incremental {
+        id: i32,
+        sent: HashMap<PartKey, Sent>,
+    },
+}
+
+fn topic_ref(name: &str, id: uuid::Uuid, version: i16) -> TopicRef {
+    if version >= 13 {
+        TopicRef::Id(*id.as_bytes())
+    } else {
+        TopicRef::Name(name.to_string())
+    }
+}
+
+fn wanted(p: &FetchPartition) -> Wanted {
+    Wanted {
+        fetch_offset: p.fetch_offset,
+        current_leader_epoch: p.current_leader_epoch,
+        last_fetched_epoch: p.last_fetched_epoch,
+        log_start_offset: p.log_start_offset,
+        max_bytes: p.partition_max_bytes,
+    }
+}
+
+/// The request an incremental fetch stands for: every partition of the
+/// session, in its order, grouped by topic.
+fn whole_session(mut req: FetchRequest, parts: &[(PartKey, Wanted)]) -> FetchRequest {
+    let mut topics: Vec<FetchTopic> = Vec::new();
+    let mut at: HashMap<&TopicRef, usize> = HashMap::new();
+    for ((t, p), w) in parts {
+        let i = *at.entry(t).or_insert_with(|| {
+            let topic = match t {
+                TopicRef::Id(id) => {
+                    FetchTopic::default().with_topic_id(uuid::Uuid::from_bytes(*id))
+                }
+                TopicRef::Name(n) => FetchTopic::default().with_topic(topic_name(n)),
+            };
+            topics.push(topic);
+            topics.len() - 1
+        });
+        topics[i].partitions.push(
+            FetchPartition::default()
+                .with_partition(*p)
+                .with_fetch_offset(w.fetch_offset)
+                .with_current_leader_epoch(w.current_leader_epoch)
+                .with_last_fetched_epoch(w.last_fetched_epoch)
+                .with_log_start_offset(w.log_start_offset)
+                .with_partition_max_bytes(w.max_bytes),
+        );
+    }
+    req.topics = topics;
+    req.forgotten_topics_data.clear();
+    req
+}
+
+fn sent_of(p: &PartitionData) -> Sent {
+    Sent {
+        high_watermark: p.high_watermark,
+        last_stable_offset: p.last_stable_offset,
+        log_start_offset: p.log_start_offset,
+    }
+}
+
+/// Ties an answer to its session: a new session is cached with what the
+/// answer told; an incremental answer keeps only the partitions with
+/// something new.
+fn finish(
+    broker: &Broker,
+    mut resp: FetchResponse,
+    req: &FetchRequest,
+    mode: Mode,
+    version: i16,
+) -> FetchResponse {
+    match mode {
+        Mode::None => resp,
+        Mode::New => {
+            let asked: HashMap<PartKey, Wanted> = req
+                .topics
+                .iter()
+                .flat_map(|t| {
+                    let r = topic_ref(&t.topic.0, t.topic_id, version);
+                    t.partitions
+                        .iter()
+                        .map(move |p| ((r.clone(), p.partition), wanted(p)))
+                })
+                .collect();
+            let mut parts = Vec::with_capacity(asked.len());
+            for t in &resp.responses {
+                let r = topic_ref(&t.topic.0, t.topic_id, version);
+                for p in &t.partitions {
+                    let k = (r.clone(), p.partition_index);
+                    if let Some(w) = asked.get(&k) {
+                        parts.push((k, *w, sent_of(p)));
+                    }
+                }
+            }
+            resp.session_id = broker.fetch_sessions.create(parts, Instant::now());
+            resp
+        }
+        Mode::Incremental { id, sent } => {
+            let mut told = Vec::new();
+            for t in &mut resp.responses {
+                let r = topic_ref(&t.topic.0, t.topic_id, version);
+                t.partitions.retain(|p| {
+                    let k = (r.clone(), p.partition_index);
+                    let now = sent_of(p);
+                    let records = p.records.as_ref().is_some_and(|b| !b.is_empty());
+                    let send = Sent::must_send(sent.get(&k), &now, records, p.error_code);
+                    if send {
+                        told.push((k, now));
+                    }
+                    send
+                });
+            }
+            resp.responses.retain(|t| !t.partitions.is_empty());
+            broker.fetch_sessions.record_sent(id, told);
+            resp.session_id = id;
+            resp
+        }
+    }
+}
+
 pub fn handle(
     broker: &Arc<Broker>,
     session: &Arc<crate::security::Session>,
     req: FetchRequest,
     version: i16,
 ) -> Handled {
-    if req.session_id != 0 {
-        return Handled::Now(ResponseKind::Fetch(
-            FetchResponse::default().with_error_code(FETCH_SESSION_ID_NOT_FOUND),
-        ));
-    }
+    // Fetch sessions exist from v7 (KIP-227).
+    let begin = if version >= 7 {
+        let changed = req
+            .topics
+            .iter()
+            .flat_map(|t| {
+                let r = topic_ref(&t.topic.0, t.topic_id, version);
+                t.partitions
+                    .iter()
+                    .map(move |p| ((r.clone(), p.partition), wanted(p)))
+            })
+            .collect();
+        let forgotten = req
+            .forgotten_topics_data
+            .iter()
+            .flat_map(|t| {
+                let r = topic_ref(&t.topic.0, t.topic_id, version);
+                t.partitions.iter().map(move |&p| (r.clone(), p))
+            })
+            .collect();
+        broker.fetch_sessions.begin(
+            req.session_id,
+            req.session_epoch,
+            changed,
+            forgotten,
+            Instant::now(),
+        )
+    } else {
+        Begin::Sessionless
+    };
+    let (req, mode) = match begin {
+        Begin::Refused(code) => {
+            return Handled::Now(ResponseKind::Fetch(
+                FetchResponse::default().with_error_code(code),
+            ));
+        }
+        Begin::Sessionless => (req, Mode::None),
+        Begin::New => (req, Mode::New),
+        Begin::Incremental { id, parts, sent } => {
+            (whole_session(req, &parts), Mode::Incremental { id, sent })
+        }
+    };
     let refused = refused_topics(broker, session, &req, version);
     let broker = broker.clone();
     Handled::Later(Box::pin(async move {
@@ -109,7 +273,7 @@ pub fn handle(
                     .metrics
                     .bytes_out
                     .fetch_add(bytes as u64, Ordering::Relaxed);
-                return ResponseKind::Fetch(resp);
+                return ResponseKind::Fetch(finish(&broker, resp, &req, mode, version));
             }
             let _ = tokio::time::timeout(deadline - now, notified).await;
         }
