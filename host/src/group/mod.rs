@@ -22,6 +22,7 @@
 //! for FindCoordinator, of every transactional id).
 
 pub mod config;
+pub mod consumer;
 pub mod coordinator;
 pub mod journal;
 pub mod live;
