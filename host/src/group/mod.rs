@@ -27,6 +27,7 @@ pub mod coordinator;
 pub mod journal;
 pub mod live;
 pub mod member;
+pub mod now;
 pub mod offsets;
 pub mod offsets_topic;
 pub mod outcome;

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use super::assignor::{self, Assignment, AssignorMember, TopicId};
 use super::member::{self, LEFT_STATIC_EPOCH, Member, MemberState, Progress, Subscription};
 use crate::codes;
-use crate::group::state::Now;
+use crate::group::now::Now;
 
 /// FENCED_MEMBER_EPOCH(110).
 pub const FENCED_MEMBER_EPOCH: i16 = 110;
@@ -117,6 +117,9 @@ pub enum Change {
     },
     /// A member was removed (its target with it).
     Removed(String),
+    /// The subscribed topics that exist, with their ids and partition
+    /// counts (the group epoch moved because they changed).
+    Metadata(BTreeMap<String, (TopicId, i32)>),
 }
 
 /// Kafka's consumer group states.
@@ -200,6 +203,7 @@ impl ConsumerGroup {
     pub fn restore(
         id: &str,
         epochs: (i32, i32),
+        metadata: BTreeMap<String, (TopicId, i32)>,
         members: impl IntoIterator<Item = Member>,
         targets: impl IntoIterator<Item = (String, Assignment)>,
         cfg: &ConsumerConfig,
@@ -207,6 +211,7 @@ impl ConsumerGroup {
     ) -> ConsumerGroup {
         let mut g = ConsumerGroup::new(id, now);
         (g.epoch, g.assignment_epoch) = epochs;
+        g.subscribed = metadata;
         for m in members {
             g.deadlines.insert(
                 m.id.clone(),
@@ -519,6 +524,7 @@ impl ConsumerGroup {
             let meta = self.subscription_metadata(topics);
             if meta != self.subscribed {
                 bump = true;
+                changes.push(Change::Metadata(meta.clone()));
                 self.subscribed = meta;
             }
             self.subscribed_at = Some(topics.version());

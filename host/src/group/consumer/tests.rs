@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::*;
 use crate::codes;
-use crate::group::state::Now;
+use crate::group::now::Now;
 
 struct Catalog {
     topics: BTreeMap<String, (TopicId, i32)>,
@@ -417,14 +417,17 @@ fn offset_commits_need_the_current_member_epoch() {
 }
 
 /// Replays journaled changes the way the coordinator's loader does.
+#[allow(clippy::type_complexity)]
 fn replay(
     changes: &[Change],
 ) -> (
     (i32, i32),
+    BTreeMap<String, (TopicId, i32)>,
     BTreeMap<String, Member>,
     HashMap<String, Assignment>,
 ) {
     let mut epochs = (0, 0);
+    let mut meta = BTreeMap::new();
     let mut members = BTreeMap::new();
     let mut targets = HashMap::new();
     for c in changes {
@@ -443,9 +446,10 @@ fn replay(
                 members.remove(id);
                 targets.remove(id);
             }
+            Change::Metadata(m) => meta = m.clone(),
         }
     }
-    (epochs, members, targets)
+    (epochs, meta, members, targets)
 }
 
 #[test]
@@ -494,8 +498,16 @@ fn many_members_joining_and_leaving_never_share_a_partition_and_replay_restores_
         "{loads:?}"
     );
 
-    let (epochs, members, targets) = replay(&w.journal);
-    let back = ConsumerGroup::restore("g", epochs, members.into_values(), targets, &w.cfg, w.now);
+    let (epochs, meta, members, targets) = replay(&w.journal);
+    let mut back = ConsumerGroup::restore(
+        "g",
+        epochs,
+        meta,
+        members.into_values(),
+        targets,
+        &w.cfg,
+        w.now,
+    );
     assert_eq!(
         (back.epoch(), back.assignment_epoch()),
         (w.g.epoch(), w.g.assignment_epoch())
@@ -505,4 +517,13 @@ fn many_members_joining_and_leaving_never_share_a_partition_and_replay_restores_
         assert_eq!(back.target(&m.id), w.g.target(&m.id));
     }
     assert_eq!(back.member_count(), w.g.member_count());
+    // A heartbeat after the restore moves nothing: same epoch, no changes.
+    let c = clients[0].clone();
+    let mut n = 0;
+    let (r, changes) = back.heartbeat(w.request(&c, false), &w.cfg, &w.cat, w.now, &mut || {
+        n += 1;
+        format!("new{n}")
+    });
+    assert_eq!((r.error, r.member_epoch), (codes::NONE, c.epoch));
+    assert!(changes.is_empty(), "{changes:?}");
 }
