@@ -323,6 +323,53 @@ async fn a_cluster_wide_dynamic_default_applies_to_topics_without_an_override() 
     b.stop().await;
 }
 
+/// cleanup.policy is a list: Kafka describes it as it was set (its items
+/// trimmed, in their order), so an IncrementalAlterConfigs APPEND of
+/// `compact` to the default `delete` reads back `delete,compact`, as
+/// Kafka's Java admin client shows it (test_java_client.py).
+#[tokio::test]
+async fn cleanup_policy_is_described_in_the_order_it_was_set() {
+    use kafka_protocol::messages::incremental_alter_configs_request::{
+        AlterConfigsResource, AlterableConfig,
+    };
+    const APPEND: i8 = 2;
+    let dir = tempfile::tempdir().expect("tmp");
+    let b = InProcess::start(dir.path(), FsyncMode::Always).await;
+    let mut c = Client::connect(&b.addr.to_string()).await;
+    for (topic, set, shown) in [
+        ("dc", "delete,compact", "delete,compact"),
+        ("cd", "compact,delete", "compact,delete"),
+        ("spaced", "delete , compact", "delete,compact"),
+        ("one", "compact", "compact"),
+    ] {
+        assert_eq!(create(&mut c, topic, &[("cleanup.policy", set)]).await.0, 0);
+        assert_eq!(
+            described(&mut c, topic, "cleanup.policy").await,
+            (shown.to_string(), SOURCE_DYNAMIC_TOPIC),
+            "{topic}"
+        );
+    }
+
+    assert_eq!(create(&mut c, "plain", &[]).await.0, 0);
+    let req = IncrementalAlterConfigsRequest::default().with_resources(vec![
+        AlterConfigsResource::default()
+            .with_resource_type(2)
+            .with_resource_name(s("plain"))
+            .with_configs(vec![
+                AlterableConfig::default()
+                    .with_name(s("cleanup.policy"))
+                    .with_config_operation(APPEND)
+                    .with_value(Some(s("compact"))),
+            ]),
+    ]);
+    let resp = c.call(&req, 1).await;
+    assert_eq!(resp.responses[0].error_code, 0);
+    assert_eq!(
+        described(&mut c, "plain", "cleanup.policy").await,
+        ("delete,compact".to_string(), SOURCE_DYNAMIC_TOPIC)
+    );
+    b.stop().await;
+}
 /// Fetch of `topic`-0 from offset 0 at `version`: (error code, records).
 async fn fetch(c: &mut Client, topic: &str, version: i16) -> (i16, Vec<u8>) {
     use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};

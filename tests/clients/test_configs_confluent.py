@@ -102,13 +102,14 @@ def test_incremental_alter_configs_take_effect_on_a_running_broker_and_survive_a
     poll_until(lambda: _earliest(broker.bootstrap, topic) > 0, 10,
                what="retention to delete the old segments")
 
-    # cleanup.policy: APPEND compact (delete,compact), then the cleaner
+    # cleanup.policy: APPEND compact (delete,compact, in that order, as
+    # Kafka shows a list it appended to), then the cleaner
     # compacts what is written now.
     _incremental(admin, topic, [("cleanup.policy", "compact", AlterConfigOpType.APPEND),
                                 ("min.cleanable.dirty.ratio", "0.01", AlterConfigOpType.SET),
                                 ("retention.ms", None, AlterConfigOpType.DELETE)])
     d = _described(admin, topic)
-    assert d["cleanup.policy"].value == "compact,delete"
+    assert d["cleanup.policy"].value == "delete,compact"
     assert d["retention.ms"].source == ConfigSource.DEFAULT_CONFIG.value
     for i in range(60):
         p.produce(topic, key=b"k%d" % (i % 5), value=b"w%03d" % i + b"x" * 200, partition=0)
@@ -124,7 +125,7 @@ def test_incremental_alter_configs_take_effect_on_a_running_broker_and_survive_a
     broker.restart()
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     d = _described(admin, topic)
-    assert d["cleanup.policy"].value == "compact,delete"
+    assert d["cleanup.policy"].value == "delete,compact"
     assert d["min.cleanable.dirty.ratio"].source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
     assert _values(broker.bootstrap, topic)[0] == expected
 

@@ -42,10 +42,11 @@ struct Described {
 }
 
 /// The value of an enforced config as the log applies it (a value a
-/// newer check refused is skipped there, so this is the truth).
-fn applied(c: &LogConfig, name: &str) -> Option<String> {
+/// newer check refused is skipped there, so this is the truth). `written`:
+/// the value where it comes from (the first of its lineage).
+fn applied(c: &LogConfig, name: &str, written: Option<&str>) -> Option<String> {
     Some(match name {
-        "cleanup.policy" => c.cleanup_policy(),
+        "cleanup.policy" => cleanup_policy(c, written),
         "compression.type" => {
             crate::log::batch::recompress::compression_type_name(c.compression).to_string()
         }
@@ -56,6 +57,24 @@ fn applied(c: &LogConfig, name: &str) -> Option<String> {
         "segment.ms" => c.segment_ms.to_string(),
         _ => return None,
     })
+}
+
+/// cleanup.policy, a list: as it was written (items trimmed, in their
+/// order, as Kafka parses and prints a LIST config: `delete,compact` stays
+/// so) when that is what the log applies, else as the log applies it.
+fn cleanup_policy(c: &LogConfig, written: Option<&str>) -> String {
+    let items: Vec<&str> = written
+        .unwrap_or_default()
+        .split(',')
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+        .collect();
+    let applies = |policy: &str| items.contains(&policy);
+    if written.is_some() && applies("compact") == c.compact && applies("delete") == c.delete {
+        items.join(",")
+    } else {
+        c.cleanup_policy()
+    }
 }
 
 /// Every topic config of Kafka 3.7 as it stands for a topic with
@@ -72,7 +91,8 @@ fn topic_configs(
         .iter()
         .map(|d| {
             let lineage = broker_defaults::lineage(d.name, d.default, overrides, dynamic, stat);
-            let value = applied(config, d.name).unwrap_or_else(|| {
+            let written = lineage.first().map(|f| f.value.as_str());
+            let value = applied(config, d.name, written).unwrap_or_else(|| {
                 overrides
                     .and_then(|o| o.get(d.name))
                     .or_else(|| dynamic_topic.get(d.name))
