@@ -343,6 +343,26 @@ async fn the_two_protocols_do_not_share_a_group_and_commits_need_the_member_epoc
         UNKNOWN_MEMBER_ID,
         "not while members remain"
     );
+
+    let fetch = |member: Option<&str>, epoch: i32| {
+        OffsetFetchRequest::default().with_groups(vec![
+            offset_fetch_request::OffsetFetchRequestGroup::default()
+                .with_group_id(GroupId(s("g")))
+                .with_member_id(member.map(s))
+                .with_member_epoch(epoch)
+                .with_topics(None),
+        ])
+    };
+    let r = c.call(&fetch(Some("m"), m.epoch), 9).await;
+    assert_eq!(r.groups[0].error_code, NONE);
+    assert_eq!(r.groups[0].topics[0].partitions[0].committed_offset, 5);
+    let r = c.call(&fetch(Some("m"), m.epoch + 1), 9).await;
+    assert_eq!(r.groups[0].error_code, STALE_MEMBER_EPOCH);
+    let r = c.call(&fetch(None, -1), 9).await;
+    assert_eq!(
+        r.groups[0].error_code, NONE,
+        "an admin fetch names no member"
+    );
     b.terminate();
 }
 

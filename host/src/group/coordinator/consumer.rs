@@ -199,6 +199,22 @@ impl GroupCoordinator {
         })
     }
 
+    /// OffsetFetch v9 from a member of a consumer-protocol group: the member
+    /// must be known and at its current epoch (a classic group's fetches
+    /// are not checked).
+    pub fn validate_consumer_fetch(
+        &self,
+        group_id: &str,
+        member_id: &str,
+        epoch: i32,
+    ) -> Result<(), i16> {
+        let st = self.inner.lock();
+        match st.consumers.get(group_id) {
+            Some(g) => g.validate_fetch(Some((member_id, epoch))),
+            None => Ok(()),
+        }
+    }
+
     /// The state of a consumer group (None: not one).
     pub fn consumer_state(&self, group_id: &str) -> Option<ConsumerState> {
         self.inner
