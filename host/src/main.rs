@@ -242,6 +242,21 @@ struct BrokerArgs {
     /// group.max.session.timeout.ms: the longest session a member may ask for.
     #[arg(long, default_value_t = 1_800_000)]
     group_max_session_timeout_ms: u64,
+    /// group.consumer.session.timeout.ms: a consumer-protocol member (KIP-848)
+    /// silent this long is fenced.
+    #[arg(long, default_value_t = 45_000)]
+    group_consumer_session_timeout_ms: u64,
+    /// group.consumer.heartbeat.interval.ms: how often consumer-protocol
+    /// members heartbeat (told in every answer); below the session timeout.
+    #[arg(long, default_value_t = 5_000)]
+    group_consumer_heartbeat_interval_ms: u64,
+    /// group.consumer.max.size: most members of one consumer-protocol group.
+    #[arg(long, default_value_t = i32::MAX as usize)]
+    group_consumer_max_size: usize,
+    /// group.consumer.assignors: the server-side assignors members may ask
+    /// for, the first being the default (`uniform`, `range`).
+    #[arg(long, value_delimiter = ',', default_value = "uniform,range")]
+    group_consumer_assignors: Vec<String>,
     /// Log format on stderr: text (coloured only on a terminal) or one JSON
     /// object a line. The filter is RUST_LOG, else `warn,kaas=info`.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]

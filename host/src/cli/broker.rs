@@ -224,6 +224,34 @@ fn config_from_args(
     config.transaction_max_timeout_ms = args.transaction_max_timeout_ms;
     config.wal_checkpoint_interval =
         std::time::Duration::from_millis(args.wal_checkpoint_interval_ms.max(1));
+    let consumer = &mut config.groups.consumer;
+    consumer.session_timeout =
+        std::time::Duration::from_millis(args.group_consumer_session_timeout_ms);
+    consumer.heartbeat_interval =
+        std::time::Duration::from_millis(args.group_consumer_heartbeat_interval_ms);
+    consumer.max_size = args.group_consumer_max_size.max(1);
+    consumer.assignors = args.group_consumer_assignors.clone();
+    if consumer.heartbeat_interval >= consumer.session_timeout {
+        anyhow::bail!(
+            "group.consumer.heartbeat.interval.ms ({}) must be less than group.consumer.session.timeout.ms ({})",
+            args.group_consumer_heartbeat_interval_ms,
+            args.group_consumer_session_timeout_ms
+        );
+    }
+    if let Some(bad) = consumer.assignors.iter().find(|a| {
+        ![
+            kaas::group::consumer::assignor::UNIFORM,
+            kaas::group::consumer::assignor::RANGE,
+        ]
+        .contains(&a.as_str())
+    }) {
+        anyhow::bail!(
+            "group.consumer.assignors: unknown assignor {bad:?} (kaas has uniform and range)"
+        );
+    }
+    if consumer.assignors.is_empty() {
+        anyhow::bail!("group.consumer.assignors: at least one assignor is needed");
+    }
     config.groups.initial_rebalance_delay =
         std::time::Duration::from_millis(args.group_initial_rebalance_delay_ms);
     config.groups.min_session_timeout =

@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use super::consumer::ConsumerConfig;
+
 /// Group coordinator settings (Kafka broker configs of the same meaning).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GroupConfig {
@@ -23,6 +25,8 @@ pub struct GroupConfig {
     /// The journal is compacted once it is at least this big (and four
     /// times its live contents).
     pub compact_bytes: u64,
+    /// The consumer group protocol's settings (KIP-848).
+    pub consumer: ConsumerConfig,
 }
 
 impl Default for GroupConfig {
@@ -36,6 +40,7 @@ impl Default for GroupConfig {
             offsets_retention: Duration::from_secs(7 * 24 * 3600),
             offsets_retention_check: Duration::from_secs(600),
             compact_bytes: 64 << 20,
+            consumer: ConsumerConfig::default(),
         }
     }
 }

@@ -17,6 +17,9 @@
 //! rejoin (their heartbeats get UNKNOWN_MEMBER_ID).
 
 mod committed;
+mod consumer;
+
+pub use consumer::ConsumerDescription;
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
@@ -51,6 +54,8 @@ pub const DIR: &str = "__groups";
 
 struct State {
     groups: HashMap<String, Group>,
+    /// Consumer-protocol groups (KIP-848); a group id is in one map or the other.
+    consumers: HashMap<String, crate::group::consumer::ConsumerGroup>,
     offsets: Offsets,
     journal: Journal,
     /// When the ticker will next wake (None: it is not running yet).
@@ -283,6 +288,20 @@ impl Inner {
             }
             self.settle(st, &id, before);
         }
+        let due: Vec<String> = st
+            .consumers
+            .iter()
+            .filter(|(_, g)| g.next_deadline().is_some_and(|d| d <= now.at))
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in due {
+            let changes = st
+                .consumers
+                .get_mut(&id)
+                .map(|g| g.tick(now))
+                .unwrap_or_default();
+            self.journal_consumer_changes(st, &id, changes);
+        }
         if now.at >= st.next_retention {
             self.expire_offsets(st, now);
             st.next_retention = now.at + self.config.offsets_retention_check;
@@ -291,6 +310,7 @@ impl Inner {
             .groups
             .values()
             .filter_map(Group::next_deadline)
+            .chain(st.consumers.values().filter_map(|g| g.next_deadline()))
             .chain([st.next_retention, now.at + MAX_IDLE])
             .min()
             .unwrap_or(now.at + MAX_IDLE);
@@ -334,6 +354,37 @@ impl Inner {
                 if st.journal.live().groups.contains_key(&name) {
                     records.push(Record::DeleteGroup { group: name });
                 }
+            }
+        }
+        let names: Vec<String> = st.consumers.keys().cloned().collect();
+        for name in names {
+            let Some(g) = st.consumers.get(&name) else {
+                continue;
+            };
+            let expired = st
+                .offsets
+                .group(&name)
+                .map(|o| retention::expired_consumer(g, o, now.wall_ms, retention_ms))
+                .unwrap_or_default();
+            for key in expired {
+                st.offsets.remove(&name, &key);
+                records.push(Record::DeleteOffset {
+                    group: name.clone(),
+                    topic: key.0,
+                    partition: key.1,
+                });
+            }
+            if g.member_count() == 0
+                && !st.offsets.has_offsets(&name)
+                && st
+                    .journal
+                    .live()
+                    .groups
+                    .get(&name)
+                    .is_none_or(|l| l.offsets.is_empty())
+            {
+                st.consumers.remove(&name);
+                records.push(Record::DeleteGroup { group: name });
             }
         }
         if !records.is_empty() {
@@ -419,7 +470,21 @@ impl GroupCoordinator {
         }
         let offsets = Offsets::from_live(journal.live());
         let mut groups = HashMap::new();
+        let mut consumers = HashMap::new();
         for (name, g) in &journal.live().groups {
+            if let Some(c) = &g.consumer {
+                let group = crate::group::consumer::ConsumerGroup::restore(
+                    name,
+                    c.epochs,
+                    c.metadata.clone(),
+                    c.members.values().cloned(),
+                    c.targets.iter().map(|(m, a)| (m.clone(), a.clone())),
+                    &config.consumer,
+                    now,
+                );
+                consumers.insert(name.clone(), group);
+                continue;
+            }
             let group = match &g.meta {
                 Some(meta) => Group::restore(name, meta, &config, now),
                 None => Group::new(name, &config, now),
@@ -436,6 +501,7 @@ impl GroupCoordinator {
             inner: Arc::new(Inner {
                 state: Mutex::new(State {
                     groups,
+                    consumers,
                     offsets,
                     journal,
                     planned_wake: None,
@@ -513,6 +579,19 @@ impl GroupCoordinator {
         let now = Now::current();
         let mut st = self.inner.lock();
         let st = &mut *st;
+        if let Some(c) = st.consumers.get(group_id) {
+            if c.member_count() > 0 {
+                return fail(codes::INCONSISTENT_GROUP_PROTOCOL);
+            }
+            // An empty consumer group becomes a classic one (offsets kept).
+            st.consumers.remove(group_id);
+            let rec = Record::Consumer {
+                group: group_id.to_string(),
+                change: super::record::ConsumerRecord::Dropped,
+            };
+            self.inner.append_in_background(st, &[rec]);
+            tracing::info!(group = %group_id, "empty consumer group converted to a classic group");
+        }
         let before = match st.groups.get(group_id) {
             Some(g) => g.generation(),
             None if member_id.is_empty() => {
@@ -610,6 +689,24 @@ impl GroupCoordinator {
             return Err(codes::INVALID_GROUP_ID);
         }
         let st = self.inner.lock();
+        if let Some(c) = st.consumers.get(group_id) {
+            return Ok(GroupSummary {
+                state: c.state().name(),
+                protocol_type: "consumer".to_string(),
+                protocol: c.assignor(&self.inner.config.consumer).to_string(),
+                members: c
+                    .members()
+                    .map(|m| super::outcome::MemberSummary {
+                        member_id: m.id.clone(),
+                        instance_id: m.sub.instance_id.clone(),
+                        client_id: m.sub.client_id.clone(),
+                        client_host: m.sub.client_host.clone(),
+                        metadata: Default::default(),
+                        assignment: Default::default(),
+                    })
+                    .collect(),
+            });
+        }
         Ok(st
             .groups
             .get(group_id)
@@ -623,13 +720,14 @@ impl GroupCoordinator {
         let mut out: Vec<GroupOverview> = st
             .groups
             .values()
-            .filter(|g| {
-                states.is_empty()
-                    || states
-                        .iter()
-                        .any(|s| s.eq_ignore_ascii_case(g.state().name()))
-            })
             .map(Group::overview)
+            .chain(st.consumers.values().map(|g| GroupOverview {
+                group_id: g.id().to_string(),
+                protocol_type: "consumer".to_string(),
+                state: g.state().name(),
+                group_type: "consumer",
+            }))
+            .filter(|o| states.is_empty() || states.iter().any(|s| s.eq_ignore_ascii_case(o.state)))
             .collect();
         out.sort_by(|a, b| a.group_id.cmp(&b.group_id));
         out
@@ -646,6 +744,18 @@ impl GroupCoordinator {
             .map(|id| {
                 if !valid_group_id(id, true) {
                     return codes::INVALID_GROUP_ID;
+                }
+                if let Some(c) = st.consumers.get(id) {
+                    if c.member_count() > 0 {
+                        return codes::NON_EMPTY_GROUP;
+                    }
+                    st.consumers.remove(id);
+                    st.offsets.remove_group(id);
+                    if st.journal.live().groups.contains_key(id) {
+                        records.push(Record::DeleteGroup { group: id.clone() });
+                    }
+                    tracing::info!(group = %id, "consumer group deleted");
+                    return codes::NONE;
                 }
                 let Some(g) = st.groups.get_mut(id) else {
                     return codes::GROUP_ID_NOT_FOUND;

@@ -5,7 +5,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use super::record::{Committed, GroupMeta, MAGIC, Record};
+use super::consumer::{Assignment, Member};
+use super::record::{Committed, ConsumerRecord, GroupMeta, MAGIC, Record};
 
 /// A key of a committed offset within a group.
 pub type OffsetKey = (String, i32);
@@ -19,6 +20,121 @@ pub struct LiveGroup {
     /// Transactional offsets awaiting their transaction's end: producer id
     /// → (topic, partition) → (sequence number, producer epoch, the offset).
     pub pending: BTreeMap<i64, BTreeMap<OffsetKey, (u64, i16, Committed)>>,
+    /// A consumer-protocol group's membership (KIP-848), if it is one.
+    pub consumer: Option<LiveConsumer>,
+}
+
+/// A consumer-protocol group as the journal holds it.
+#[derive(Debug, Clone, Default)]
+pub struct LiveConsumer {
+    /// (group epoch, assignment epoch).
+    pub epochs: (i32, i32),
+    /// The subscribed topics as last seen: name → (id, partitions).
+    pub metadata: BTreeMap<String, (super::consumer::TopicId, i32)>,
+    pub members: BTreeMap<String, Member>,
+    pub targets: BTreeMap<String, Assignment>,
+    /// Bytes its records take when written out.
+    pub bytes: u64,
+    has_epochs: bool,
+}
+
+impl LiveConsumer {
+    fn len_of(group: &str, change: ConsumerRecord) -> u64 {
+        Record::Consumer {
+            group: group.to_string(),
+            change,
+        }
+        .encode()
+        .len() as u64
+    }
+
+    /// Applies one change; returns the bytes before and after.
+    fn apply(&mut self, group: &str, change: &ConsumerRecord) -> (u64, u64) {
+        let before = self.bytes;
+        let mut sub = 0;
+        let mut add = 0;
+        match change {
+            ConsumerRecord::Epochs {
+                epoch,
+                assignment_epoch,
+            } => {
+                if !self.has_epochs {
+                    add = Self::len_of(group, change.clone());
+                    self.has_epochs = true;
+                }
+                self.epochs = (*epoch, *assignment_epoch);
+            }
+            ConsumerRecord::Member(m) => {
+                add = Self::len_of(group, change.clone());
+                if let Some(old) = self.members.insert(m.id.clone(), (**m).clone()) {
+                    sub = Self::len_of(group, ConsumerRecord::Member(Box::new(old)));
+                }
+            }
+            ConsumerRecord::Target { member, assignment } => {
+                add = Self::len_of(group, change.clone());
+                if let Some(old) = self.targets.insert(member.clone(), assignment.clone()) {
+                    sub = Self::len_of(
+                        group,
+                        ConsumerRecord::Target {
+                            member: member.clone(),
+                            assignment: old,
+                        },
+                    );
+                }
+            }
+            ConsumerRecord::Dropped => {}
+            ConsumerRecord::Metadata(m) => {
+                add = Self::len_of(group, change.clone());
+                sub = Self::len_of(group, ConsumerRecord::Metadata(self.metadata.clone()));
+                if self.metadata.is_empty() {
+                    sub = 0;
+                }
+                self.metadata = m.clone();
+            }
+            ConsumerRecord::Removed { member } => {
+                if let Some(old) = self.members.remove(member) {
+                    sub += Self::len_of(group, ConsumerRecord::Member(Box::new(old)));
+                }
+                if let Some(old) = self.targets.remove(member) {
+                    sub += Self::len_of(
+                        group,
+                        ConsumerRecord::Target {
+                            member: member.clone(),
+                            assignment: old,
+                        },
+                    );
+                }
+            }
+        }
+        self.bytes = self.bytes.saturating_sub(sub) + add;
+        (before, self.bytes)
+    }
+
+    /// The records that rebuild it.
+    fn snapshot_into(&self, group: &str, out: &mut Vec<u8>) {
+        let rec = |change| Record::Consumer {
+            group: group.to_string(),
+            change,
+        };
+        rec(ConsumerRecord::Epochs {
+            epoch: self.epochs.0,
+            assignment_epoch: self.epochs.1,
+        })
+        .encode_into(out);
+        if !self.metadata.is_empty() {
+            rec(ConsumerRecord::Metadata(self.metadata.clone())).encode_into(out);
+        }
+        for m in self.members.values() {
+            rec(ConsumerRecord::Member(Box::new(m.clone()))).encode_into(out);
+        }
+        for (member, assignment) in &self.targets {
+            rec(ConsumerRecord::Target {
+                member: member.clone(),
+                assignment: assignment.clone(),
+            })
+            .encode_into(out);
+        }
+    }
 }
 
 impl LiveGroup {
@@ -136,6 +252,24 @@ impl Live {
                     }
                 }
             }
+            Record::Consumer {
+                group,
+                change: ConsumerRecord::Dropped,
+            } => {
+                if let Some(g) = self.groups.get_mut(group)
+                    && let Some(c) = g.consumer.take()
+                {
+                    self.bytes = self.bytes.saturating_sub(c.bytes);
+                }
+            }
+            Record::Consumer { group, change } => {
+                let g = self.groups.entry(group.clone()).or_default();
+                let (before, after) = g
+                    .consumer
+                    .get_or_insert_with(LiveConsumer::default)
+                    .apply(group, change);
+                self.bytes = self.bytes.saturating_sub(before) + after;
+            }
             Record::DeleteTopic { topic } => {
                 for (group, g) in self.groups.iter_mut() {
                     for pending in g.pending.values_mut() {
@@ -226,6 +360,9 @@ impl Live {
             for (_, rec) in recs {
                 rec.encode_into(&mut out);
             }
+            if let Some(c) = &g.consumer {
+                c.snapshot_into(group, &mut out);
+            }
         }
         out
     }
@@ -245,7 +382,8 @@ pub(super) fn meta_len(group: &str, m: &GroupMeta) -> u64 {
 }
 
 pub(super) fn group_len(group: &str, g: &LiveGroup) -> u64 {
-    g.meta.as_ref().map_or(0, |m| meta_len(group, m))
+    g.consumer.as_ref().map_or(0, |c| c.bytes)
+        + g.meta.as_ref().map_or(0, |m| meta_len(group, m))
         + g.offsets
             .iter()
             .map(|((t, _), (_, c))| Record::commit_frame_len(group, t, c))

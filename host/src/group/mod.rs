@@ -22,10 +22,12 @@
 //! for FindCoordinator, of every transactional id).
 
 pub mod config;
+pub mod consumer;
 pub mod coordinator;
 pub mod journal;
 pub mod live;
 pub mod member;
+pub mod now;
 pub mod offsets;
 pub mod offsets_topic;
 pub mod outcome;

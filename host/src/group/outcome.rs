@@ -112,6 +112,8 @@ pub struct GroupOverview {
     pub group_id: String,
     pub protocol_type: String,
     pub state: &'static str,
+    /// "classic" or "consumer" (ListGroups v5).
+    pub group_type: &'static str,
 }
 
 /// Awaits a long-poll answer; a dropped sender (the broker shutting down)

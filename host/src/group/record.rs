@@ -15,6 +15,17 @@
 //! | 5    | DeleteTopic   | topic                                                                  |
 //! | 6    | TxnCommit     | group, i64 producer id, i16 producer epoch, then a Commit's fields from topic on |
 //! | 7    | TxnEnd        | group, i64 producer id, u8 commit (1) or abort (0)                     |
+//! | 8    | ConsumerEpochs | group, i32 group epoch, i32 assignment epoch (a KIP-848 group)        |
+//! | 9    | ConsumerMember | group, member id, instance id?, rack id?, client id, client host, u32 n + n topic names, regex?, assignor?, i32 rebalance timeout ms, i32 epoch, i32 previous epoch, u8 state, assigned, pending revocation |
+//! | 10   | ConsumerTarget | group, member id, assignment                                          |
+//! | 11   | ConsumerRemoved | group, member id                                                     |
+//! | 12   | ConsumerDropped | group (no longer a consumer group; its offsets stay)                 |
+//! | 13   | ConsumerMetadata | group, u32 n, then n × (topic, 16-byte id, i32 partitions): the subscribed topics as last seen |
+//!
+//! `x?` is `u8 present (0/1)` then `x` when present. An assignment is
+//! `u32 topics`, then per topic its 16-byte id, `u32 n` and `n` i32
+//! partitions. Kinds 8–11 hold a consumer-protocol group's membership and
+//! target assignment (`super::consumer`); a DeleteGroup removes them too.
 //!
 //! A TxnCommit is a transactional offset (TxnOffsetCommit): pending until
 //! the TxnEnd of its producer id and group makes it committed (commit) or
@@ -25,6 +36,9 @@
 //! a good checksum but an unknown kind is [`FrameError::Unknown`] (written by
 //! a newer kaas: refused, never truncated).
 
+use super::consumer::assignor::{Assignment, TopicId};
+use super::consumer::member::{Member, MemberState, Progress, Subscription};
+
 /// File magic: `KAASGRP` and the format version.
 pub const MAGIC: &[u8; 8] = b"KAASGRP\x01";
 
@@ -34,6 +48,10 @@ pub const FRAME_HEADER: usize = 8;
 /// Largest body accepted when reading (a record is a few hundred bytes; the
 /// metadata string is bounded by `offset.metadata.max.bytes`).
 const MAX_BODY: usize = 1 << 20;
+
+/// Largest consumer-member record the coordinator writes (it refuses a
+/// heartbeat whose member would not fit).
+pub const MAX_MEMBER_RECORD: usize = MAX_BODY - 64;
 
 /// One committed offset as stored and served.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -100,6 +118,33 @@ pub enum Record {
         producer_id: i64,
         commit: bool,
     },
+    /// A consumer-protocol group's change (kinds 8–11).
+    Consumer {
+        group: String,
+        change: ConsumerRecord,
+    },
+}
+
+/// A consumer-protocol group's part of a record (kinds 8–11).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConsumerRecord {
+    Epochs {
+        epoch: i32,
+        assignment_epoch: i32,
+    },
+    Member(Box<Member>),
+    Target {
+        member: String,
+        assignment: Assignment,
+    },
+    Removed {
+        member: String,
+    },
+    /// The subscribed topics that exist: name → (id, partitions).
+    Metadata(std::collections::BTreeMap<String, (TopicId, i32)>),
+    /// The group is no longer a consumer group (an empty one converted to
+    /// classic); its offsets stay.
+    Dropped,
 }
 
 /// Why a frame could not be read.
@@ -111,6 +156,47 @@ pub enum FrameError {
     /// A valid frame of a kind this version does not know.
     #[error("record kind {0} is unknown (written by a newer kaas?)")]
     Unknown(u8),
+}
+
+fn put_opt_str(out: &mut Vec<u8>, s: Option<&str>) {
+    match s {
+        Some(s) => {
+            out.push(1);
+            put_str(out, s);
+        }
+        None => out.push(0),
+    }
+}
+
+fn put_assignment(out: &mut Vec<u8>, a: &Assignment) {
+    out.extend_from_slice(&(a.len() as u32).to_be_bytes());
+    for (t, ps) in a {
+        out.extend_from_slice(t);
+        out.extend_from_slice(&(ps.len() as u32).to_be_bytes());
+        for p in ps {
+            out.extend_from_slice(&p.to_be_bytes());
+        }
+    }
+}
+
+fn put_member(out: &mut Vec<u8>, m: &Member) {
+    put_str(out, &m.id);
+    put_opt_str(out, m.sub.instance_id.as_deref());
+    put_opt_str(out, m.sub.rack_id.as_deref());
+    put_str(out, &m.sub.client_id);
+    put_str(out, &m.sub.client_host);
+    out.extend_from_slice(&(m.sub.topic_names.len() as u32).to_be_bytes());
+    for t in &m.sub.topic_names {
+        put_str(out, t);
+    }
+    put_opt_str(out, m.sub.topic_regex.as_deref());
+    put_opt_str(out, m.sub.server_assignor.as_deref());
+    out.extend_from_slice(&m.sub.rebalance_timeout_ms.to_be_bytes());
+    out.extend_from_slice(&m.progress.epoch.to_be_bytes());
+    out.extend_from_slice(&m.progress.previous_epoch.to_be_bytes());
+    out.push(m.progress.state as u8);
+    put_assignment(out, &m.progress.assigned);
+    put_assignment(out, &m.progress.pending_revocation);
 }
 
 fn put_str(out: &mut Vec<u8>, s: &str) {
@@ -201,6 +287,47 @@ impl Record {
                 out.extend_from_slice(&producer_id.to_be_bytes());
                 out.push(u8::from(*commit));
             }
+            Record::Consumer { group, change } => match change {
+                ConsumerRecord::Epochs {
+                    epoch,
+                    assignment_epoch,
+                } => {
+                    out.push(8);
+                    put_str(out, group);
+                    out.extend_from_slice(&epoch.to_be_bytes());
+                    out.extend_from_slice(&assignment_epoch.to_be_bytes());
+                }
+                ConsumerRecord::Member(m) => {
+                    out.push(9);
+                    put_str(out, group);
+                    put_member(out, m);
+                }
+                ConsumerRecord::Target { member, assignment } => {
+                    out.push(10);
+                    put_str(out, group);
+                    put_str(out, member);
+                    put_assignment(out, assignment);
+                }
+                ConsumerRecord::Removed { member } => {
+                    out.push(11);
+                    put_str(out, group);
+                    put_str(out, member);
+                }
+                ConsumerRecord::Dropped => {
+                    out.push(12);
+                    put_str(out, group);
+                }
+                ConsumerRecord::Metadata(m) => {
+                    out.push(13);
+                    put_str(out, group);
+                    out.extend_from_slice(&(m.len() as u32).to_be_bytes());
+                    for (name, (id, partitions)) in m {
+                        put_str(out, name);
+                        out.extend_from_slice(id);
+                        out.extend_from_slice(&partitions.to_be_bytes());
+                    }
+                }
+            },
         }
         let body_len = (out.len() - start - FRAME_HEADER) as u32;
         let crc = crc32c::crc32c(&out[start + FRAME_HEADER..]);
@@ -302,6 +429,38 @@ impl Record {
                     b => return Err(FrameError::Torn(format!("commit flag {b}"))),
                 },
             },
+            8 => Record::Consumer {
+                group: r.string().map_err(torn)?,
+                change: ConsumerRecord::Epochs {
+                    epoch: r.i32().map_err(torn)?,
+                    assignment_epoch: r.i32().map_err(torn)?,
+                },
+            },
+            9 => Record::Consumer {
+                group: r.string().map_err(torn)?,
+                change: ConsumerRecord::Member(Box::new(r.member().map_err(torn)?)),
+            },
+            10 => Record::Consumer {
+                group: r.string().map_err(torn)?,
+                change: ConsumerRecord::Target {
+                    member: r.string().map_err(torn)?,
+                    assignment: r.assignment().map_err(torn)?,
+                },
+            },
+            11 => Record::Consumer {
+                group: r.string().map_err(torn)?,
+                change: ConsumerRecord::Removed {
+                    member: r.string().map_err(torn)?,
+                },
+            },
+            12 => Record::Consumer {
+                group: r.string().map_err(torn)?,
+                change: ConsumerRecord::Dropped,
+            },
+            13 => Record::Consumer {
+                group: r.string().map_err(torn)?,
+                change: ConsumerRecord::Metadata(r.metadata().map_err(torn)?),
+            },
             k => return Err(FrameError::Unknown(k)),
         };
         if !r.b.is_empty() {
@@ -343,6 +502,86 @@ impl<'a> Reader<'a> {
             expire_ms: match self.i64()? {
                 -1 => None,
                 ms => Some(ms),
+            },
+        })
+    }
+
+    fn opt_string(&mut self) -> Result<Option<String>, String> {
+        match self.take(1)?[0] {
+            0 => Ok(None),
+            1 => self.string().map(Some),
+            b => Err(format!("presence flag {b}")),
+        }
+    }
+
+    fn count(&mut self, each: usize) -> Result<usize, String> {
+        let n = self.i32()? as u32 as usize;
+        // Every element takes at least `each` bytes: a count beyond what is
+        // left is corrupt (and must not size an allocation).
+        if n.saturating_mul(each) > self.b.len() {
+            return Err(format!("count {n} exceeds the {} bytes left", self.b.len()));
+        }
+        Ok(n)
+    }
+
+    fn assignment(&mut self) -> Result<Assignment, String> {
+        let mut a = Assignment::new();
+        for _ in 0..self.count(20)? {
+            let mut id = [0u8; 16];
+            id.copy_from_slice(self.take(16)?);
+            let mut ps = std::collections::BTreeSet::new();
+            for _ in 0..self.count(4)? {
+                ps.insert(self.i32()?);
+            }
+            a.insert(id, ps);
+        }
+        Ok(a)
+    }
+
+    fn metadata(&mut self) -> Result<std::collections::BTreeMap<String, (TopicId, i32)>, String> {
+        let mut m = std::collections::BTreeMap::new();
+        for _ in 0..self.count(22)? {
+            let name = self.string()?;
+            let mut id = [0u8; 16];
+            id.copy_from_slice(self.take(16)?);
+            m.insert(name, (id, self.i32()?));
+        }
+        Ok(m)
+    }
+
+    fn member(&mut self) -> Result<Member, String> {
+        let id = self.string()?;
+        let instance_id = self.opt_string()?;
+        let rack_id = self.opt_string()?;
+        let client_id = self.string()?;
+        let client_host = self.string()?;
+        let mut topic_names = std::collections::BTreeSet::new();
+        for _ in 0..self.count(2)? {
+            topic_names.insert(self.string()?);
+        }
+        let sub = Subscription {
+            instance_id,
+            rack_id,
+            client_id,
+            client_host,
+            topic_names,
+            topic_regex: self.opt_string()?,
+            server_assignor: self.opt_string()?,
+            rebalance_timeout_ms: self.i32()?,
+        };
+        let epoch = self.i32()?;
+        let previous_epoch = self.i32()?;
+        let state = self.take(1)?[0];
+        let state = MemberState::from_code(state).ok_or(format!("member state {state}"))?;
+        Ok(Member {
+            id,
+            sub,
+            progress: Progress {
+                epoch,
+                previous_epoch,
+                state,
+                assigned: self.assignment()?,
+                pending_revocation: self.assignment()?,
             },
         })
     }
@@ -437,6 +676,63 @@ mod tests {
                 producer_id: 4001,
                 commit: false,
             },
+            Record::Consumer {
+                group: "c".into(),
+                change: ConsumerRecord::Epochs {
+                    epoch: 7,
+                    assignment_epoch: 6,
+                },
+            },
+            Record::Consumer {
+                group: "c".into(),
+                change: ConsumerRecord::Member(Box::new(Member {
+                    id: "m-1".into(),
+                    sub: Subscription {
+                        instance_id: Some("i".into()),
+                        rack_id: None,
+                        client_id: "rdkafka".into(),
+                        client_host: "/10.0.0.1".into(),
+                        topic_names: ["a".to_string(), "b".to_string()].into(),
+                        topic_regex: Some("orders-.*".into()),
+                        server_assignor: None,
+                        rebalance_timeout_ms: 300_000,
+                    },
+                    progress: Progress {
+                        epoch: 6,
+                        previous_epoch: 5,
+                        state: MemberState::UnrevokedPartitions,
+                        assigned: Assignment::from([([1; 16], [0, 2].into())]),
+                        pending_revocation: Assignment::from([([2; 16], [1].into())]),
+                    },
+                })),
+            },
+            Record::Consumer {
+                group: "c".into(),
+                change: ConsumerRecord::Target {
+                    member: "m-1".into(),
+                    assignment: Assignment::from([([1; 16], [0, 2, 3].into())]),
+                },
+            },
+            Record::Consumer {
+                group: "c".into(),
+                change: ConsumerRecord::Removed {
+                    member: "m-1".into(),
+                },
+            },
+            Record::Consumer {
+                group: "c".into(),
+                change: ConsumerRecord::Dropped,
+            },
+            Record::Consumer {
+                group: "c".into(),
+                change: ConsumerRecord::Metadata(
+                    [
+                        ("t".to_string(), ([3; 16], 12)),
+                        ("u".to_string(), ([4; 16], 1)),
+                    ]
+                    .into(),
+                ),
+            },
         ]
     }
 
@@ -498,11 +794,11 @@ mod tests {
 
     #[test]
     fn an_unknown_kind_with_a_good_checksum_is_refused_as_unknown() {
-        let body = [9u8, 0, 1, b'g'];
+        let body = [200u8, 0, 1, b'g'];
         let mut frame = Vec::new();
         frame.extend_from_slice(&(body.len() as u32).to_be_bytes());
         frame.extend_from_slice(&crc32c::crc32c(&body).to_be_bytes());
         frame.extend_from_slice(&body);
-        assert_eq!(Record::decode(&frame), Err(FrameError::Unknown(9)));
+        assert_eq!(Record::decode(&frame), Err(FrameError::Unknown(200)));
     }
 }

@@ -13,8 +13,9 @@
 //! An offset committed with an explicit retention (OffsetCommit v2–v4)
 //! expires at its own expire time instead.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
+use super::consumer::ConsumerGroup;
 use super::journal::OffsetKey;
 use super::record::Committed;
 use super::state::{Group, GroupState};
@@ -48,6 +49,33 @@ pub fn expired(
         (None, _) => check(&|c| c.commit_ms, &|_| false),
         _ => Vec::new(),
     }
+}
+
+/// The keys of a consumer-protocol group's `offsets` that have expired:
+/// every offset once the group has been empty for the retention, else
+/// those of topics no member subscribes to, by their commit time.
+pub fn expired_consumer(
+    group: &ConsumerGroup,
+    offsets: &BTreeMap<OffsetKey, Committed>,
+    now_ms: i64,
+    retention_ms: i64,
+) -> Vec<OffsetKey> {
+    let empty = group.member_count() == 0;
+    let subscribed: BTreeSet<&String> = group.subscribed_topics().collect();
+    offsets
+        .iter()
+        .filter(|((topic, _), c)| {
+            if !empty && subscribed.contains(topic) {
+                return false;
+            }
+            match c.expire_ms {
+                Some(at) => now_ms >= at,
+                None if empty => now_ms - group.state_ms() >= retention_ms,
+                None => now_ms - c.commit_ms >= retention_ms,
+            }
+        })
+        .map(|(k, _)| k.clone())
+        .collect()
 }
 
 #[cfg(test)]

@@ -44,21 +44,7 @@ use crate::codes;
 /// so a disconnect cannot be seen, and a retry gets a new member id.
 pub const NEW_MEMBER_JOIN_TIMEOUT: Duration = Duration::from_secs(300);
 
-/// The time, monotonic for deadlines and wall-clock for what is stored.
-#[derive(Debug, Clone, Copy)]
-pub struct Now {
-    pub at: Instant,
-    pub wall_ms: i64,
-}
-
-impl Now {
-    pub fn current() -> Now {
-        Now {
-            at: Instant::now(),
-            wall_ms: crate::clock::now_ms(),
-        }
-    }
-}
+pub use super::now::Now;
 
 /// Kafka's group states.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -530,6 +516,7 @@ impl Group {
 
     pub fn overview(&self) -> GroupOverview {
         GroupOverview {
+            group_type: "classic",
             group_id: self.id.clone(),
             protocol_type: self.protocol_type.clone().unwrap_or_default(),
             state: self.state.name(),

@@ -126,10 +126,7 @@ impl LogManager {
             open,
             Vec::new(),
         ));
-        self.topics
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(name.into(), t.clone());
+        self.topics_write().insert(name.into(), t.clone());
         Ok(t)
     }
 
@@ -236,10 +233,7 @@ impl LogManager {
             open,
             t.refusals.clone(),
         );
-        self.topics
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(name.into(), Arc::new(grown));
+        self.topics_write().insert(name.into(), Arc::new(grown));
         Ok(())
     }
 
@@ -249,11 +243,7 @@ impl LogManager {
         // the same name created meanwhile would lose its own directories.
         let t = {
             let mut creating = self.creating.lock().unwrap_or_else(|p| p.into_inner());
-            let removed = self
-                .topics
-                .write()
-                .unwrap_or_else(|p| p.into_inner())
-                .remove(name);
+            let removed = self.topics_write().remove(name);
             if removed.is_some() {
                 creating.insert(name.into(), 0);
             }

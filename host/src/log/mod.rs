@@ -80,6 +80,8 @@ pub struct LogManager {
     /// the limits while their files are made outside the `topics` lock),
     /// and topics being deleted (0: the name only).
     creating: Mutex<BTreeMap<String, usize>>,
+    /// Moves on every change of the topic map ([`Self::topics_version`]).
+    topics_version: std::sync::atomic::AtomicU64,
 }
 
 /// A topic name reserved in [`LogManager::creating`] while its files are
@@ -193,6 +195,7 @@ impl LogManager {
             abandoned_at_rotation: Default::default(),
             limits: TopicLimits::default(),
             creating: Mutex::new(BTreeMap::new()),
+            topics_version: Default::default(),
         })
     }
 
@@ -265,6 +268,23 @@ impl LogManager {
             .unwrap_or_else(|p| p.into_inner())
             .effective
             .clone()
+    }
+
+    /// The topic map for a change: every change moves [`Self::topics_version`].
+    pub(super) fn topics_write(
+        &self,
+    ) -> std::sync::RwLockWriteGuard<'_, BTreeMap<String, Arc<Topic>>> {
+        let guard = self.topics.write().unwrap_or_else(|p| p.into_inner());
+        self.topics_version
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        guard
+    }
+
+    /// Changes whenever a topic is created, deleted, grown or reconfigured
+    /// (consumer groups recompute their subscriptions when it moves).
+    pub fn topics_version(&self) -> u64 {
+        self.topics_version
+            .load(std::sync::atomic::Ordering::Acquire)
     }
 
     pub fn topic(&self, name: &str) -> Option<Arc<Topic>> {

@@ -69,9 +69,7 @@ impl LogManager {
             open,
             t.refusals.clone(),
         );
-        self.topics
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
+        self.topics_write()
             .insert(t.name.clone(), Arc::new(changed));
     }
 }

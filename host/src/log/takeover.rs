@@ -27,6 +27,7 @@ impl LogManager {
             abandoned_at_rotation: Default::default(),
             limits: TopicLimits::default(),
             creating: Mutex::new(BTreeMap::new()),
+            topics_version: Default::default(),
         })
     }
 
@@ -68,7 +69,7 @@ impl LogManager {
         let mut dropped = Vec::new();
         let defaults = self.defaults();
         {
-            let mut topics = self.topics.write().unwrap_or_else(|p| p.into_inner());
+            let mut topics = self.topics_write();
             topics.retain(|name, t| {
                 let keep = metas
                     .get(name)

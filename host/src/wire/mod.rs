@@ -256,6 +256,12 @@ pub async fn dispatch(
             Handled::Now(api::offset_fetch::handle(broker, session, r, v))
         }
         Some(RequestKind::OffsetDelete(r)) => api::offset_delete::handle(broker, session, r, v),
+        Some(RequestKind::ConsumerGroupHeartbeat(r)) => {
+            api::consumer_group_heartbeat::handle(broker, session, &req.header, r, v)
+        }
+        Some(RequestKind::ConsumerGroupDescribe(r)) => {
+            Handled::Now(api::consumer_group_describe::handle(broker, session, r, v))
+        }
         Some(RequestKind::OffsetForLeaderEpoch(r)) => {
             Handled::Now(api::offset_for_leader_epoch::handle(broker, session, r, v))
         }

@@ -36,7 +36,9 @@ impl GroupCoordinator {
         let now = Now::current();
         let mut st = self.inner.lock();
         let st = &mut *st;
-        if !st.groups.contains_key(group_id) {
+        if let Some(c) = st.consumers.get(group_id) {
+            c.validate_commit(member_id, generation)?;
+        } else if !st.groups.contains_key(group_id) {
             if generation >= 0 {
                 // A commit from an older generation of a group that is gone.
                 return Err(codes::ILLEGAL_GENERATION);
@@ -47,7 +49,9 @@ impl GroupCoordinator {
                 Group::new(group_id, &self.inner.config, now),
             );
         }
-        if let Some(g) = st.groups.get_mut(group_id) {
+        if let Some(g) = st.groups.get_mut(group_id)
+            && !st.consumers.contains_key(group_id)
+        {
             g.validate_commit(generation, member_id, instance_id, now)?;
         }
         if entries.is_empty() {
@@ -92,7 +96,7 @@ impl GroupCoordinator {
             return Err(codes::INVALID_GROUP_ID);
         }
         let st = self.inner.lock();
-        let exists = st.groups.contains_key(group_id);
+        let exists = st.groups.contains_key(group_id) || st.consumers.contains_key(group_id);
         let live = st.journal.live().groups.get(group_id);
         let answer = |topic: &str, p: i32| -> (i32, Option<Committed>, i16) {
             let key = (topic.to_string(), p);
@@ -161,11 +165,15 @@ impl GroupCoordinator {
         let now = Now::current();
         let mut st = self.inner.lock();
         let st = &mut *st;
-        let group = st
-            .groups
-            .entry(group_id.to_string())
-            .or_insert_with(|| Group::new(group_id, &self.inner.config, now));
-        group.validate_txn_commit(generation, member_id, instance_id, now)?;
+        if let Some(c) = st.consumers.get(group_id) {
+            c.validate_commit(member_id, generation)?;
+        } else {
+            let group = st
+                .groups
+                .entry(group_id.to_string())
+                .or_insert_with(|| Group::new(group_id, &self.inner.config, now));
+            group.validate_txn_commit(generation, member_id, instance_id, now)?;
+        }
         if entries.is_empty() {
             return Ok(self.durable(None, Vec::new()));
         }
@@ -259,6 +267,16 @@ impl GroupCoordinator {
         }
         let mut st = self.inner.lock();
         let st = &mut *st;
+        if let Some(c) = st.consumers.get(group_id) {
+            // A consumer group keeps the offsets of the topics its members
+            // subscribe to.
+            let subscribed: std::collections::BTreeSet<String> = if c.member_count() > 0 {
+                c.subscribed_topics().cloned().collect()
+            } else {
+                Default::default()
+            };
+            return self.delete_offsets_of(st, group_id, partitions, &|t| subscribed.contains(t));
+        }
         let Some(g) = st.groups.get(group_id) else {
             return Err(codes::GROUP_ID_NOT_FOUND);
         };
@@ -272,6 +290,23 @@ impl GroupCoordinator {
             _ if g.protocol_type() == Some("consumer") => {}
             _ => return Err(codes::NON_EMPTY_GROUP),
         }
+        let subscribed: std::collections::BTreeSet<String> = partitions
+            .iter()
+            .filter(|(t, _)| subscribed(t))
+            .map(|(t, _)| t.clone())
+            .collect();
+        self.delete_offsets_of(st, group_id, partitions, &|t| subscribed.contains(t))
+    }
+
+    /// OffsetDelete's writes once the group allowed it: topics `subscribed`
+    /// answers GROUP_SUBSCRIBED_TO_TOPIC.
+    fn delete_offsets_of(
+        &self,
+        st: &mut State,
+        group_id: &str,
+        partitions: &[(String, i32)],
+        subscribed: &dyn Fn(&str) -> bool,
+    ) -> Result<(Vec<i16>, Durable), i16> {
         let mut records = Vec::new();
         let codes: Vec<i16> = partitions
             .iter()

@@ -1,5 +1,6 @@
 //! ListGroups (key 16): every group, optionally only those in the given
-//! states (v4+, compared case-insensitively).
+//! states (v4+, compared case-insensitively) and of the given types
+//! (v5+: "classic", "consumer"; KIP-848).
 
 use std::sync::Arc;
 
@@ -27,16 +28,23 @@ pub fn handle(
     } else {
         Vec::new()
     };
+    let types: Vec<String> = if version >= 5 {
+        req.types_filter.iter().map(|s| s.to_string()).collect()
+    } else {
+        Vec::new()
+    };
     let groups = broker
         .groups
         .list(&states)
         .into_iter()
+        .filter(|g| types.is_empty() || types.iter().any(|t| t.eq_ignore_ascii_case(g.group_type)))
         .filter(|g| all || checks.probe(Operation::Describe, ResourceType::Group, &g.group_id))
         .map(|g| {
             ListedGroup::default()
                 .with_group_id(GroupId(sb(&g.group_id)))
                 .with_protocol_type(sb(&g.protocol_type))
                 .with_group_state(sb(g.state))
+                .with_group_type(sb(g.group_type))
         })
         .collect();
     ResponseKind::ListGroups(ListGroupsResponse::default().with_groups(groups))

@@ -93,7 +93,10 @@ pub fn handle(
             let described = list
                 .into_iter()
                 .map(|rt| {
-                    let Some(name) = rt.name.map(|n| n.0.to_string()) else {
+                    // v10+: a topic may be named by its id alone (KIP-516;
+                    // consumers of KIP-848 assignments ask this way).
+                    let by_id = || topic_name_of_id(broker, rt.topic_id.as_bytes());
+                    let Some(name) = rt.name.map(|n| n.0.to_string()).or_else(by_id) else {
                         return MetadataResponseTopic::default()
                             .with_topic_id(rt.topic_id)
                             .with_error_code(codes::UNKNOWN_TOPIC_ID);
@@ -303,6 +306,26 @@ fn describe(t: &Topic, node: BrokerId) -> MetadataResponseTopic {
         .with_topic_id(uuid::Uuid::from_bytes(t.id))
         .with_is_internal(false)
         .with_partitions(partitions)
+}
+
+/// The name of the topic with this id (cluster metadata first, then the
+/// local log), if any. The nil id names nothing.
+fn topic_name_of_id(broker: &Broker, id: &[u8; 16]) -> Option<String> {
+    if *id == [0u8; 16] {
+        return None;
+    }
+    if let Some(all) = broker.cluster.topics() {
+        return all
+            .values()
+            .find(|m| crate::log::parse_id(&m.id) == *id)
+            .map(|m| m.name.clone());
+    }
+    broker
+        .logs
+        .topics()
+        .iter()
+        .find(|t| t.id == *id)
+        .map(|t| t.name.clone())
 }
 
 /// Resets fields this version of the response does not carry (the codec

@@ -135,6 +135,21 @@ pub fn handle(
             .map(|g| {
                 let wanted = wanted(g.topics, |t| (t.name.0.to_string(), t.partition_indexes));
                 let base = OffsetFetchResponseGroup::default().with_group_id(g.group_id.clone());
+                // v9 (KIP-848): a member of a consumer-protocol group names
+                // itself and its epoch; a stale one is refused.
+                let member = (version >= 9)
+                    .then(|| {
+                        g.member_id
+                            .as_ref()
+                            .map(|m| (m.to_string(), g.member_epoch))
+                    })
+                    .flatten();
+                if let Some((id, epoch)) = &member
+                    && let Some(groups) = broker.groups.for_group(&g.group_id.0)
+                    && let Err(code) = groups.validate_consumer_fetch(&g.group_id.0, id, *epoch)
+                {
+                    return base.with_error_code(code);
+                }
                 let fetched = fetch_authorized(
                     broker,
                     &mut checks,

@@ -1,0 +1,226 @@
+//! The group coordinator's consumer-protocol groups (KIP-848):
+//! ConsumerGroupHeartbeat and ConsumerGroupDescribe, the journaling of
+//! their changes, and the rules between the two protocols (a group id is a
+//! classic group or a consumer group; a non-empty one of either kind refuses
+//! the other protocol, an empty one is converted, its offsets kept).
+
+use super::*;
+use crate::group::consumer::{
+    self, Change, ConsumerGroup, ConsumerState, Heartbeat, Member, Topics,
+};
+use crate::group::record::{ConsumerRecord, MAX_MEMBER_RECORD};
+
+/// A consumer group in ConsumerGroupDescribe.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConsumerDescription {
+    pub state: &'static str,
+    pub epoch: i32,
+    pub assignment_epoch: i32,
+    pub assignor: String,
+    /// Each member, with its target assignment.
+    pub members: Vec<(Member, consumer::Assignment)>,
+}
+
+fn record(group: &str, change: Change) -> Record {
+    let change = match change {
+        Change::Epochs {
+            epoch,
+            assignment_epoch,
+        } => ConsumerRecord::Epochs {
+            epoch,
+            assignment_epoch,
+        },
+        Change::Member(m) => ConsumerRecord::Member(m),
+        Change::Target { member, assignment } => ConsumerRecord::Target { member, assignment },
+        Change::Removed(member) => ConsumerRecord::Removed { member },
+        Change::Metadata(m) => ConsumerRecord::Metadata(m),
+    };
+    Record::Consumer {
+        group: group.to_string(),
+        change,
+    }
+}
+
+impl Inner {
+    /// Journals a consumer group's changes no reply waits for (the ticker's
+    /// fencing).
+    pub(super) fn journal_consumer_changes(
+        &self,
+        st: &mut State,
+        group: &str,
+        changes: Vec<Change>,
+    ) {
+        if changes.is_empty() {
+            return;
+        }
+        let records: Vec<Record> = changes.into_iter().map(|c| record(group, c)).collect();
+        self.append_in_background(st, &records);
+    }
+}
+
+impl GroupCoordinator {
+    /// ConsumerGroupHeartbeat: the answer, and the write it waits for.
+    pub fn consumer_heartbeat(
+        &self,
+        group_id: &str,
+        req: Heartbeat,
+        topics: &dyn Topics,
+    ) -> (consumer::Reply, Durable) {
+        self.start_ticker();
+        let now = Now::current();
+        let (asked_id, asked_epoch) = (req.member_id.clone(), req.member_epoch);
+        let fail = |code: i16, msg: String| consumer::Reply {
+            error: code,
+            message: Some(msg),
+            member_id: asked_id.clone(),
+            member_epoch: asked_epoch,
+            heartbeat_interval_ms: 0,
+            assignment: None,
+        };
+        if !valid_group_id(group_id, false) {
+            return (
+                fail(codes::INVALID_GROUP_ID, "GroupId can't be empty.".into()),
+                self.durable(None, Vec::new()),
+            );
+        }
+        let subscription_bytes: usize = req
+            .topic_names
+            .iter()
+            .flatten()
+            .map(|t| t.len() + 2)
+            .sum::<usize>()
+            + req.topic_regex.as_ref().map_or(0, String::len);
+        if subscription_bytes > MAX_MEMBER_RECORD / 2 {
+            return (
+                fail(
+                    codes::INVALID_REQUEST,
+                    format!(
+                        "The subscription takes {subscription_bytes} bytes; the most is {}.",
+                        MAX_MEMBER_RECORD / 2
+                    ),
+                ),
+                self.durable(None, Vec::new()),
+            );
+        }
+        let cfg = &self.inner.config.consumer;
+        let mut st = self.inner.lock();
+        let st = &mut *st;
+        if let Some(classic) = st.groups.get(group_id)
+            && (classic.member_count() > 0 || classic.state() != GroupState::Empty)
+        {
+            return (
+                fail(
+                    codes::GROUP_ID_NOT_FOUND,
+                    format!("Group {group_id} is not a consumer group."),
+                ),
+                self.durable(None, Vec::new()),
+            );
+        }
+        if !st.consumers.contains_key(group_id) {
+            if req.member_epoch != 0 {
+                return (
+                    fail(
+                        codes::UNKNOWN_MEMBER_ID,
+                        format!("Member {asked_id} is not a member of group {group_id}."),
+                    ),
+                    self.durable(None, Vec::new()),
+                );
+            }
+            // A new group, or an empty classic group converted (its
+            // offsets stay where they are).
+            if st.groups.remove(group_id).is_some() {
+                tracing::info!(group = %group_id, "empty classic group converted to a consumer group");
+            }
+            st.consumers
+                .insert(group_id.to_string(), ConsumerGroup::new(group_id, now));
+        }
+        let Some(g) = st.consumers.get_mut(group_id) else {
+            return (
+                fail(codes::COORDINATOR_NOT_AVAILABLE, "group vanished".into()),
+                self.durable(None, Vec::new()),
+            );
+        };
+        let inner = &self.inner;
+        let (reply, changes) = g.heartbeat(req, cfg, topics, now, &mut || {
+            // Kafka's v0 member ids are UUIDs.
+            inner
+                .new_member_id("", group_id)
+                .trim_start_matches('-')
+                .to_string()
+        });
+        let next = g.next_deadline();
+        let mut durable = self.durable(None, Vec::new());
+        if !changes.is_empty() {
+            let records: Vec<Record> = changes.into_iter().map(|c| record(group_id, c)).collect();
+            match self.inner.append(st, &records) {
+                Ok((file, _)) => durable.file = Some(file),
+                Err(e) => {
+                    tracing::error!(group = %group_id, error = %e, "offsets journal append failed");
+                    return (
+                        fail(
+                            codes::NOT_COORDINATOR,
+                            "the group's journal could not be written".into(),
+                        ),
+                        self.durable(None, Vec::new()),
+                    );
+                }
+            }
+        }
+        if let Some(d) = next
+            && st.planned_wake.is_none_or(|w| d < w)
+        {
+            st.planned_wake = Some(d);
+            self.inner.wake.notify_one();
+        }
+        (reply, durable)
+    }
+
+    /// ConsumerGroupDescribe of one group: GROUP_ID_NOT_FOUND when it is
+    /// not a consumer group.
+    pub fn consumer_describe(&self, group_id: &str) -> Result<ConsumerDescription, (i16, String)> {
+        let st = self.inner.lock();
+        let Some(g) = st.consumers.get(group_id) else {
+            let msg = if st.groups.contains_key(group_id) {
+                format!("Group {group_id} is not a consumer group.")
+            } else {
+                format!("Group {group_id} not found.")
+            };
+            return Err((codes::GROUP_ID_NOT_FOUND, msg));
+        };
+        Ok(ConsumerDescription {
+            state: g.state().name(),
+            epoch: g.epoch(),
+            assignment_epoch: g.assignment_epoch(),
+            assignor: g.assignor(&self.inner.config.consumer).to_string(),
+            members: g
+                .members()
+                .map(|m| (m.clone(), g.target(&m.id).cloned().unwrap_or_default()))
+                .collect(),
+        })
+    }
+
+    /// OffsetFetch v9 from a member of a consumer-protocol group: the member
+    /// must be known and at its current epoch (a classic group's fetches
+    /// are not checked).
+    pub fn validate_consumer_fetch(
+        &self,
+        group_id: &str,
+        member_id: &str,
+        epoch: i32,
+    ) -> Result<(), i16> {
+        let st = self.inner.lock();
+        match st.consumers.get(group_id) {
+            Some(g) => g.validate_fetch(Some((member_id, epoch))),
+            None => Ok(()),
+        }
+    }
+
+    /// The state of a consumer group (None: not one).
+    pub fn consumer_state(&self, group_id: &str) -> Option<ConsumerState> {
+        self.inner
+            .lock()
+            .consumers
+            .get(group_id)
+            .map(ConsumerGroup::state)
+    }
+}
