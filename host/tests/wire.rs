@@ -284,20 +284,23 @@ async fn bad_batches_are_refused_with_their_codes_and_never_stored() {
 #[tokio::test]
 async fn data_and_producer_state_survive_a_clean_restart() {
     let dir = tempfile::tempdir().expect("tmp");
+    // Timestamps of now: producer state older than producer.id.expiration.ms
+    // (a day) is expired at start, as Kafka does.
+    let t0 = kaas::clock::now_ms();
     let pid;
     let first = {
         let b = InProcess::start(dir.path(), FsyncMode::Always).await;
         let mut c = Client::connect(&b.addr.to_string()).await;
         create(&mut c, "t", 1).await;
         pid = idempotent_pid(&mut c).await;
-        let first = data_batch(&[(None, b"one")], 10, Some((pid, 0, 0)), false);
+        let first = data_batch(&[(None, b"one")], t0 + 10, Some((pid, 0, 0)), false);
         assert_eq!(produce(&mut c, "t", 0, first.clone()).await, (0, 0));
         assert_eq!(
             produce(
                 &mut c,
                 "t",
                 0,
-                data_batch(&[(None, b"two")], 20, Some((pid, 0, 1)), false)
+                data_batch(&[(None, b"two")], t0 + 20, Some((pid, 0, 1)), false)
             )
             .await,
             (0, 1)
@@ -321,7 +324,7 @@ async fn data_and_producer_state_survive_a_clean_restart() {
             &mut c,
             "t",
             0,
-            data_batch(&[(None, b"z")], 30, Some((pid, 0, 5)), false)
+            data_batch(&[(None, b"z")], t0 + 30, Some((pid, 0, 5)), false)
         )
         .await
         .0,
@@ -343,7 +346,7 @@ async fn data_and_producer_state_survive_a_clean_restart() {
                     .with_timestamp(-1),
                 ListOffsetsPartition::default()
                     .with_partition_index(0)
-                    .with_timestamp(15),
+                    .with_timestamp(t0 + 15),
             ]),
     ]);
     let resp = c.call(&req, 7).await;
