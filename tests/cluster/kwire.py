@@ -15,6 +15,10 @@ tagged fields, request header v2), AddPartitionsToTxn v1 and EndTxn v1, a
 transactional Produce, FindCoordinator of a transactional id (key type 1),
 `send_no_reply` for a request the broker must die before answering, and
 `Conn`, one kept-open connection for a benchmark's request loop.
+
+KIP-848 (issue 27): ConsumerGroupDescribe v1 (flexible), which shows a
+consumer-protocol group's epochs and each member's epoch, current and target
+assignment; the admin clients keep the epochs to themselves.
 """
 
 import socket
@@ -26,6 +30,7 @@ from kafka.record.memory_records import MemoryRecords, MemoryRecordsBuilder
 METADATA, PRODUCE, FETCH, FIND_COORDINATOR = 3, 0, 1, 10
 CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS = 19, 20, 37
 INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, END_TXN = 22, 24, 26
+CONSUMER_GROUP_DESCRIBE = 69
 UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER = 3, 6
 INVALID_PRODUCER_EPOCH = 47
 TOPIC_ALREADY_EXISTS, INVALID_PARTITIONS = 36, 37
@@ -182,6 +187,25 @@ class _Reader:
         s = self.data[self.pos:self.pos + n].decode()
         self.pos += n
         return s
+
+    def cstring(self) -> str | None:
+        """A COMPACT_(NULLABLE_)STRING."""
+        n = self.uvarint() - 1
+        if n < 0:
+            return None
+        s = self.data[self.pos:self.pos + n].decode()
+        self.pos += n
+        return s
+
+    def carray(self, item) -> list:
+        """A COMPACT_ARRAY of item(); [] for null."""
+        return [item() for _ in range(max(self.uvarint() - 1, 0))]
+
+    def tags(self) -> None:
+        """Skips a tagged-field section."""
+        for _ in range(self.uvarint()):
+            self.uvarint()
+            self.pos += self.uvarint()
 
 
 @dataclass
@@ -492,6 +516,76 @@ def fetch_committed(addr: str, topic: str, partition: int, offset: int = 0,
                         if rec.offset >= offset and rec.offset < lso]
             return err, high, lso, out
     raise WireError(f"{addr}: Fetch response has no partition {partition}")
+
+
+# -- consumer-protocol groups (KIP-848, issue 27) -------------------------------
+
+@dataclass
+class ConsumerMember:
+    member_id: str
+    member_epoch: int
+    client_id: str
+    # topic name -> sorted partitions
+    assignment: dict[str, list[int]]
+    target: dict[str, list[int]]
+
+
+@dataclass
+class ConsumerGroup:
+    error: int
+    message: str | None
+    state: str | None = None
+    epoch: int = -1
+    assignment_epoch: int = -1
+    assignor: str | None = None
+    members: dict[str, ConsumerMember] = field(default_factory=dict)  # by member id
+
+
+def _cg_assignment(r: _Reader) -> dict[str, list[int]]:
+    out = {}
+    for _ in range(max(r.uvarint() - 1, 0)):
+        r.pos += 16  # topic id
+        name = r.cstring()
+        out[name] = sorted(r.carray(lambda: r.take(">i")))
+        r.tags()
+    r.tags()
+    return out
+
+
+def consumer_group_describe(addr: str, group: str, timeout: float = 5.0) -> ConsumerGroup:
+    """ConsumerGroupDescribe v1 of one group at the broker at `addr` (its
+    coordinator: another broker answers NOT_COORDINATOR)."""
+    g = group.encode()
+    body = _uvarint(2) + _uvarint(len(g) + 1) + g + b"\x00" + b"\x00"
+    r = _Reader(_call(addr, CONSUMER_GROUP_DESCRIBE, 1, body, timeout, flexible=True))
+    r.take(">i")  # throttle
+    groups = []
+    for _ in range(max(r.uvarint() - 1, 0)):
+        err = r.take(">h")
+        out = ConsumerGroup(err, r.cstring())
+        r.cstring()  # group id
+        out.state = r.cstring()
+        out.epoch, out.assignment_epoch = r.take(">ii")
+        out.assignor = r.cstring()
+        for _ in range(max(r.uvarint() - 1, 0)):
+            member_id = r.cstring()
+            r.cstring(), r.cstring()  # instance id, rack id
+            epoch = r.take(">i")
+            client_id = r.cstring()
+            r.cstring()  # client host
+            r.carray(r.cstring)  # subscribed topic names
+            r.cstring()  # subscribed regex
+            assignment, target = _cg_assignment(r), _cg_assignment(r)
+            r.take(">b")  # member type (v1)
+            r.tags()
+            out.members[member_id] = ConsumerMember(member_id, epoch, client_id, assignment,
+                                                    target)
+        r.take(">i")  # authorized operations
+        r.tags()
+        groups.append(out)
+    if len(groups) != 1:
+        raise WireError(f"{addr}: ConsumerGroupDescribe answered {len(groups)} groups")
+    return groups[0]
 
 
 class Conn:
