@@ -150,7 +150,8 @@ class Ledger:
 
 class Member:
     """A consumer-protocol group member that commits each record
-    synchronously once it has processed it (appended it to `consumed`)."""
+    synchronously once it has processed it (appended it to `consumed`)
+    unless commit=False."""
 
     def __init__(self, name, bootstrap, topic, group, ledger=None, commit=True, **conf):
         self.name = name
@@ -170,6 +171,7 @@ class Member:
         self.consumed = []        # (partition, offset, value)
         self.committed = {}       # partition -> next offset, once its commit succeeded
         self.commit_errors = []   # (partition, offset, error)
+        self.stale_commits = 0    # commits answered STALE_MEMBER_EPOCH, then retried
         self.strays = []          # records from partitions it did not own
         self.consumer.subscribe([topic], on_assign=self._assign, on_revoke=self._revoke,
                                 on_lost=self._lost)
@@ -207,11 +209,26 @@ class Member:
             self.strays.append((p, o))
         self.consumed.append((p, o, msg.value().decode()))
         if self.commit_each:
+            self._commit(msg)
+
+    def _commit(self, msg):
+        """Commits the position after `msg`, again when the answer is
+        STALE_MEMBER_EPOCH: the commit raced a heartbeat that moved the
+        member to a new epoch (Kafka answers so too: its OffsetCommit v9 takes
+        only the current epoch), and the member still owns the partition (no
+        callback ran since the record was polled)."""
+        p, o = msg.partition(), msg.offset()
+        for _ in range(3):
             try:
                 self.consumer.commit(message=msg, asynchronous=False)
                 self.committed[p] = o + 1
+                return
             except KafkaException as e:
-                self.commit_errors.append((p, o, str(e)))
+                if e.args[0].code() != KafkaError.STALE_MEMBER_EPOCH:
+                    self.commit_errors.append((p, o, str(e)))
+                    return
+                self.stale_commits += 1
+        self.commit_errors.append((p, o, "STALE_MEMBER_EPOCH three times"))
 
     def changes_since(self, mark):
         """Its rebalance events after the first `mark` ones, empty
@@ -383,7 +400,8 @@ def test_members_share_partitions_and_rebalance_incrementally_as_they_join_and_l
                                    timeout=OP_TIMEOUT)
         assert {tp.partition: tp.offset for tp in got} == {p: ends[p] for p in range(partitions)}
         print(f"{len(produced)} records; consumed by A {len(a.consumed)}, B {len(b.consumed)}, "
-              f"C {len(c.consumed)}")
+              f"C {len(c.consumed)}; commits retried after STALE_MEMBER_EPOCH: "
+              f"{[m.stale_commits for m in everyone]}")
     finally:
         feeder.stop()
         pollers.stop_all()
@@ -704,7 +722,8 @@ def test_a_consumer_group_keeps_consuming_across_a_broker_kill_and_restart(gkaas
         assert set(counts) == produced, (
             f"missing {sorted(produced - set(counts))[:5]}, unexpected {sorted(set(counts) - produced)[:5]}")
         print(f"{len(produced)} records; re-read after the last commit: {again}; commit errors "
-              f"across the kill: {[m.commit_errors for m in members]}")
+              f"across the kill: {[m.commit_errors for m in members]}; commits retried after "
+              f"STALE_MEMBER_EPOCH: {[m.stale_commits for m in members]}")
     finally:
         feeder.stop()
         pollers.stop_all()
