@@ -3,7 +3,10 @@ confluent-kafka 2.16 (librdkafka 2.16) against a real kaas broker:
 ConsumerGroupHeartbeat, incremental rebalances as members join and leave,
 OffsetCommit/OffsetFetch v9 with member epochs, ConsumerGroupDescribe and
 ListGroups v5's type filter, a transactional copier whose TxnOffsetCommits
-carry member epochs, and a group that lives through a broker kill -9.
+carry member epochs, and a group that lives through a broker kill -9. One
+test is an expected failure (xfail, strict): a TxnOffsetCommit that names
+only the group (kafka-python's producer), which kaas refuses while the group
+has members and Kafka accepts.
 
 With this protocol the broker sets the timing: kaas uses Kafka's defaults,
 group.consumer.heartbeat.interval.ms 5000 and group.consumer.session.timeout.ms
@@ -29,6 +32,10 @@ import pytest
 from confluent_kafka import (Consumer, ConsumerGroupState, ConsumerGroupType, KafkaError,
                              KafkaException, Producer, TopicPartition)
 from confluent_kafka.admin import AdminClient, NewTopic
+from kafka import KafkaProducer
+from kafka.errors import CommitFailedError
+from kafka.structs import OffsetAndMetadata
+from kafka.structs import TopicPartition as KafkaTopicPartition
 
 from common import OP_TIMEOUT
 from conftest import KaasBroker, _serve
@@ -729,3 +736,44 @@ def test_a_consumer_group_keeps_consuming_across_a_broker_kill_and_restart(gkaas
         pollers.stop_all()
         for m in members:
             m.close()
+
+
+# -- a transactional commit that names only the group ----------------------------
+
+@pytest.mark.xfail(strict=True, raises=CommitFailedError, reason=(
+    "kaas answers a TxnOffsetCommit without member id, epoch and instance id "
+    "(generation_id -1, member_id '') UNKNOWN_MEMBER_ID while the consumer group has "
+    "members; Kafka 4.0 accepts it (ConsumerGroup.validateOffsetCommit: 'The "
+    "TxnOffsetCommit API does not require the member id, the generation id and the group "
+    "instance id fields. Hence, they are only validated if any of them is provided')"))
+def test_a_transactional_commit_naming_only_the_group_is_accepted_while_it_has_members(
+        gkaas, topic_name):
+    """A transactional producer that sends offsets with the group id alone
+    (kafka-python 3's send_offsets_to_transaction(offsets, "group"), Java's
+    pre-KIP-447 sendOffsetsToTransaction(offsets, groupId): TxnOffsetCommit
+    with generation -1, member id "" and no instance id) while a
+    consumer-protocol member is in the group: Kafka skips the member checks
+    for such a commit, so it commits, and the member reads the offset back."""
+    bootstrap = gkaas.bootstrap
+    topic = topic_name()
+    create_topic(bootstrap, topic, 1)
+    group = f"{topic}-group"
+    m = Member("member", bootstrap, topic, group, commit=False)
+    producer = None
+    try:
+        deadline = time.monotonic() + SETTLE_TIMEOUT
+        while m.held != {0}:
+            assert time.monotonic() < deadline, f"no assignment: {m.events}"
+            m.poll()
+        producer = KafkaProducer(bootstrap_servers=bootstrap, transactional_id=f"{topic}-txn")
+        producer.init_transactions()
+        producer.begin_transaction()
+        producer.send_offsets_to_transaction(
+            {KafkaTopicPartition(topic, 0): OffsetAndMetadata(5, "", -1)}, group)
+        producer.commit_transaction()
+        got = m.consumer.committed([TopicPartition(topic, 0)], timeout=OP_TIMEOUT)
+        assert [tp.offset for tp in got] == [5]
+    finally:
+        if producer is not None:
+            producer.close(timeout=5)
+        m.close()
