@@ -9,7 +9,11 @@ can and exits with code 3: the test starts a new copier, which resumes from
 the group's committed offsets; that is what a real deployment's supervisor
 does, and it keeps the copier free of rewind logic.
 
-usage: eos_copier.py BOOTSTRAP IN OUT GROUP TRANSACTIONAL_ID BATCH PAUSE_S
+usage: eos_copier.py BOOTSTRAP IN OUT GROUP TRANSACTIONAL_ID BATCH PAUSE_S [GROUP_PROTOCOL]
+
+GROUP_PROTOCOL is librdkafka's group.protocol: `classic` (the default: a 2 s
+session, 300 ms heartbeats) or `consumer` (KIP-848: the broker sets the
+session and heartbeat interval, which librdkafka then refuses to set).
 """
 
 import sys
@@ -21,11 +25,17 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 def main() -> int:
     bootstrap, src, dst, group, txn_id, batch, pause = sys.argv[1:8]
     batch, pause = int(batch), float(pause)
+    protocol = sys.argv[8] if len(sys.argv) > 8 else "classic"
+    if protocol == "classic":
+        timing = {"session.timeout.ms": 2000, "heartbeat.interval.ms": 300}
+    elif protocol == "consumer":
+        timing = {"group.protocol": "consumer"}
+    else:
+        raise SystemExit(f"unknown group protocol {protocol!r}")
     consumer = Consumer({
         "bootstrap.servers": bootstrap, "group.id": group,
         "enable.auto.commit": False, "isolation.level": "read_committed",
-        "auto.offset.reset": "earliest", "session.timeout.ms": 2000,
-        "heartbeat.interval.ms": 300, "max.poll.interval.ms": 10000,
+        "auto.offset.reset": "earliest", "max.poll.interval.ms": 10000, **timing,
     })
     producer = Producer({
         "bootstrap.servers": bootstrap, "transactional.id": txn_id,

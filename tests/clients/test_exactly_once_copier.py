@@ -37,9 +37,10 @@ DEADLINE_S = 240
 GROUP_FLAGS = ("--group-initial-rebalance-delay-ms", "0", "--group-min-session-timeout-ms", "1000")
 
 
-def seed(bootstrap: str, topic: str) -> None:
+def seed(bootstrap: str, topic: str, n: int = N) -> None:
+    """Writes k<i>/v<i> to partition i % PARTITIONS for i < n."""
     p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
-    for i in range(N):
+    for i in range(n):
         p.produce(topic, key=f"k{i}".encode(), value=f"v{i}".encode(), partition=i % PARTITIONS)
     assert p.flush(30) == 0
 
@@ -58,10 +59,14 @@ def committed_total(bootstrap: str, group: str, topic: str) -> int:
 
 
 class Copier:
-    def __init__(self, slot: str, bootstrap: str, src: str, dst: str, group: str, log_dir: Path):
+    """One eos_copier.py slot (transactional id copier-SLOT), restarted by
+    ensure_running() after it died; `protocol` is its group.protocol."""
+
+    def __init__(self, slot: str, bootstrap: str, src: str, dst: str, group: str, log_dir: Path,
+                 protocol: str = "classic"):
         self.slot, self.runs = slot, 0
         self.args = [sys.executable, str(HERE / "eos_copier.py"), bootstrap, src, dst, group,
-                     f"copier-{slot}", "25", "0.05"]
+                     f"copier-{slot}", "25", "0.05", protocol]
         self.log_dir = log_dir
         self.proc: subprocess.Popen | None = None
 

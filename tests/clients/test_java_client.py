@@ -1,7 +1,9 @@
 """Kafka's own Java client (kafka-clients 3.9.1, scripts/setup-java) against a
 real kaas broker: admin, idempotent produce with each codec, classic
-consumer groups, transactions, zombie fencing, a KIP-447 copier SIGKILLed
-mid-transaction, and SASL_SSL with SCRAM-SHA-256/512 and ACLs.
+consumer groups, KIP-848 consumer groups (group.protocol=consumer),
+transactions, zombie fencing, a KIP-447 copier SIGKILLed mid-transaction (and
+one with KIP-848 members that abandons a transaction), and SASL_SSL with
+SCRAM-SHA-256/512 and ACLs.
 
 java/KaasJava.java holds the scenarios; it is compiled once per session
 (javac) and run as `java -cp ... KaasJava SCENARIO key=value...`, one JVM per
@@ -115,6 +117,24 @@ def test_java_consumer_group_members_share_hand_over_and_resume_from_commits(
     run_java(classpath, "groups", 18, bootstrap=gkaas.bootstrap, prefix=topic_name())
 
 
+def test_java_consumer_protocol_members_rebalance_incrementally_commit_and_describe(
+        gkaas, classpath, topic_name):
+    """KIP-848 (group.protocol=consumer, the broker's uniform assignor): a
+    member alone is assigned every partition; when a second joins they
+    split 2/2, the first only being revoked partitions and the second only
+    assigned some (the listeners' incremental callbacks);
+    describeConsumerGroups (ConsumerGroupDescribe) shows a CONSUMER group,
+    stable, uniform, each member's assignment and target as its listener
+    has it, and the coordinator; listConsumerGroups with withTypes keeps
+    only the consumer or only a classic group beside it. The new member
+    reads its partitions from the first one's commits, each member only its
+    own partitions, every record once; listConsumerGroupOffsets and
+    committed() (OffsetFetch v9 with the member's epoch) agree; when one
+    leaves, the other is only assigned partitions and reads them from the
+    leaver's commits; no partition is ever lost; the group ends EMPTY."""
+    run_java(classpath, "consumer-protocol", 22, bootstrap=gkaas.bootstrap, prefix=topic_name())
+
+
 def test_java_transactions_read_committed_skips_aborted_records_and_admin_sees_them_open(
         gkaas, classpath, topic_name):
     """Commit 50, abort 20 (flushed first), commit 1 over two partitions.
@@ -225,7 +245,15 @@ def test_java_transactional_copier_sigkilled_mid_transaction_copies_every_record
         if copier is not None:
             copier.kill()
 
-    lines = run_java(classpath, "dump", None, bootstrap=gkaas.bootstrap, topic=dst, group=group,
+    assert len(aborted) == 2 and all(n > 0 for n in aborted), (aborted, "\n".join(log))
+    check_copy(classpath, gkaas.bootstrap, src, dst, group, sum(aborted), log)
+
+
+def check_copy(classpath, bootstrap, src, dst, group, aborted, log):
+    """Reads `dst` back with the Java client (`dump`): read_committed, it is
+    `src` copied exactly once, in order per partition; read_uncommitted it
+    holds `aborted` copies more; `group`'s offsets are `src`'s ends."""
+    lines = run_java(classpath, "dump", None, bootstrap=bootstrap, topic=dst, group=group,
                      **{"in": src})
     records = collections.defaultdict(lambda: collections.defaultdict(list))
     offsets = {}
@@ -244,10 +272,50 @@ def test_java_transactional_copier_sigkilled_mid_transaction_copies_every_record
         f"{len(duplicated)} duplicated (e.g. {list(duplicated.items())[:5]}), "
         f"{len(missing)} missing\n" + "\n".join(log))
     assert got == inputs, "\n".join(log)
-    assert len(aborted) == 2 and all(n > 0 for n in aborted), (aborted, "\n".join(log))
-    assert sum(len(vs) for vs in records["read_uncommitted"].values()) == COPY_N + sum(aborted), (
+    assert sum(len(vs) for vs in records["read_uncommitted"].values()) == COPY_N + aborted, (
         aborted, "\n".join(log))
     assert offsets == {p: COPY_N // PARTITIONS for p in range(PARTITIONS)}, offsets
+
+
+def test_java_consumer_protocol_copier_hands_over_an_open_transaction_exactly_once(
+        gkaas, classpath, topic_name):
+    """KIP-447 with KIP-848 members (group.protocol=consumer: the
+    TxnOffsetCommits carry the member id and member epoch): 600 records
+    copied in -> out. The first copier, in its fifth transaction, sends its
+    copies and offsets, then leaves the group and halts with that
+    transaction open; the next one fences it (initTransactions aborts the
+    open transaction), is given every partition, resumes at the committed
+    offsets and catches up. read_committed, `out` is `in` copied exactly
+    once, in order per partition; read_uncommitted it holds exactly the
+    abandoned transaction's copies more; the group's offsets are the
+    input's ends. (A SIGKILLed member would hold its partitions for the
+    broker's 45 s consumer session instead: see test_consumer_protocol_confluent.py.)"""
+    src, dst, group, txn = topic_name("in"), topic_name("out"), topic_name("group"), topic_name("x")
+    run_java(classpath, "seed", 0, bootstrap=gkaas.bootstrap, **{"in": src}, out=dst, n=COPY_N)
+    args = dict(bootstrap=gkaas.bootstrap, out=dst, group=group, txn=txn, batch=COPY_BATCH,
+                pause_ms=COPY_PAUSE_MS, protocol="consumer", **{"in": src})
+    log: list[str] = []
+    copier = Copier(classpath, log, leave_after=4, **args)
+    try:
+        deadline = time.monotonic() + 60
+        committed = 0
+        while (line := copier.line(deadline)) is not None:
+            word, _, count = line.partition(" ")
+            if word == "committed":
+                committed = int(count)
+        assert copier.proc.wait() == 3 and log[-1].startswith("left "), "\n".join(log)
+        abandoned = int(log[-1].split(" ")[1]) - committed
+        assert abandoned > 0, "\n".join(log)
+        copier = Copier(classpath, log, **args)
+        deadline = time.monotonic() + 120
+        while (line := copier.line(deadline)) is not None:
+            pass
+        assert copier.proc.wait() == 0, "\n".join(log)
+        assert log[-2:] == [log[-2], "OK copier 0 checks"] and log[-2].startswith("caught up"), \
+            "\n".join(log)
+    finally:
+        copier.kill()
+    check_copy(classpath, gkaas.bootstrap, src, dst, group, abandoned, log)
 
 
 # -- SASL_SSL -------------------------------------------------------------------

@@ -13,12 +13,16 @@
 //   admin         topics, configs, partitions, log dirs, the cluster
 //   produce       idempotent produce with each codec, read back
 //   groups        classic consumer groups and the group admin calls
+//   consumer-protocol  KIP-848 consumer groups (group.protocol=consumer):
+//                 incremental rebalances, commits, the group admin calls
 //   transactions  commit/abort, read_committed vs read_uncommitted, and the
 //                 transaction admin calls while one is open
 //   fencing       two producers with one transactional.id
 //   seed          writes the copier's input
 //   copier        KIP-447 consume-transform-produce (runs until killed or
-//                 caught up; prints its progress for the test to kill it)
+//                 caught up; prints its progress for the test to kill it;
+//                 protocol=consumer for a KIP-848 member, leave_after=N to
+//                 leave the group and halt with a transaction open)
 //   dump          prints a topic's records and a group's offsets
 //   secure-admin  ACLs, SCRAM credentials, authorized operations (SASL_SSL)
 //   secure-clients  produce and consume over SASL_SSL with SCRAM-SHA-256 and
@@ -55,6 +59,7 @@ import org.apache.kafka.clients.admin.CreateTopicsResult;
 import org.apache.kafka.clients.admin.DescribeClusterOptions;
 import org.apache.kafka.clients.admin.DescribeClusterResult;
 import org.apache.kafka.clients.admin.DescribeTopicsOptions;
+import org.apache.kafka.clients.admin.ListConsumerGroupsOptions;
 import org.apache.kafka.clients.admin.ListTransactionsOptions;
 import org.apache.kafka.clients.admin.LogDirDescription;
 import org.apache.kafka.clients.admin.MemberDescription;
@@ -71,6 +76,7 @@ import org.apache.kafka.clients.admin.TransactionState;
 import org.apache.kafka.clients.admin.UserScramCredentialDeletion;
 import org.apache.kafka.clients.admin.UserScramCredentialUpsertion;
 import org.apache.kafka.clients.admin.UserScramCredentialsDescription;
+import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
@@ -79,6 +85,7 @@ import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.common.ConsumerGroupState;
+import org.apache.kafka.common.GroupType;
 import org.apache.kafka.common.KafkaFuture;
 import org.apache.kafka.common.Node;
 import org.apache.kafka.common.TopicPartition;
@@ -130,6 +137,7 @@ public class KaasJava {
                 case "admin" -> admin();
                 case "produce" -> produce();
                 case "groups" -> groups();
+                case "consumer-protocol" -> consumerProtocol();
                 case "transactions" -> transactions();
                 case "fencing" -> fencing();
                 case "seed" -> seed();
@@ -705,6 +713,187 @@ public class KaasJava {
         }
     }
 
+    // ---------------------------------------------------------------- consumer protocol
+
+    /** What a member's rebalance listener was told: the partitions it holds,
+     * and each change ("+[..]" assigned, "-[..]" revoked, "![..]" lost). */
+    static final class Listener implements ConsumerRebalanceListener {
+        final Set<Integer> held = new TreeSet<>();
+        final List<String> changes = new ArrayList<>();
+
+        static Set<Integer> nums(Collection<TopicPartition> ps) {
+            return ps.stream().map(TopicPartition::partition).collect(Collectors.toCollection(TreeSet::new));
+        }
+
+        @Override
+        public void onPartitionsAssigned(Collection<TopicPartition> ps) {
+            if (!ps.isEmpty()) changes.add("+" + nums(ps));
+            held.addAll(nums(ps));
+        }
+
+        @Override
+        public void onPartitionsRevoked(Collection<TopicPartition> ps) {
+            if (!ps.isEmpty()) changes.add("-" + nums(ps));
+            held.removeAll(nums(ps));
+        }
+
+        @Override
+        public void onPartitionsLost(Collection<TopicPartition> ps) {
+            changes.add("!" + nums(ps));
+            held.removeAll(nums(ps));
+        }
+
+        /** Whether every change from the `from`-th on starts with `sign`. */
+        boolean onlySince(int from, String sign) {
+            return changes.subList(from, changes.size()).stream().allMatch(c -> c.startsWith(sign));
+        }
+    }
+
+    /** Whether the listeners' partitions are disjoint, each non-empty, and
+     * cover all PARTITIONS. */
+    static boolean split(List<Listener> ls) {
+        Set<Integer> all = new TreeSet<>();
+        int n = 0;
+        for (Listener l : ls) {
+            if (l.held.isEmpty()) return false;
+            all.addAll(l.held);
+            n += l.held.size();
+        }
+        return n == PARTITIONS && all.size() == PARTITIONS;
+    }
+
+    static Map<String, List<Set<Integer>>> describedMembers(ConsumerGroupDescription d) {
+        Map<String, List<Set<Integer>>> out = new TreeMap<>();
+        for (MemberDescription m : d.members()) {
+            out.put(m.clientId(), List.of(Listener.nums(m.assignment().topicPartitions()),
+                    m.targetAssignment().map(t -> Listener.nums(t.topicPartitions())).orElse(Set.of())));
+        }
+        return out;
+    }
+
+    static Map<String, GroupType> listed(Admin a, String group, GroupType... types) throws Exception {
+        ListConsumerGroupsOptions o = new ListConsumerGroupsOptions();
+        if (types.length > 0) o = o.withTypes(Set.of(types));
+        Map<String, GroupType> out = new TreeMap<>();
+        for (ConsumerGroupListing l : get(a.listConsumerGroups(o).all())) {
+            if (l.groupId().startsWith(group)) out.put(l.groupId(), l.type().orElse(null));
+        }
+        return out;
+    }
+
+    /**
+     * KIP-848 (group.protocol=consumer, the broker's assignor): a member
+     * alone owns every partition; a second one joins and they split the
+     * partitions, the first only giving some up (incremental revocation);
+     * the group admin calls (ConsumerGroupDescribe, ListGroups by type); the
+     * new member reads its partitions from the first one's commits; after
+     * both commit, one leaves and the other only gains its partitions and
+     * reads them from its commits.
+     */
+    static void consumerProtocol() throws Exception {
+        String topic = arg.get("prefix") + "-topic", group = arg.get("prefix") + "-group";
+        String[] member = {"group.id", group, "group.protocol", "consumer", "client.id", ""};
+        try (Admin a = admin(null)) {
+            createTopic(a, topic, PARTITIONS);
+            // A classic group beside it, for the type filter.
+            try (KafkaConsumer<byte[], byte[]> classic = consumer(null, "group.id", group + "-classic")) {
+                classic.subscribe(List.of(topic));
+                until("the classic member's assignment", TIMEOUT, () -> {
+                    classic.poll(Duration.ofMillis(50));
+                    return !classic.assignment().isEmpty();
+                });
+                classic.commitSync(Map.of(new TopicPartition(topic, 0), new OffsetAndMetadata(0)));
+            }
+            member[5] = "member-a";
+            KafkaConsumer<byte[], byte[]> ca = consumer(null, member);
+            member[5] = "member-b";
+            KafkaConsumer<byte[], byte[]> cb = consumer(null, member);
+            List<KafkaConsumer<byte[], byte[]>> members = new ArrayList<>(List.of(ca));
+            Listener la = new Listener(), lb = new Listener();
+            try {
+                ca.subscribe(List.of(topic), la);
+                until("a to own every partition", TIMEOUT, () -> {
+                    ca.poll(Duration.ofMillis(50));
+                    return la.held.size() == PARTITIONS;
+                });
+                same(List.of("+[0, 1, 2, 3]"), la.changes, "a alone is assigned every partition");
+                produceRound(topic, "first", 10);
+                same(round("first", 0, 10), drain(members, 10 * PARTITIONS).get(0), "a reads round 1");
+                ca.commitSync();
+
+                // b joins: a gives partitions up and keeps the rest.
+                int markA = la.changes.size();
+                members.add(cb);
+                cb.subscribe(List.of(topic), lb);
+                until("a and b to split the partitions", TIMEOUT, () -> {
+                    ca.poll(Duration.ofMillis(50));
+                    cb.poll(Duration.ofMillis(50));
+                    return split(List.of(la, lb));
+                });
+                same(List.of(2, 2), List.of(la.held.size(), lb.held.size()), "two partitions each");
+                check(la.onlySince(markA, "-") && lb.onlySince(0, "+"),
+                        "b joining: a is only revoked partitions, b only assigned", la.changes + " " + lb.changes);
+
+                ConsumerGroupDescription d = get(a.describeConsumerGroups(List.of(group)).all()).get(group);
+                same(List.of(GroupType.CONSUMER, ConsumerGroupState.STABLE, "uniform"),
+                        List.of(d.type(), d.state(), d.partitionAssignor()),
+                        "describeConsumerGroups: a consumer group, stable, the uniform assignor");
+                same(Map.of("member-a", List.of(la.held, la.held), "member-b", List.of(lb.held, lb.held)),
+                        describedMembers(d), "describeConsumerGroups: each member's assignment and target");
+                same(get(a.describeCluster().controller()).id(), d.coordinator().id(),
+                        "describeConsumerGroups: the coordinator");
+                same(Map.of(group, GroupType.CONSUMER, group + "-classic", GroupType.CLASSIC), listed(a, group),
+                        "listConsumerGroups: both groups with their types");
+                same(Map.of(group, GroupType.CONSUMER), listed(a, group, GroupType.CONSUMER),
+                        "listConsumerGroups: only the consumer group with the CONSUMER filter");
+                same(Map.of(group + "-classic", GroupType.CLASSIC), listed(a, group, GroupType.CLASSIC),
+                        "listConsumerGroups: only the classic group with the CLASSIC filter");
+
+                // Round 2: b starts its partitions at a's commits.
+                produceRound(topic, "second", 5);
+                List<Map<Integer, List<String>>> got = drain(members, 5 * PARTITIONS);
+                same(List.of(la.held, lb.held), List.of(got.get(0).keySet(), got.get(1).keySet()),
+                        "each member reads only its own partitions");
+                Map<Integer, List<String>> merged = new TreeMap<>(got.get(0));
+                merged.putAll(got.get(1));
+                same(round("second", 10, 5), merged, "round 2: every record once, b from a's commits");
+                ca.commitSync();
+                cb.commitSync();
+                same(each(15), committed(a, group, topic), "listConsumerGroupOffsets after both commit");
+                Map<Integer, Long> seen = new TreeMap<>();
+                cb.committed(new HashSet<>(partitions(topic, PARTITIONS)))
+                        .forEach((tp, o) -> seen.put(tp.partition(), o.offset()));
+                same(each(15), seen, "committed() from a member");
+
+                // b leaves: a only gains its partitions and reads them from b's commits.
+                markA = la.changes.size();
+                cb.close();
+                members.remove(cb);
+                until("a to own every partition again", TIMEOUT, () -> {
+                    ca.poll(Duration.ofMillis(50));
+                    return la.held.size() == PARTITIONS;
+                });
+                check(la.onlySince(markA, "+"), "b leaving: a is only assigned partitions", la.changes);
+                produceRound(topic, "third", 2);
+                same(round("third", 15, 2), drain(members, 2 * PARTITIONS).get(0),
+                        "round 3: a reads b's partitions from b's commits");
+                ca.commitSync();
+                ca.close();
+                members.remove(ca);
+                check(la.changes.stream().noneMatch(c -> c.startsWith("!")) && lb.changes.stream()
+                        .noneMatch(c -> c.startsWith("!")), "no partition was lost", la.changes + " " + lb.changes);
+
+                ConsumerGroupDescription empty = get(a.describeConsumerGroups(List.of(group)).all()).get(group);
+                same(List.of(GroupType.CONSUMER, ConsumerGroupState.EMPTY, 0),
+                        List.of(empty.type(), empty.state(), empty.members().size()),
+                        "describeConsumerGroups: empty once both left");
+                same(each(17), committed(a, group, topic), "listConsumerGroupOffsets at the end");
+            } finally {
+                for (KafkaConsumer<byte[], byte[]> m : members) m.close(Duration.ZERO);
+            }
+        }
+    }
+
     // ---------------------------------------------------------------- transactions
 
     static void transactions() throws Exception {
@@ -874,22 +1063,34 @@ public class KaasJava {
      * each (the test SIGKILLs it there), then "committed TOTAL". It exits 0
      * ("caught up") once it owns every partition of `in` and has committed
      * up to each one's end.
+     *
+     * protocol=consumer makes it a KIP-848 member (group.protocol=consumer:
+     * the broker sets its session and heartbeats). leave_after=N: in the
+     * transaction after its N-th commit, once the offsets are sent, it closes
+     * its consumer (leaving the group) and halts ("left TOTAL") with that
+     * transaction open, which its successor's initTransactions aborts.
      */
     static void copier() throws Exception {
         String in = arg.get("in"), out = arg.get("out");
         long pause = Long.parseLong(arg.get("pause_ms"));
+        int leaveAfter = Integer.parseInt(arg.getOrDefault("leave_after", "-1"));
         List<TopicPartition> inputs = partitions(in, PARTITIONS);
+        String[] timing = arg.getOrDefault("protocol", "classic").equals("consumer")
+                ? new String[] {"group.protocol", "consumer"}
+                : new String[] {"session.timeout.ms", "2000", "heartbeat.interval.ms", "300"};
+        List<String> conf = new ArrayList<>(List.of("group.id", arg.get("group"),
+                "isolation.level", "read_committed", "max.poll.records", arg.get("batch")));
+        conf.addAll(List.of(timing));
         try (KafkaProducer<byte[], byte[]> p = producer(null, "transactional.id", arg.get("txn"),
                 "transaction.timeout.ms", "20000", "linger.ms", "2");
-             KafkaConsumer<byte[], byte[]> c = consumer(null, "group.id", arg.get("group"),
-                     "isolation.level", "read_committed", "max.poll.records", arg.get("batch"),
-                     "session.timeout.ms", "2000", "heartbeat.interval.ms", "300")) {
+             KafkaConsumer<byte[], byte[]> c = consumer(null, conf.toArray(new String[0]))) {
             // Fences a dead predecessor and has its open transaction aborted
             // before this one reads the group's offsets.
             p.initTransactions();
             log("producer ready");
             c.subscribe(List.of(in));
             long copied = 0;
+            int commits = 0;
             long deadline = System.nanoTime() + TIMEOUT.multipliedBy(4).toNanos();
             while (System.nanoTime() < deadline) {
                 ConsumerRecords<byte[], byte[]> records = c.poll(Duration.ofMillis(200));
@@ -915,8 +1116,15 @@ public class KaasJava {
                 Thread.sleep(pause);
                 p.sendOffsetsToTransaction(offsets, c.groupMetadata());
                 System.out.println("offsets " + copied);
+                if (commits == leaveAfter) {
+                    c.close();
+                    System.out.println("left " + copied);
+                    System.out.flush();
+                    Runtime.getRuntime().halt(3);
+                }
                 Thread.sleep(pause);
                 p.commitTransaction();
+                commits++;
                 System.out.println("committed " + copied);
             }
             throw new Failure("did not catch up in " + TIMEOUT.multipliedBy(4));
