@@ -3,15 +3,14 @@ confluent-kafka 2.16 (librdkafka 2.16) against a real kaas broker:
 ConsumerGroupHeartbeat, incremental rebalances as members join and leave,
 OffsetCommit/OffsetFetch v9 with member epochs, ConsumerGroupDescribe and
 ListGroups v5's type filter, a transactional copier whose TxnOffsetCommits
-carry member epochs, and a group that lives through a broker kill -9. One
-test is an expected failure (xfail, strict): a TxnOffsetCommit that names
-only the group (kafka-python's producer), which kaas refuses while the group
-has members and Kafka accepts.
+carry member epochs, a TxnOffsetCommit that names only the group (kafka-python's
+producer), which Kafka accepts while the group has members, and a group that
+lives through a broker kill -9.
 
 With this protocol the broker sets the timing: kaas uses Kafka's defaults,
 group.consumer.heartbeat.interval.ms 5000 and group.consumer.session.timeout.ms
-45000, and has no flag to change them (librdkafka refuses session.timeout.ms
-and heartbeat.interval.ms here). So a member that joins gets its partitions
+45000 (kaas broker's --group-consumer-* flags change them; librdkafka refuses
+session.timeout.ms and heartbeat.interval.ms here). So a member that joins gets its partitions
 within about two heartbeats (the others revoke on their next one, it is given
 them on its next one), and a SIGKILLed member keeps its partitions for 45 s.
 
@@ -33,7 +32,6 @@ from confluent_kafka import (Consumer, ConsumerGroupState, ConsumerGroupType, Ka
                              KafkaException, Producer, TopicPartition)
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaProducer
-from kafka.errors import CommitFailedError
 from kafka.structs import OffsetAndMetadata
 from kafka.structs import TopicPartition as KafkaTopicPartition
 
@@ -740,12 +738,6 @@ def test_a_consumer_group_keeps_consuming_across_a_broker_kill_and_restart(gkaas
 
 # -- a transactional commit that names only the group ----------------------------
 
-@pytest.mark.xfail(strict=True, raises=CommitFailedError, reason=(
-    "kaas answers a TxnOffsetCommit without member id, epoch and instance id "
-    "(generation_id -1, member_id '') UNKNOWN_MEMBER_ID while the consumer group has "
-    "members; Kafka 4.0 accepts it (ConsumerGroup.validateOffsetCommit: 'The "
-    "TxnOffsetCommit API does not require the member id, the generation id and the group "
-    "instance id fields. Hence, they are only validated if any of them is provided')"))
 def test_a_transactional_commit_naming_only_the_group_is_accepted_while_it_has_members(
         gkaas, topic_name):
     """A transactional producer that sends offsets with the group id alone

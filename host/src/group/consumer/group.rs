@@ -317,6 +317,26 @@ impl ConsumerGroup {
         if epoch < 0 && self.members.is_empty() {
             return Ok(());
         }
+        self.validate_member_epoch(member_id, epoch)
+    }
+
+    /// Checks a TxnOffsetCommit: as an offset commit, except that one
+    /// naming no member at all (generation -1, member id "", no instance
+    /// id: a producer that sends offsets with the group id alone) is taken,
+    /// as Kafka takes it.
+    pub fn validate_txn_commit(
+        &self,
+        member_id: &str,
+        instance_id: Option<&str>,
+        epoch: i32,
+    ) -> Result<(), i16> {
+        if epoch == -1 && member_id.is_empty() && instance_id.is_none() {
+            return Ok(());
+        }
+        self.validate_commit(member_id, epoch)
+    }
+
+    fn validate_member_epoch(&self, member_id: &str, epoch: i32) -> Result<(), i16> {
         let Some(m) = self.members.get(member_id) else {
             return Err(codes::UNKNOWN_MEMBER_ID);
         };

@@ -414,6 +414,17 @@ fn offset_commits_need_the_current_member_epoch() {
     );
     assert_eq!(w.g.validate_commit("x", 1), Err(codes::UNKNOWN_MEMBER_ID));
     assert_eq!(w.g.validate_commit("", -1), Err(codes::UNKNOWN_MEMBER_ID));
+    // A transactional commit naming no member at all is taken (Kafka's
+    // exception for producers that send offsets with the group id alone).
+    assert_eq!(w.g.validate_txn_commit("", None, -1), Ok(()));
+    assert_eq!(
+        w.g.validate_txn_commit("", Some("i"), -1),
+        Err(codes::UNKNOWN_MEMBER_ID)
+    );
+    assert_eq!(
+        w.g.validate_txn_commit(&a.id, None, a.epoch - 1),
+        Err(group::STALE_MEMBER_EPOCH)
+    );
 }
 
 /// Replays journaled changes the way the coordinator's loader does.

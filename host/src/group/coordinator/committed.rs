@@ -166,7 +166,7 @@ impl GroupCoordinator {
         let mut st = self.inner.lock();
         let st = &mut *st;
         if let Some(c) = st.consumers.get(group_id) {
-            c.validate_commit(member_id, generation)?;
+            c.validate_txn_commit(member_id, instance_id, generation)?;
         } else {
             let group = st
                 .groups

@@ -47,8 +47,8 @@ pub fn handle(
             .as_ref()
             .map(|c| c.to_string())
             .unwrap_or_default(),
-        // The peer address does not reach handlers.
-        client_host: String::new(),
+        // Kafka's form: "/" and the client's address.
+        client_host: format!("/{}", session.client_ip),
         session_timeout: ms(req.session_timeout_ms),
         // v0 has no rebalance timeout: the session timeout stands in.
         rebalance_timeout: ms(if version == 0 {
