@@ -223,10 +223,17 @@ def test_consumer_group_keeps_epochs_and_assignments_when_its_coordinator_is_kil
         feeder.start()
         for m in members:
             m.start()
-        old = coordinator(c, group)
-        before = wait_for(lambda: stable_view(c, old, group, members), 60,
-                          lambda: f"a stable group of 3 at broker {old}: "
-                          f"{describe(c, old, group)}; clients: {[m.view() for m in members]}")
+        # The coordinator is asked again on each try: shards may still move
+        # while the brokers settle after start.
+        at: dict = {}
+
+        def settled():
+            at["b"] = coordinator(c, group)
+            return stable_view(c, at["b"], group, members)
+        before = wait_for(settled, 60,
+                          lambda: f"a stable group of 3 at broker {at.get('b')}: "
+                          f"{describe(c, at.get('b'), group)}; clients: {[m.view() for m in members]}")
+        old = at["b"]
         wait_for(lambda: all(m.consumed for m in members), 30, "every member to consume")
 
         # 1. The coordinator dies; another broker takes its shard over.
