@@ -436,21 +436,24 @@ fn is_default(d: &Def, value: &str) -> bool {
     }
 }
 
-/// `3.0-IV1`, `2.8`, `3.7-IV4`: major.minor with an optional `-IVn`.
+/// `3.0-IV1`, `2.8`, `3.7-IV4`, `0.10.0-IV1`: a release with an optional
+/// `-IVn`, the release being major.minor, or 0.minor.patch before 1.0. As
+/// Kafka's MetadataVersion parses it, parts past those are not looked at:
+/// `0.10.0.0` is 0.10.0 and `2.8.1` is 2.8.
 fn is_version(s: &str) -> bool {
-    let (num, iv) = match s.split_once('-') {
-        Some((n, iv)) => (n, Some(iv)),
-        None => (s, None),
+    let parts: Vec<&str> = s.split('.').collect();
+    let wanted = if s.starts_with("0.") { 3 } else { 2 };
+    let Some((last, release)) = parts.get(..wanted).and_then(<[&str]>::split_last) else {
+        return false;
     };
-    let parts: Vec<&str> = num.split('.').collect();
-    (2..=3).contains(&parts.len())
-        && parts
-            .iter()
-            .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
-        && iv.is_none_or(|iv| {
-            iv.strip_prefix("IV")
-                .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
-        })
+    let (last, iv) = match last.split_once('-') {
+        Some((n, iv)) => (n, Some(iv)),
+        None => (*last, None),
+    };
+    let number = |p: &str| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit());
+    release.iter().all(|p| number(p))
+        && number(last)
+        && iv.is_none_or(|iv| iv.strip_prefix("IV").is_some_and(number))
 }
 
 /// `*`, empty, or `partition:broker` pairs separated by commas.
@@ -509,6 +512,33 @@ mod tests {
         assert!(validate("message.format.version", "three").is_err());
         assert!(validate("leader.replication.throttled.replicas", "0:1,1:2").is_ok());
         assert!(validate("leader.replication.throttled.replicas", "0-1").is_err());
+    }
+
+    #[test]
+    fn message_format_version_is_read_as_kafka_reads_it() {
+        // Kafka looks at the first three parts of a 0.x version and the
+        // first two of a later one, so librdkafka's test 0092 may set
+        // "0.10.0.0" (and kafka-configs users "2.8.1").
+        for v in [
+            "0.10.0.0",
+            "0.10.0",
+            "0.10.0-IV1",
+            "0.8.2.2",
+            "1.0.1",
+            "2.8",
+            "3.0-IV1",
+            "3.7.0",
+        ] {
+            assert!(validate("message.format.version", v).is_ok(), "{v}");
+        }
+        for v in ["three", "0.10", "3", "3.x", "0.10.x.0", "", "3.0-V1"] {
+            assert_eq!(
+                validate("message.format.version", v).unwrap_err(),
+                format!(
+                    "Invalid value {v} for configuration message.format.version: Version {v} is not a valid version"
+                ),
+            );
+        }
     }
 
     #[test]
