@@ -1,7 +1,7 @@
 //! The broker-wide Prometheus page served on `--metrics-listen`: the
 //! request counters of [`crate::metrics::Metrics`] and what the other parts
 //! report (authorization denials, policy swaps and counters, fsyncs, the
-//! write-ahead log, fence ring, transactional ids, log end offsets). It
+//! write-ahead log, fence ring, transactional ids, producer-state entries, log end offsets). It
 //! reads the whole broker, so it lives on the broker's side of the seam.
 
 use std::fmt::Write as _;
@@ -84,6 +84,29 @@ pub fn render(broker: &Broker) -> String {
         );
     }
     crate::log::cleaner::render(&broker.cleaner_stats, &broker.logs, &mut out);
+    // Issue 28: what producer-state expiry bounds (producer.id.expiration.ms):
+    // (partition, producer id) entries, and producer ids bound to principals.
+    let entries: usize = broker
+        .logs
+        .topics()
+        .iter()
+        .flat_map(|t| t.open_partitions())
+        .map(|p| p.producer_count())
+        .sum();
+    sample(
+        &mut out,
+        "kaas_producer_state_entries",
+        "gauge",
+        entries as u64,
+    );
+    if let Some(owners) = &broker.pid_owners {
+        sample(
+            &mut out,
+            "kaas_producer_id_owners",
+            "gauge",
+            owners.len() as u64,
+        );
+    }
     let _ = writeln!(out, "# TYPE kaas_log_end_offset gauge");
     for t in broker.logs.topics() {
         for p in &t.open_partitions() {

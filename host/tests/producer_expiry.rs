@@ -71,6 +71,13 @@ async fn a_hundred_thousand_short_lived_producers_expire_and_the_live_ones_stay(
     b.stop().await;
     let b = broker(dir.path()).await;
     assert_eq!(producers(&b), live.len(), "expired at start");
+    // Operators see the same count on the metrics page.
+    let page = kaas::exposition::render(&b.broker);
+    assert!(
+        page.lines()
+            .any(|l| l == format!("kaas_producer_state_entries {}", live.len())),
+        "kaas_producer_state_entries on the metrics page"
+    );
     let p = b.broker.logs.partition("t", 0).expect("partition");
 
     // A batch from an expired id: no state, so any sequence is taken.

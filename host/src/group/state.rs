@@ -302,6 +302,12 @@ impl Group {
         if self.state == GroupState::Dead {
             return Err(codes::COORDINATOR_NOT_AVAILABLE);
         }
+        if generation < 0 && self.state == GroupState::Empty {
+            // From outside group management (an admin client, a consumer
+            // that assigns its partitions itself), whatever member id it
+            // names: an empty group takes it, as Kafka's does.
+            return Ok(());
+        }
         if generation >= 0 || !member_id.is_empty() || instance_id.is_some() {
             if let Some(e) = self.validate_current_member(member_id, instance_id) {
                 return Err(e);

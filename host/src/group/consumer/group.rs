@@ -156,6 +156,10 @@ struct Resolved {
     topics: BTreeSet<String>,
 }
 
+/// The version of a regular expression not resolved yet (no topics
+/// version equals it, so the next computation resolves it).
+const UNRESOLVED: u64 = u64::MAX;
+
 type Failure = (i16, String);
 
 /// One consumer-protocol group.
@@ -516,6 +520,13 @@ impl ConsumerGroup {
         let subscription_changed = is_new
             || m.sub.topic_names != before.sub.topic_names
             || m.sub.topic_regex != before.sub.topic_regex;
+        // A regular expression no member uses yet is resolved after this
+        // heartbeat, as Kafka 4.0 resolves them off the request path: this
+        // heartbeat's target has the member's named topics, the next
+        // heartbeat of the group adds what the expression matches.
+        let fresh_regex = m.sub.topic_regex.clone().filter(|r| {
+            before.sub.topic_regex.as_ref() != Some(r) && !self.regexes.contains_key(r)
+        });
 
         if let Some(old) = replaced {
             tracing::info!(group = %self.id, member = %member_id, replaced = %old,
@@ -541,13 +552,15 @@ impl ConsumerGroup {
         //    topics changed.
         let mut bump = subscription_changed;
         if bump || self.subscribed_at != Some(topics.version()) {
-            let meta = self.subscription_metadata(topics);
+            let meta = self.subscription_metadata(topics, fresh_regex.as_deref());
             if meta != self.subscribed {
                 bump = true;
                 changes.push(Change::Metadata(meta.clone()));
                 self.subscribed = meta;
             }
-            self.subscribed_at = Some(topics.version());
+            // With a regular expression left unresolved, the next heartbeat
+            // computes the subscribed topics again.
+            self.subscribed_at = fresh_regex.is_none().then(|| topics.version());
         }
         let epochs_before = (self.epoch, self.assignment_epoch);
         if bump {
@@ -824,9 +837,14 @@ impl ConsumerGroup {
         out
     }
 
-    /// Resolves regular expressions (again when topics changed), then maps
-    /// every subscribed name that exists to its id and partition count.
-    fn subscription_metadata(&mut self, topics: &dyn Topics) -> BTreeMap<String, (TopicId, i32)> {
+    /// Resolves regular expressions (again when topics changed; `defer`,
+    /// one just introduced, on the next call), then maps every subscribed
+    /// name that exists to its id and partition count.
+    fn subscription_metadata(
+        &mut self,
+        topics: &dyn Topics,
+        defer: Option<&str>,
+    ) -> BTreeMap<String, (TopicId, i32)> {
         let version = topics.version();
         let wanted: BTreeSet<String> = self
             .members
@@ -841,6 +859,16 @@ impl ConsumerGroup {
         if !stale.is_empty() {
             let names = topics.names();
             for r in stale {
+                if defer == Some(r.as_str()) {
+                    self.regexes.insert(
+                        r.clone(),
+                        Resolved {
+                            version: UNRESOLVED,
+                            topics: BTreeSet::new(),
+                        },
+                    );
+                    continue;
+                }
                 let matched = match compile(r) {
                     Ok(re) => names
                         .iter()

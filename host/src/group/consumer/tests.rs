@@ -350,13 +350,39 @@ fn a_regex_subscription_follows_topics_as_they_are_created() {
     a.id = r.member_id;
     a.epoch = r.member_epoch;
     a.owned = r.assignment.unwrap();
+    // A new expression is resolved after the heartbeat that brings it (as
+    // Kafka 4.0 does, off the request path): the next one is assigned
+    // what it matches.
+    assert!(a.owned.is_empty(), "{:?}", a.owned);
+    w.beat(&mut a, false);
     assert_eq!(
         a.owned.keys().copied().collect::<Vec<_>>(),
         vec![w.cat.id("orders-eu")]
     );
+    // A second member with the same expression has it resolved at once.
+    let mut b = Client {
+        id: String::new(),
+        ..Client::default()
+    };
+    let mut req = w.request(&b, true);
+    req.topic_names = Some(vec![]);
+    req.topic_regex = Some("orders-.*".into());
+    let r = w.send(req);
+    assert_eq!(r.error, codes::NONE, "{r:?}");
+    b.id = r.member_id;
+    b.epoch = r.member_epoch;
+    b.owned = r.assignment.unwrap_or_default();
+    for _ in 0..3 {
+        w.beat(&mut a, false);
+        w.beat(&mut b, false);
+    }
+    assert_eq!((count(&a.owned), count(&b.owned)), (1, 1));
     w.cat.create("orders-us", 3);
-    w.beat(&mut a, false);
-    assert_eq!(count(&a.owned), 5);
+    for _ in 0..3 {
+        w.beat(&mut a, false);
+        w.beat(&mut b, false);
+    }
+    assert_eq!(count(&a.owned) + count(&b.owned), 5);
     let mut bad = w.request(&Client::default(), true);
     bad.topic_regex = Some("orders-(".into());
     assert_eq!(w.send(bad).error, group::INVALID_REGULAR_EXPRESSION);

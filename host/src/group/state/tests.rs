@@ -138,3 +138,27 @@ fn a_join_while_completing_answers_parked_syncs_with_rebalance_in_progress() {
         codes::REBALANCE_IN_PROGRESS
     );
 }
+
+#[test]
+fn an_empty_group_takes_a_commit_from_outside_group_management_whatever_member_id_it_names() {
+    let t0 = Instant::now();
+    let mut g = Group::new("g", &cfg(0), at(t0, 0));
+    assert_eq!(g.state(), GroupState::Empty);
+    // librdkafka's KIP-848 consumer names its own member id even when it
+    // assigns partitions itself; Kafka takes the commit (generation -1).
+    assert_eq!(g.validate_commit(-1, "self-named", None, at(t0, 1)), Ok(()));
+    assert_eq!(g.validate_commit(-1, "", None, at(t0, 1)), Ok(()));
+    // A generation names group management: the member must be current.
+    assert_eq!(
+        g.validate_commit(1, "self-named", None, at(t0, 1)),
+        Err(codes::UNKNOWN_MEMBER_ID)
+    );
+    // A group with members takes no commit from outside.
+    let mut new_id = ids();
+    let _a = g.join(req("", &["range"]), at(t0, 2), &mut new_id);
+    assert_ne!(g.state(), GroupState::Empty);
+    assert_eq!(
+        g.validate_commit(-1, "self-named", None, at(t0, 3)),
+        Err(codes::UNKNOWN_MEMBER_ID)
+    );
+}
