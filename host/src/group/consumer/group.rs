@@ -525,7 +525,11 @@ impl ConsumerGroup {
         // heartbeat's target has the member's named topics, the next
         // heartbeat of the group adds what the expression matches.
         let fresh_regex = m.sub.topic_regex.clone().filter(|r| {
-            before.sub.topic_regex.as_ref() != Some(r) && !self.regexes.contains_key(r)
+            before.sub.topic_regex.as_ref() != Some(r)
+                && !self
+                    .members
+                    .iter()
+                    .any(|(id, o)| *id != member_id && o.sub.topic_regex.as_ref() == Some(r))
         });
 
         if let Some(old) = replaced {
@@ -851,7 +855,8 @@ impl ConsumerGroup {
             .values()
             .filter_map(|m| m.sub.topic_regex.clone())
             .collect();
-        self.regexes.retain(|r, _| wanted.contains(r));
+        self.regexes
+            .retain(|r, _| wanted.contains(r) && defer != Some(r.as_str()));
         let stale: Vec<&String> = wanted
             .iter()
             .filter(|r| self.regexes.get(*r).is_none_or(|x| x.version != version))

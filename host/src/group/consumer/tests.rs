@@ -383,6 +383,19 @@ fn a_regex_subscription_follows_topics_as_they_are_created() {
         w.beat(&mut b, false);
     }
     assert_eq!(count(&a.owned) + count(&b.owned), 5);
+    // Once no member uses it, the expression is resolved afresh, after the
+    // heartbeat that brings it back.
+    for c in [&a, &b] {
+        let mut leave = w.request(c, false);
+        leave.member_epoch = -1;
+        assert_eq!(w.send(leave).error, codes::NONE);
+    }
+    let mut req = w.request(&Client::default(), true);
+    req.topic_names = Some(vec![]);
+    req.topic_regex = Some("orders-.*".into());
+    let r = w.send(req);
+    assert_eq!(r.error, codes::NONE, "{r:?}");
+    assert!(r.assignment.unwrap_or_default().is_empty());
     let mut bad = w.request(&Client::default(), true);
     bad.topic_regex = Some("orders-(".into());
     assert_eq!(w.send(bad).error, group::INVALID_REGULAR_EXPRESSION);
