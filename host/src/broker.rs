@@ -29,6 +29,8 @@ pub struct Broker {
     pub data_ready: Arc<Notify>,
     /// Incremental fetch sessions (KIP-227).
     pub fetch_sessions: crate::fetch_sessions::FetchSessions,
+    /// Topics by id (Fetch v13+, Metadata v10+, DeleteTopics v6+).
+    pub topic_ids: crate::topic_ids::TopicIds,
     /// The group coordinator shards open here: consumer groups and
     /// committed offsets.
     pub groups: crate::group::GroupShards,
@@ -219,6 +221,7 @@ impl Broker {
                 fetch_session_slots,
                 crate::fetch_sessions::DEFAULT_MAX_PARTITIONS,
             ),
+            topic_ids: Default::default(),
             cluster,
             this: std::sync::OnceLock::new(),
         })

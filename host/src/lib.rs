@@ -47,6 +47,7 @@ pub mod ratelimit;
 pub mod security;
 pub mod server;
 pub mod swap;
+pub mod topic_ids;
 pub mod txn;
 pub mod txn_describe;
 pub mod wire;

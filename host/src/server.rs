@@ -33,6 +33,12 @@
 //!   [`SMALL_FRAME`]), which keeps small requests from queueing behind big
 //!   ones.
 //!
+//! - memory per idle connection: its read-ahead buffer exists only while
+//!   it holds unread bytes ([`read_ahead`]), and the space of a request's
+//!   dispatch and of a queued response is allocated per request, so a
+//!   connection waiting for its next request holds a few KiB (10,000 idle
+//!   clients: BENCHMARKS.md "Scale").
+//!
 //! A failing `accept` (a full fd table) backs off exponentially instead of
 //! spinning, and its log line is rate-limited.
 //!
@@ -50,9 +56,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::ApiKey;
-use tokio::io::{
-    AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader, BufWriter,
-};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
 use tokio::net::TcpListener;
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc};
 
@@ -61,6 +65,9 @@ use crate::ratelimit::{Backoff, RateLimit};
 use crate::security::SecurityConfig;
 use crate::security::sasl::Sasl;
 use crate::wire::{self, Handled, Request};
+
+mod read_ahead;
+use read_ahead::{ReadAhead, Readiness};
 
 /// What the server reads of the broker's configuration.
 #[derive(Debug, Clone)]
@@ -80,7 +87,8 @@ pub struct ServerConfig {
 }
 
 /// Answers one decoded request (the broker implements it: `wire::dispatch`).
-/// The server is generic over it, so a request's dispatch costs no box.
+/// The server is generic over it (a static call); each request's dispatch
+/// future is boxed, so an idle connection's task does not hold its space.
 pub trait Dispatch: Send + Sync + 'static {
     fn dispatch<'a>(
         &'a self,
@@ -578,8 +586,8 @@ enum Next {
 }
 
 /// Waits for the first byte of the next frame.
-async fn next_frame<R: AsyncRead + Unpin>(
-    rd: &mut BufReader<R>,
+async fn next_frame<R: AsyncRead + Readiness + Unpin>(
+    rd: &mut ReadAhead<R>,
     conn: &Conn,
     idle: Duration,
 ) -> std::io::Result<Next> {
@@ -609,8 +617,8 @@ async fn next_frame<R: AsyncRead + Unpin>(
 }
 
 /// Reads a `size`-byte body, noting progress as bytes arrive.
-async fn read_body<R: AsyncRead + Unpin>(
-    rd: &mut BufReader<R>,
+async fn read_body<R: AsyncRead + Readiness + Unpin>(
+    rd: &mut ReadAhead<R>,
     size: usize,
     conn: &Conn,
 ) -> anyhow::Result<BytesMut> {
@@ -626,10 +634,14 @@ async fn read_body<R: AsyncRead + Unpin>(
     Ok(buf)
 }
 
-/// Bytes a connection reads ahead.
+/// Bytes a connection reads ahead (allocated only while it has bytes to
+/// read: see [`ReadAhead`]).
 const READ_BUFFER: usize = 16 << 10;
 
-type Queued = (ApiKey, i16, i32, Instant, Handled);
+/// A response owed, in the writer's queue. Boxed: the queue allocates its
+/// slots in blocks of 32 when the connection opens, and a `Handled` is
+/// 256 bytes (8 KiB per idle connection unboxed).
+type Queued = Box<(ApiKey, i16, i32, Instant, Handled)>;
 
 async fn connection<R, W, D: Dispatch>(
     rd: R,
@@ -641,7 +653,7 @@ async fn connection<R, W, D: Dispatch>(
     sasl_deadline: Option<tokio::time::Instant>,
 ) -> anyhow::Result<()>
 where
-    R: AsyncRead + Unpin + Send,
+    R: AsyncRead + Readiness + Unpin + Send,
     W: AsyncWrite + Unpin + Send + 'static,
 {
     let conn = registered.conn.clone();
@@ -657,7 +669,7 @@ where
     let auth_deadline = sasl_deadline.unwrap_or_else(tokio::time::Instant::now);
     // Reads the size and the body of a request (and whatever pipelined
     // requests arrived with them) in one syscall, not two per request.
-    let mut rd = BufReader::with_capacity(READ_BUFFER, rd);
+    let mut rd = ReadAhead::with_capacity(READ_BUFFER, rd);
     let (tx, mut rx) = mpsc::channel::<Queued>(PIPELINE);
     let writer_server = server.clone();
     let writer_conn = conn.clone();
@@ -677,7 +689,8 @@ where
             c.in_flight.fetch_sub(1, Ordering::AcqRel);
             c.touch();
         };
-        while let Some((key, version, correlation, started, handled)) = rx.recv().await {
+        while let Some(queued) = rx.recv().await {
+            let (key, version, correlation, started, handled) = *queued;
             let raw_frame = match &handled {
                 Handled::Raw(token) => {
                     let mut f = BytesMut::with_capacity(4 + token.len());
@@ -840,7 +853,7 @@ where
                 Verdict::Answer(h) => {
                     drop(held);
                     if tx
-                        .send((key, reply_version, correlation, started, h))
+                        .send(Box::new((key, reply_version, correlation, started, h)))
                         .await
                         .is_err()
                     {
@@ -849,7 +862,9 @@ where
                     continue;
                 }
                 Verdict::AnswerAndClose(h) => {
-                    let _ = tx.send((key, reply_version, correlation, started, h)).await;
+                    let _ = tx
+                        .send(Box::new((key, reply_version, correlation, started, h)))
+                        .await;
                     // The client closes once it has read the failure:
                     // closing first can make it lose the answer
                     // (kafka-python 3.0 drops data that arrives with the
@@ -867,11 +882,20 @@ where
             let Some(req) = req else {
                 anyhow::bail!("a raw SASL token was not answered");
             };
-            let handled = server.dispatch.dispatch(&session, req).await;
+            // Boxed: the dispatch future is the largest state of the
+            // connection's task (over 10 KiB), which every idle connection
+            // would otherwise hold; boxed, only a request in progress does.
+            let handled = Box::pin(server.dispatch.dispatch(&session, req)).await;
             // The request's bytes are dropped: its share of the budget is free.
             drop(held);
             if tx
-                .send((key, reply_version, correlation, started, handled))
+                .send(Box::new((
+                    key,
+                    reply_version,
+                    correlation,
+                    started,
+                    handled,
+                )))
                 .await
                 .is_err()
             {

@@ -40,10 +40,8 @@ pub fn handle(
         .map(|(name, id)| {
             let name = name.or_else(|| {
                 broker
-                    .logs
-                    .topics()
-                    .iter()
-                    .find(|t| uuid::Uuid::from_bytes(t.id) == id)
+                    .topic_ids
+                    .topic(&broker.logs, id.as_bytes())
                     .map(|t| t.name.clone())
             });
             let Some(name) = name else {

@@ -321,10 +321,8 @@ fn topic_name_of_id(broker: &Broker, id: &[u8; 16]) -> Option<String> {
             .map(|m| m.name.clone());
     }
     broker
-        .logs
-        .topics()
-        .iter()
-        .find(|t| t.id == *id)
+        .topic_ids
+        .topic(&broker.logs, id)
         .map(|t| t.name.clone())
 }
 
