@@ -82,10 +82,14 @@ pub struct ServerConfig {
 /// Answers one decoded request (the broker implements it: `wire::dispatch`).
 /// The server is generic over it, so a request's dispatch costs no box.
 pub trait Dispatch: Send + Sync + 'static {
+    /// `mute`: the connection's mute, which the answer may set (a
+    /// throttled client, KIP-219); the server reads nothing more from the
+    /// connection until it ends.
     fn dispatch<'a>(
         &'a self,
         session: &'a Arc<crate::security::Session>,
         req: Request,
+        mute: &'a Arc<wire::Mute>,
     ) -> impl Future<Output = Handled> + Send + 'a;
 }
 
@@ -608,6 +612,23 @@ async fn next_frame<R: AsyncRead + Unpin>(
     }
 }
 
+/// Waits out the connection's mute (KIP-219: a throttled client's
+/// connection is not read from); false if the connection was evicted
+/// meanwhile.
+async fn unmuted(conn: &Conn, mute: &wire::Mute) -> bool {
+    let Some(until) = mute.until() else {
+        return true;
+    };
+    tokio::select! {
+        biased;
+        _ = conn.close.notified() => false,
+        _ = tokio::time::sleep_until(until.into()) => {
+            conn.touch();
+            true
+        }
+    }
+}
+
 /// Reads a `size`-byte body, noting progress as bytes arrive.
 async fn read_body<R: AsyncRead + Unpin>(
     rd: &mut BufReader<R>,
@@ -740,8 +761,12 @@ where
     let idle = server.config.connections_max_idle;
     let read_timeout = server.config.request_timeout;
     let sasl_max = server.config.security.sasl_max_receive_size;
+    let mute = Arc::new(wire::Mute::default());
     let result: anyhow::Result<()> = async {
         loop {
+            if !unmuted(&conn, &mute).await {
+                return Ok(());
+            }
             // Until SASL completes, everything must happen by the
             // authentication deadline, in frames of sasl.server.max.receive.size.
             let unauthenticated = auth.as_ref().is_some_and(|a| !a.is_authenticated());
@@ -867,7 +892,12 @@ where
             let Some(req) = req else {
                 anyhow::bail!("a raw SASL token was not answered");
             };
-            let handled = server.dispatch.dispatch(&session, req).await;
+            // A mute set by a response that completed while this frame
+            // arrived still holds the request back.
+            if !unmuted(&conn, &mute).await {
+                return Ok(());
+            }
+            let handled = server.dispatch.dispatch(&session, req, &mute).await;
             // The request's bytes are dropped: its share of the budget is free.
             drop(held);
             if tx

@@ -5,6 +5,7 @@
 
 pub mod api;
 pub mod handled;
+pub mod throttling;
 pub mod versions;
 use crate::codes;
 
@@ -16,7 +17,7 @@ use kafka_protocol::protocol::{Decodable, Encodable};
 
 use crate::broker::Broker;
 
-pub use handled::{Handled, Pending, Request};
+pub use handled::{Handled, Mute, Pending, Request};
 pub use versions::{VERSIONS, range};
 
 /// Why a frame gets no response and its connection is closed.
@@ -62,6 +63,7 @@ pub fn decode(frame: Bytes) -> Result<Request, FrameError> {
             version,
         });
     }
+    let size = frame.len();
     let mut buf = frame;
     let decoded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let header_version = api_key.request_header_version(version);
@@ -83,6 +85,7 @@ pub fn decode(frame: Bytes) -> Result<Request, FrameError> {
         correlation_id: header.correlation_id,
         header,
         body,
+        size,
     })
 }
 
@@ -159,28 +162,43 @@ pub async fn dispatch(
         Some(RequestKind::ListOffsets(r)) => api::list_offsets::handle(broker, session, r, v),
         Some(RequestKind::CreateTopics(r)) => {
             let session = session.clone();
+            let mut quota = throttling::mutation_quota(broker, &session, &req.header, v);
             off_runtime(
                 broker,
                 || ResponseKind::CreateTopics(Default::default()),
-                move |b| api::create_topics::handle(b, &session, r, v),
+                move |b| api::create_topics::handle(b, &session, r, v, &mut quota),
             )
             .await
         }
         Some(RequestKind::DeleteTopics(r)) => {
             let session = session.clone();
+            let mut quota = throttling::mutation_quota(broker, &session, &req.header, v);
             off_runtime(
                 broker,
                 || ResponseKind::DeleteTopics(Default::default()),
-                move |b| api::delete_topics::handle(b, &session, r, v),
+                move |b| api::delete_topics::handle(b, &session, r, v, &mut quota),
             )
             .await
         }
         Some(RequestKind::CreatePartitions(r)) => {
             let session = session.clone();
+            let mut quota = throttling::mutation_quota(broker, &session, &req.header, v);
             off_runtime(
                 broker,
                 || ResponseKind::CreatePartitions(Default::default()),
-                move |b| api::create_partitions::handle(b, &session, r, v),
+                move |b| api::create_partitions::handle(b, &session, r, v, &mut quota),
+            )
+            .await
+        }
+        Some(RequestKind::DescribeClientQuotas(r)) => {
+            Handled::Now(api::describe_client_quotas::handle(broker, session, r, v))
+        }
+        Some(RequestKind::AlterClientQuotas(r)) => {
+            let session = session.clone();
+            off_runtime(
+                broker,
+                || ResponseKind::AlterClientQuotas(Default::default()),
+                move |b| api::alter_client_quotas::handle(b, &session, r, v),
             )
             .await
         }
