@@ -87,6 +87,9 @@ struct Sensor {
     last_used: u64,
 }
 
+/// How one /metrics series reads a sensor at a time.
+type Reading = fn(&mut Sensor, u64) -> f64;
+
 /// The live quota table and measurements.
 #[derive(Debug)]
 pub struct Quotas {
@@ -308,7 +311,7 @@ impl Quotas {
             "kaas_quota_entities_evicted_total {}",
             self.evicted.load(Ordering::Relaxed)
         );
-        let metrics: [(&str, &str, fn(&mut Sensor, u64) -> f64); 5] = [
+        let metrics: [(&str, &str, Reading); 5] = [
             ("kaas_quota_rate", "gauge", |s, now| s.rate.rate(now)),
             ("kaas_quota_recorded_total", "counter", |s, _| s.recorded),
             ("kaas_quota_throttled_total", "counter", |s, _| {

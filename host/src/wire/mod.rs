@@ -135,6 +135,28 @@ async fn off_runtime(
     }
 }
 
+/// A request's controller-mutation quota: strict from the versions that
+/// know THROTTLING_QUOTA_EXCEEDED (CreateTopics v6, CreatePartitions v3,
+/// DeleteTopics v5), permissive before.
+fn mutation_quota(
+    broker: &Broker,
+    session: &crate::security::Session,
+    header: &RequestHeader,
+    version: i16,
+) -> crate::quota::MutationQuota {
+    let strict_since = match ApiKey::try_from(header.request_api_key) {
+        Ok(ApiKey::CreateTopics) => 6,
+        Ok(ApiKey::CreatePartitions) => 3,
+        Ok(ApiKey::DeleteTopics) => 5,
+        _ => i16::MAX,
+    };
+    let user = &session.principal.name;
+    let client_id = header.client_id.as_deref().unwrap_or_default();
+    broker
+        .quotas
+        .mutation(user, client_id, version >= strict_since)
+}
+
 /// Runs the handler for a request.
 pub async fn dispatch(
     broker: &Arc<Broker>,
@@ -162,7 +184,7 @@ pub async fn dispatch(
         Some(RequestKind::ListOffsets(r)) => api::list_offsets::handle(broker, session, r, v),
         Some(RequestKind::CreateTopics(r)) => {
             let session = session.clone();
-            let mut quota = throttling::mutation_quota(broker, &session, &req.header, v);
+            let mut quota = mutation_quota(broker, &session, &req.header, v);
             off_runtime(
                 broker,
                 || ResponseKind::CreateTopics(Default::default()),
@@ -172,7 +194,7 @@ pub async fn dispatch(
         }
         Some(RequestKind::DeleteTopics(r)) => {
             let session = session.clone();
-            let mut quota = throttling::mutation_quota(broker, &session, &req.header, v);
+            let mut quota = mutation_quota(broker, &session, &req.header, v);
             off_runtime(
                 broker,
                 || ResponseKind::DeleteTopics(Default::default()),
@@ -182,7 +204,7 @@ pub async fn dispatch(
         }
         Some(RequestKind::CreatePartitions(r)) => {
             let session = session.clone();
-            let mut quota = throttling::mutation_quota(broker, &session, &req.header, v);
+            let mut quota = mutation_quota(broker, &session, &req.header, v);
             off_runtime(
                 broker,
                 || ResponseKind::CreatePartitions(Default::default()),

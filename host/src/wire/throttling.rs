@@ -14,7 +14,7 @@
 //!    records its handler time against `request_percentage` (see
 //!    docs/design.md "Client quotas" for what the time is here).
 //! 4. CreateTopics, CreatePartitions and DeleteTopics take tokens from
-//!    `controller_mutation_rate` in their handlers ([`mutation_quota`]);
+//!    `controller_mutation_rate` in their handlers (`wire::mutation_quota`);
 //!    their answer's throttle time is read back here.
 //!
 //! The response carries the largest throttle time that applies, and the
@@ -41,27 +41,6 @@ fn who(session: &crate::security::Session, header: &RequestHeader) -> Who {
         user: session.principal.name.clone(),
         client_id: header.client_id.as_deref().unwrap_or_default().to_owned(),
     }
-}
-
-/// A request's controller-mutation quota: strict from the versions that
-/// know THROTTLING_QUOTA_EXCEEDED (CreateTopics v6, CreatePartitions v3,
-/// DeleteTopics v5), permissive before.
-pub(crate) fn mutation_quota(
-    broker: &Broker,
-    session: &crate::security::Session,
-    header: &RequestHeader,
-    version: i16,
-) -> crate::quota::MutationQuota {
-    let strict_since = match ApiKey::try_from(header.request_api_key) {
-        Ok(ApiKey::CreateTopics) => 6,
-        Ok(ApiKey::CreatePartitions) => 3,
-        Ok(ApiKey::DeleteTopics) => 5,
-        _ => i16::MAX,
-    };
-    let w = who(session, header);
-    broker
-        .quotas
-        .mutation(&w.user, &w.client_id, version >= strict_since)
 }
 
 /// Whether `request_percentage` leaves the API alone (Kafka exempts
