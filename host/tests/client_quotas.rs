@@ -391,3 +391,39 @@ async fn create_topics_over_the_mutation_rate_is_refused_from_v6_and_throttled_b
     drop((c, c5));
     b.stop().await;
 }
+
+#[tokio::test]
+async fn quota_apis_need_describe_configs_and_alter_configs_on_the_cluster() {
+    use kaas::security::acl::{AclBinding, CLUSTER_NAME, PatternType, Permission};
+    use kaas::security::{Operation, Principal, ResourceType};
+    let dir = tempfile::tempdir().expect("tmp");
+    // User:ANONYMOUS may describe configs of the cluster, not alter them.
+    let b = InProcess::start_with(dir.path(), FsyncMode::Always, |c| {
+        c.authorizer.enabled = true;
+        c.acls = vec![AclBinding {
+            resource_type: ResourceType::Cluster,
+            resource_name: CLUSTER_NAME.into(),
+            pattern_type: PatternType::Literal,
+            principal: Principal::anonymous(),
+            host: "*".into(),
+            operation: Operation::DescribeConfigs,
+            permission: Permission::Allow,
+        }];
+    })
+    .await;
+    let mut c = Client::connect(&b.addr.to_string()).await;
+    assert_eq!(describe(&mut c, &[], false).await.unwrap(), vec![]);
+    let said = alter(
+        &mut c,
+        vec![(
+            entity(&[("user", None)]),
+            vec![set("producer_byte_rate", 1.0)],
+        )],
+        false,
+    )
+    .await;
+    assert_eq!(said[0].0, 31, "CLUSTER_AUTHORIZATION_FAILED: {said:?}");
+    assert!(b.broker.quotas.table().is_empty());
+    drop(c);
+    b.stop().await;
+}

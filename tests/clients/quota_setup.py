@@ -84,3 +84,55 @@ def quota_metric(page: str, name: str, quota_type: str, user: str, client_id: st
         if line.startswith(want):
             return float(line[len(want):])
     return None
+
+
+DESCRIBE_CLIENT_QUOTAS = 48
+
+
+def describe_client_quotas(bootstrap: str, components=(), strict: bool = False,
+                           timeout: float = 30.0):
+    """DescribeClientQuotas v0: components [(entity_type, match_type, match or
+    None)]. Returns (error code, {((type, name), ...): {key: value}})."""
+    body = struct.pack(">i", len(components))
+    for etype, mtype, match in components:
+        body += _str(etype) + struct.pack(">b", mtype) + _str(match)
+    body += struct.pack(">?", strict)
+    header = struct.pack(">hhi", DESCRIBE_CLIENT_QUOTAS, 0, 1) + _str("quota-setup")
+    frame = header + body
+    host, port = bootstrap.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=timeout) as s:
+        s.sendall(struct.pack(">i", len(frame)) + frame)
+        size = struct.unpack(">i", _recv(s, 4))[0]
+        resp = _recv(s, size)
+    pos = 8  # correlation id, throttle_time_ms
+
+    def string():
+        nonlocal pos
+        (n,) = struct.unpack_from(">h", resp, pos)
+        pos += 2
+        if n < 0:
+            return None
+        v = resp[pos:pos + n].decode()
+        pos += n
+        return v
+
+    (code,) = struct.unpack_from(">h", resp, pos)
+    pos += 2
+    string()
+    (n,) = struct.unpack_from(">i", resp, pos)
+    pos += 4
+    out = {}
+    for _ in range(max(n, 0)):
+        (ne,) = struct.unpack_from(">i", resp, pos)
+        pos += 4
+        entity = tuple((string(), string()) for _ in range(ne))
+        (nv,) = struct.unpack_from(">i", resp, pos)
+        pos += 4
+        values = {}
+        for _ in range(nv):
+            key = string()
+            (v,) = struct.unpack_from(">d", resp, pos)
+            pos += 8
+            values[key] = v
+        out[entity] = values
+    return code, out
