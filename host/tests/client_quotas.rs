@@ -427,3 +427,92 @@ async fn quota_apis_need_describe_configs_and_alter_configs_on_the_cluster() {
     drop(c);
     b.stop().await;
 }
+
+/// Fetch v12 of `topic`-0 from `offset` on `c`.
+async fn fetch(c: &mut Client, topic: &str, offset: i64) -> FetchResponse {
+    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+    let req = FetchRequest::default()
+        .with_max_wait_ms(0)
+        .with_min_bytes(0)
+        .with_max_bytes(10 << 20)
+        .with_session_epoch(-1)
+        .with_topics(vec![
+            FetchTopic::default()
+                .with_topic(name(topic))
+                .with_partitions(vec![
+                    FetchPartition::default()
+                        .with_partition(0)
+                        .with_fetch_offset(offset)
+                        .with_partition_max_bytes(10 << 20),
+                ]),
+        ]);
+    c.call(&req, 12).await
+}
+
+#[tokio::test]
+async fn a_fetch_over_the_consumer_byte_rate_is_answered_empty_with_the_throttle_time() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let b = InProcess::start(dir.path(), FsyncMode::Always).await;
+    let mut c = Client::connect(&b.addr.to_string()).await;
+    support::records::create(&mut c, "f", 1).await;
+    for i in 0..30u8 {
+        let value = vec![i; 1000];
+        let batch = data_batch(&[(None, &value)], 1, None, false);
+        let resp = c.call(&produce_request("f", 0, batch), 9).await;
+        assert_eq!(resp.responses[0].partition_responses[0].error_code, 0);
+    }
+    let said = alter(
+        &mut c,
+        vec![(
+            entity(&[("client-id", None)]),
+            vec![set("consumer_byte_rate", 1000.0)],
+        )],
+        false,
+    )
+    .await;
+    assert_eq!(said, vec![(0, None)]);
+    // One window allows 1000 B/s × 10 s: the fetch asks for at most
+    // 10 000 bytes, which is within the quota.
+    let first = fetch(&mut c, "f", 0).await;
+    assert_eq!(first.throttle_time_ms, 0);
+    let got = first.responses[0].partitions[0]
+        .records
+        .as_ref()
+        .map_or(0, |r| r.len());
+    assert!((5_000..=10_000).contains(&got), "{got} bytes");
+    // The next one would be over: answered empty, with the throttle time.
+    let second = fetch(&mut c, "f", 5).await;
+    assert_eq!(second.error_code, 0);
+    assert!(second.responses.is_empty(), "{:?}", second.responses);
+    assert!(second.throttle_time_ms > 0);
+    drop(c);
+    b.stop().await;
+}
+
+#[tokio::test]
+async fn request_percentage_throttles_at_most_one_window() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let b = InProcess::start(dir.path(), FsyncMode::Always).await;
+    let mut c = Client::connect(&b.addr.to_string()).await;
+    let said = alter(
+        &mut c,
+        vec![(
+            entity(&[("user", Some("ANONYMOUS")), ("client-id", None)]),
+            vec![set("request_percentage", 0.000_001)],
+        )],
+        false,
+    )
+    .await;
+    assert_eq!(said, vec![(0, None)]);
+    // Any handler time is far over a millionth of a percent: the throttle
+    // is Kafka's bound, one window (1 s).
+    let r = c
+        .call(&MetadataRequest::default().with_topics(None), 9)
+        .await;
+    assert_eq!(r.throttle_time_ms, 1000);
+    // ApiVersions is exempt.
+    let v = c.call(&ApiVersionsRequest::default(), 3).await;
+    assert_eq!(v.throttle_time_ms, 0);
+    drop(c);
+    b.stop().await;
+}
