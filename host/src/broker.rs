@@ -50,6 +50,9 @@ pub struct Broker {
     pub sasl: crate::security::sasl::Sasl,
     /// What the log cleaner has done (on /metrics).
     pub cleaner_stats: Arc<crate::log::cleaner::CleanerStats>,
+    /// Client quotas: the configured table and per-entity measurements
+    /// (see [`crate::quota`]).
+    pub quotas: Arc<crate::quota::Quotas>,
     /// The log cleaner, once started ([`spawn_tasks`]).
     cleaner: std::sync::OnceLock<Arc<crate::log::cleaner::Cleaner>>,
 }
@@ -202,7 +205,16 @@ impl Broker {
             Arc::new(credentials),
         )
         .map_err(|e| std::io::Error::other(format!("{e:#}")))?;
+        let quota_table = match cluster.etcd() {
+            None => crate::quota::store::load(&crate::quota::store::file_path(&config.data_dir))?,
+            Some(etcd) => etcd.view().client_quotas.clone().unwrap_or_default(),
+        };
+        let quotas = Arc::new(crate::quota::Quotas::new(
+            config.quotas.clone(),
+            quota_table,
+        ));
         Ok(Broker {
+            quotas,
             cleaner_stats: Default::default(),
             cleaner: std::sync::OnceLock::new(),
             sasl,

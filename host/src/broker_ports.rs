@@ -95,8 +95,9 @@ impl Dispatch for Dispatcher {
         &'a self,
         session: &'a Arc<crate::security::Session>,
         req: crate::wire::Request,
+        mute: &'a Arc<crate::wire::Mute>,
     ) -> impl std::future::Future<Output = crate::wire::Handled> + Send + 'a {
-        crate::wire::dispatch(&self.0, session, req)
+        crate::wire::throttling::dispatch(&self.0, session, req, mute)
     }
 }
 
@@ -239,6 +240,10 @@ impl ReconcileHost for Broker {
 
     fn defaults_changed(&self, layer: &crate::log::broker_defaults::Layer) {
         self.logs.apply_dynamic_defaults(layer);
+    }
+
+    fn quotas_changed(&self, table: &crate::quota::QuotaTable) {
+        self.quotas.replace(table.clone());
     }
 
     fn take_over_partition(

@@ -80,6 +80,7 @@ pub const GROUP_MAX_SIZE_REACHED: i16 = 81;
 pub const FENCED_INSTANCE_ID: i16 = 82;
 pub const GROUP_SUBSCRIBED_TO_TOPIC: i16 = 86;
 pub const UNSTABLE_OFFSET_COMMIT: i16 = 88;
+pub const THROTTLING_QUOTA_EXCEEDED: i16 = 89;
 // Fetch sessions and transaction admin.
 pub const FETCH_SESSION_ID_NOT_FOUND: i16 = 70;
 pub const TRANSACTIONAL_ID_NOT_FOUND: i16 = 105;

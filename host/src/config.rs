@@ -114,6 +114,9 @@ pub struct BrokerConfig {
     /// SASL PLAIN user and password this broker logs in with on other
     /// brokers' inter-broker (first) listener when it is SASL_PLAINTEXT.
     pub inter_broker_login: Option<(String, String)>,
+    /// Client quotas: the rate windows (quota.window.num,
+    /// quota.window.size.seconds) and the bound on tracked entities.
+    pub quotas: crate::quota::QuotaSettings,
 }
 
 impl BrokerConfig {
@@ -159,6 +162,7 @@ impl BrokerConfig {
             security: Default::default(),
             advertised_listeners: Vec::new(),
             inter_broker_login: None,
+            quotas: Default::default(),
         }
     }
 }

@@ -17,6 +17,8 @@ use crate::metrics::{escape, fsync_counters, policy_metrics, sample};
 pub fn render(broker: &Broker) -> String {
     let mut out = String::new();
     broker.metrics.render_counters(&mut out);
+    // Client quotas: every measured entity (bounded, see quota::Quotas).
+    broker.quotas.render(&mut out);
     // Issue 16: decisive authorization denials (each audited, rate-limited).
     sample(
         &mut out,

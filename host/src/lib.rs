@@ -20,6 +20,8 @@
 //! - [`broker`]: the shared state handlers work on.
 //! - [`group`]: consumer groups (the classic group protocol) and durable
 //!   committed offsets.
+//! - [`quota`]: client quotas (the table, Kafka's rates and throttle
+//!   times); `wire::throttling` applies them to requests.
 //! - [`swap`] and [`admin`]: hot swap of the policy (vetting, the
 //!   loopback admin endpoint); [`txn_describe`]: `kaas txn describe`.
 
@@ -43,6 +45,7 @@ pub mod names;
 pub mod pid;
 pub mod policy;
 pub mod policy_kit;
+pub mod quota;
 pub mod ratelimit;
 pub mod security;
 pub mod server;

@@ -304,6 +304,19 @@ struct BrokerArgs {
     /// sessions kept (KIP-227); 0 turns them off.
     #[arg(long, default_value_t = kaas::fetch_sessions::DEFAULT_SLOTS)]
     max_incremental_fetch_session_cache_slots: usize,
+    /// quota.window.num: samples a client quota's rate is measured over.
+    #[arg(long, default_value_t = 11, value_parser = clap::value_parser!(u32).range(2..=1000))]
+    quota_window_num: u32,
+    /// quota.window.size.seconds: the length of one quota sample.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=3600))]
+    quota_window_size_seconds: u32,
+    /// Most client-quota entities measured at once (each is a few hundred
+    /// bytes); the least recently used is dropped at the bound.
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..))]
+    quota_max_entities: u32,
+    /// A client-quota entity idle this long is forgotten (Kafka: 3600).
+    #[arg(long, default_value_t = 3600)]
+    quota_entity_idle_seconds: u64,
     // Cluster mode:
     /// This broker's id (node.id): unique in the cluster.
     #[arg(long, default_value_t = 1)]

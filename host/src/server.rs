@@ -90,10 +90,14 @@ pub struct ServerConfig {
 /// The server is generic over it (a static call); each request's dispatch
 /// future is boxed, so an idle connection's task does not hold its space.
 pub trait Dispatch: Send + Sync + 'static {
+    /// `mute`: the connection's mute, which the answer may set (a
+    /// throttled client, KIP-219); the server reads nothing more from the
+    /// connection until it ends.
     fn dispatch<'a>(
         &'a self,
         session: &'a Arc<crate::security::Session>,
         req: Request,
+        mute: &'a Arc<wire::Mute>,
     ) -> impl Future<Output = Handled> + Send + 'a;
 }
 
@@ -616,6 +620,23 @@ async fn next_frame<R: AsyncRead + Readiness + Unpin>(
     }
 }
 
+/// Waits out the connection's mute (KIP-219: a throttled client's
+/// connection is not read from); false if the connection was evicted
+/// meanwhile.
+async fn unmuted(conn: &Conn, mute: &wire::Mute) -> bool {
+    let Some(until) = mute.until() else {
+        return true;
+    };
+    tokio::select! {
+        biased;
+        _ = conn.close.notified() => false,
+        _ = tokio::time::sleep_until(until.into()) => {
+            conn.touch();
+            true
+        }
+    }
+}
+
 /// Reads a `size`-byte body, noting progress as bytes arrive.
 async fn read_body<R: AsyncRead + Readiness + Unpin>(
     rd: &mut ReadAhead<R>,
@@ -753,8 +774,12 @@ where
     let idle = server.config.connections_max_idle;
     let read_timeout = server.config.request_timeout;
     let sasl_max = server.config.security.sasl_max_receive_size;
+    let mute = Arc::new(wire::Mute::default());
     let result: anyhow::Result<()> = async {
         loop {
+            if !unmuted(&conn, &mute).await {
+                return Ok(());
+            }
             // Until SASL completes, everything must happen by the
             // authentication deadline, in frames of sasl.server.max.receive.size.
             let unauthenticated = auth.as_ref().is_some_and(|a| !a.is_authenticated());
@@ -882,10 +907,15 @@ where
             let Some(req) = req else {
                 anyhow::bail!("a raw SASL token was not answered");
             };
+            // A mute set by a response that completed while this frame
+            // arrived still holds the request back.
+            if !unmuted(&conn, &mute).await {
+                return Ok(());
+            }
             // Boxed: the dispatch future is the largest state of the
             // connection's task (over 10 KiB), which every idle connection
             // would otherwise hold; boxed, only a request in progress does.
-            let handled = Box::pin(server.dispatch.dispatch(&session, req)).await;
+            let handled = Box::pin(server.dispatch.dispatch(&session, req, &mute)).await;
             // The request's bytes are dropped: its share of the budget is free.
             drop(held);
             if tx

@@ -265,6 +265,12 @@ fn config_from_args(
     config.max_auto_created_topics_per_request = args.max_auto_created_topics_per_request;
     config.fetch_max_bytes = args.fetch_max_bytes.max(1024);
     config.fetch_session_slots = args.max_incremental_fetch_session_cache_slots;
+    config.quotas = kaas::quota::QuotaSettings {
+        window_num: args.quota_window_num as usize,
+        window_ms: u64::from(args.quota_window_size_seconds) * 1000,
+        max_entities: args.quota_max_entities as usize,
+        idle_expiry_ms: args.quota_entity_idle_seconds.saturating_mul(1000),
+    };
     config.node_id = args.node_id;
     config.cluster_id = args.cluster_id.clone();
     config.etcd = args.etcd.clone();

@@ -432,3 +432,44 @@ pub fn alter_broker_defaults(
         "the broker defaults kept changing; try again".into(),
     ))
 }
+
+/// Cluster mode: replaces the client quotas by `change(current)` with a
+/// compare-and-swap in etcd (retried when another broker changed them
+/// meanwhile), waits (bounded) until this broker's view has the new table,
+/// and hands it to `apply`; validate_only (or no change) writes nothing.
+/// Returns what `change` said of each entry.
+pub fn alter_client_quotas<T>(
+    etcd: &std::sync::Arc<super::etcd::Etcd>,
+    change: impl Fn(&crate::quota::QuotaTable) -> (crate::quota::QuotaTable, T),
+    apply: impl Fn(&crate::quota::QuotaTable),
+    validate_only: bool,
+) -> Result<T, Refusal> {
+    use crate::codes;
+    let storage = |e: String| (codes::KAFKA_STORAGE_ERROR, e);
+    for _ in 0..5 {
+        let old = etcd.view().client_quotas.clone();
+        let (new, said) = change(&old.clone().unwrap_or_default());
+        if validate_only || old.as_ref().unwrap_or(&Default::default()) == &new {
+            return Ok(said);
+        }
+        if block_on(etcd.replace_client_quotas(old.as_ref(), &new))
+            .map_err(|e| storage(e.to_string()))?
+            .map_err(|e| storage(e.to_string()))?
+        {
+            let until = Instant::now() + SETTLE;
+            let _ = block_on(async {
+                while etcd.view().client_quotas.as_ref() != Some(&new) && Instant::now() < until {
+                    etcd.changed_or(Duration::from_millis(100)).await;
+                }
+            });
+            apply(&new);
+            return Ok(said);
+        }
+        block_on(etcd.changed_or(Duration::from_millis(100)))
+            .map_err(|e| storage(e.to_string()))?;
+    }
+    Err((
+        codes::REASSIGNMENT_IN_PROGRESS,
+        "the client quotas kept changing; try again".into(),
+    ))
+}

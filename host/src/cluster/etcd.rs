@@ -28,6 +28,8 @@ pub struct View {
     pub leaders: BTreeMap<Unit, LeaderRec>,
     /// The cluster-wide dynamic broker defaults (None: never set).
     pub broker_defaults: Option<crate::log::broker_defaults::Layer>,
+    /// The cluster-wide client quotas (None: never set).
+    pub client_quotas: Option<crate::quota::QuotaTable>,
     pub revision: i64,
     /// False until the first full read.
     pub loaded: bool,
@@ -346,6 +348,11 @@ impl Etcd {
                 Err(e) => bad(e),
             },
             (Parsed::BrokerDefaults, None) => v.broker_defaults = None,
+            (Parsed::ClientQuotas, Some(b)) => match decode(key, b) {
+                Ok(q) => v.client_quotas = Some(q),
+                Err(e) => bad(e),
+            },
+            (Parsed::ClientQuotas, None) => v.client_quotas = None,
             (Parsed::ProducerIds, None) | (Parsed::Epoch(_), _) | (Parsed::Fence(_), None) => {}
         }
     }
@@ -521,6 +528,24 @@ impl Etcd {
         new: &crate::log::broker_defaults::Layer,
     ) -> Result<bool, EtcdError> {
         let key = self.keys.broker_defaults();
+        let unchanged = match old {
+            Some(old) => Compare::value(key.clone(), CompareOp::Equal, encode(old)),
+            None => Compare::create_revision(key.clone(), CompareOp::Equal, 0),
+        };
+        let txn = Txn::new()
+            .when([unchanged])
+            .and_then([TxnOp::put(key, encode(new), None)]);
+        Ok(bounded(self.client().txn(txn)).await?.succeeded())
+    }
+
+    /// Replaces the client quotas `old` (None: never set) by `new`; false
+    /// if they changed meanwhile.
+    pub async fn replace_client_quotas(
+        &self,
+        old: Option<&crate::quota::QuotaTable>,
+        new: &crate::quota::QuotaTable,
+    ) -> Result<bool, EtcdError> {
+        let key = self.keys.client_quotas();
         let unchanged = match old {
             Some(old) => Compare::value(key.clone(), CompareOp::Equal, encode(old)),
             None => Compare::create_revision(key.clone(), CompareOp::Equal, 0),

@@ -174,6 +174,9 @@ impl Keys {
     pub fn broker_defaults(&self) -> String {
         format!("{}config/broker-default", self.root)
     }
+    pub fn client_quotas(&self) -> String {
+        format!("{}config/client-quotas", self.root)
+    }
     pub fn acls_prefix(&self) -> String {
         format!("{}acls/", self.root)
     }
@@ -192,6 +195,7 @@ pub enum Parsed {
     ProducerIds,
     Fence(i32),
     BrokerDefaults,
+    ClientQuotas,
 }
 
 impl Keys {
@@ -206,6 +210,7 @@ impl Keys {
             "producer_ids" => Some(Parsed::ProducerIds),
             "fences" => rest.parse().ok().map(Parsed::Fence),
             "config" if rest == "broker-default" => Some(Parsed::BrokerDefaults),
+            "config" if rest == "client-quotas" => Some(Parsed::ClientQuotas),
             _ => None,
         }
     }

@@ -35,6 +35,8 @@ pub trait Host: Send + Sync + 'static {
     fn topics_changed(&self, topics: &BTreeMap<String, TopicMeta>);
     /// The cluster-wide dynamic broker defaults are now `layer`.
     fn defaults_changed(&self, layer: &crate::log::broker_defaults::Layer);
+    /// The cluster-wide client quotas are now `table`.
+    fn quotas_changed(&self, table: &crate::quota::QuotaTable);
     /// Opens partition `p` of `meta` as its leader at `rec.epoch`, taking
     /// back what the write-ahead logs of `rec.wal` hold (blocking).
     fn take_over_partition(
@@ -105,6 +107,7 @@ async fn collect_wal_dirs(etcd: &Etcd, host: &Arc<dyn Host>) {
 struct Synced {
     topics: BTreeMap<String, TopicMeta>,
     defaults: Option<crate::log::broker_defaults::Layer>,
+    quotas: Option<crate::quota::QuotaTable>,
 }
 
 /// A unit this broker leads, and the revision its takeover was written at.
@@ -205,6 +208,10 @@ async fn turn(
         let layer = view.broker_defaults.clone().unwrap_or_default();
         let _ = tokio::task::spawn_blocking(move || host.defaults_changed(&layer)).await;
         synced.defaults.clone_from(&view.broker_defaults);
+    }
+    if synced.quotas != view.client_quotas {
+        host.quotas_changed(&view.client_quotas.clone().unwrap_or_default());
+        synced.quotas.clone_from(&view.client_quotas);
     }
     if synced.topics != view.topics {
         let host = host.clone();

@@ -45,4 +45,47 @@ pub struct Request {
     pub header: RequestHeader,
     /// None for ApiVersions requests newer than we speak (KIP-511).
     pub body: Option<RequestKind>,
+    /// The frame's size without its length prefix (what a produce counts
+    /// against `producer_byte_rate`, as Kafka's `request.sizeInBytes`).
+    pub size: usize,
+}
+
+/// A connection's mute (KIP-219): a throttled client's response leaves at
+/// once, and its connection reads no further request until the throttle
+/// time has passed. Set by the quota checks (`wire::throttling`), possibly
+/// from a response still pending; honoured by the server before it reads
+/// or dispatches the next request.
+#[derive(Debug)]
+pub struct Mute {
+    origin: std::time::Instant,
+    /// Milliseconds after `origin` until which the connection is muted.
+    until_ms: std::sync::atomic::AtomicU64,
+}
+
+impl Default for Mute {
+    fn default() -> Self {
+        Mute {
+            origin: std::time::Instant::now(),
+            until_ms: Default::default(),
+        }
+    }
+}
+
+impl Mute {
+    /// Mutes for `ms` from now (a longer mute already set stays).
+    pub fn mute_for(&self, ms: u64) {
+        if ms == 0 {
+            return;
+        }
+        let until = self.origin.elapsed().as_millis() as u64 + ms;
+        self.until_ms
+            .fetch_max(until, std::sync::atomic::Ordering::AcqRel);
+    }
+
+    /// When the mute ends, if it has not yet.
+    pub fn until(&self) -> Option<std::time::Instant> {
+        let ms = self.until_ms.load(std::sync::atomic::Ordering::Acquire);
+        let at = self.origin + std::time::Duration::from_millis(ms);
+        (ms > 0 && at > std::time::Instant::now()).then_some(at)
+    }
 }

@@ -5,6 +5,7 @@
 
 pub mod api;
 pub mod handled;
+pub mod throttling;
 pub mod versions;
 use crate::codes;
 
@@ -16,7 +17,7 @@ use kafka_protocol::protocol::{Decodable, Encodable};
 
 use crate::broker::Broker;
 
-pub use handled::{Handled, Pending, Request};
+pub use handled::{Handled, Mute, Pending, Request};
 pub use versions::{VERSIONS, range};
 
 /// Why a frame gets no response and its connection is closed.
@@ -62,6 +63,7 @@ pub fn decode(frame: Bytes) -> Result<Request, FrameError> {
             version,
         });
     }
+    let size = frame.len();
     let mut buf = frame;
     let decoded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let header_version = api_key.request_header_version(version);
@@ -83,6 +85,7 @@ pub fn decode(frame: Bytes) -> Result<Request, FrameError> {
         correlation_id: header.correlation_id,
         header,
         body,
+        size,
     })
 }
 
@@ -132,6 +135,28 @@ async fn off_runtime(
     }
 }
 
+/// A request's controller-mutation quota: strict from the versions that
+/// know THROTTLING_QUOTA_EXCEEDED (CreateTopics v6, CreatePartitions v3,
+/// DeleteTopics v5), permissive before.
+fn mutation_quota(
+    broker: &Broker,
+    session: &crate::security::Session,
+    header: &RequestHeader,
+    version: i16,
+) -> crate::quota::MutationQuota {
+    let strict_since = match ApiKey::try_from(header.request_api_key) {
+        Ok(ApiKey::CreateTopics) => 6,
+        Ok(ApiKey::CreatePartitions) => 3,
+        Ok(ApiKey::DeleteTopics) => 5,
+        _ => i16::MAX,
+    };
+    let user = &session.principal.name;
+    let client_id = header.client_id.as_deref().unwrap_or_default();
+    broker
+        .quotas
+        .mutation(user, client_id, version >= strict_since)
+}
+
 /// Runs the handler for a request.
 pub async fn dispatch(
     broker: &Arc<Broker>,
@@ -159,28 +184,43 @@ pub async fn dispatch(
         Some(RequestKind::ListOffsets(r)) => api::list_offsets::handle(broker, session, r, v),
         Some(RequestKind::CreateTopics(r)) => {
             let session = session.clone();
+            let mut quota = mutation_quota(broker, &session, &req.header, v);
             off_runtime(
                 broker,
                 || ResponseKind::CreateTopics(Default::default()),
-                move |b| api::create_topics::handle(b, &session, r, v),
+                move |b| api::create_topics::handle(b, &session, r, v, &mut quota),
             )
             .await
         }
         Some(RequestKind::DeleteTopics(r)) => {
             let session = session.clone();
+            let mut quota = mutation_quota(broker, &session, &req.header, v);
             off_runtime(
                 broker,
                 || ResponseKind::DeleteTopics(Default::default()),
-                move |b| api::delete_topics::handle(b, &session, r, v),
+                move |b| api::delete_topics::handle(b, &session, r, v, &mut quota),
             )
             .await
         }
         Some(RequestKind::CreatePartitions(r)) => {
             let session = session.clone();
+            let mut quota = mutation_quota(broker, &session, &req.header, v);
             off_runtime(
                 broker,
                 || ResponseKind::CreatePartitions(Default::default()),
-                move |b| api::create_partitions::handle(b, &session, r, v),
+                move |b| api::create_partitions::handle(b, &session, r, v, &mut quota),
+            )
+            .await
+        }
+        Some(RequestKind::DescribeClientQuotas(r)) => {
+            Handled::Now(api::describe_client_quotas::handle(broker, session, r, v))
+        }
+        Some(RequestKind::AlterClientQuotas(r)) => {
+            let session = session.clone();
+            off_runtime(
+                broker,
+                || ResponseKind::AlterClientQuotas(Default::default()),
+                move |b| api::alter_client_quotas::handle(b, &session, r, v),
             )
             .await
         }

@@ -145,6 +145,7 @@ public class KaasJava {
                 case "dump" -> dump();
                 case "secure-admin" -> secureAdmin();
                 case "secure-clients" -> secureClients();
+                case "quota" -> quota();
                 default -> throw new IllegalArgumentException("no scenario " + scenario);
             }
         } catch (Failure f) {
@@ -1336,6 +1337,76 @@ public class KaasJava {
         try (KafkaProducer<byte[], byte[]> p = new KafkaProducer<>(wrong)) {
             raises(SaslAuthenticationException.class, "sam (SCRAM-SHA-256) with a wrong password: produce fails",
                     () -> p.send(new ProducerRecord<>(topic, 0, null, bytes("x"))).get());
+        }
+    }
+
+    // ---------------------------------------------------------------- quotas
+
+    /** Client quotas: the admin sets producer_byte_rate for user `quser`
+     * with alterClientQuotas and reads it back with describeClientQuotas
+     * (strict filter on the user), then `quser` produces as fast as it can
+     * for `seconds`: the producer's produce-throttle-time-max must show the
+     * broker's throttle, and the acknowledged rate is printed (the Python
+     * side compares it and the broker's own measurement with the quota). */
+    static void quota() throws Exception {
+        String quser = arg.get("quser");
+        double rate = Double.parseDouble(arg.get("rate"));
+        long seconds = Long.parseLong(arg.get("seconds"));
+        String topic = arg.get("prefix") + "-quota";
+        org.apache.kafka.common.quota.ClientQuotaEntity entity =
+                new org.apache.kafka.common.quota.ClientQuotaEntity(
+                        Map.of(org.apache.kafka.common.quota.ClientQuotaEntity.USER, quser));
+        try (Admin a = admin("admin")) {
+            createTopic(a, topic, 1);
+            get(a.alterClientQuotas(List.of(new org.apache.kafka.common.quota.ClientQuotaAlteration(
+                    entity, List.of(new org.apache.kafka.common.quota.ClientQuotaAlteration.Op(
+                            "producer_byte_rate", rate))))).all());
+            check(true, "alterClientQuotas sets producer_byte_rate for " + quser, null);
+            Map<org.apache.kafka.common.quota.ClientQuotaEntity, Map<String, Double>> got = get(
+                    a.describeClientQuotas(org.apache.kafka.common.quota.ClientQuotaFilter.containsOnly(
+                            List.of(org.apache.kafka.common.quota.ClientQuotaFilterComponent.ofEntity(
+                                    org.apache.kafka.common.quota.ClientQuotaEntity.USER, quser))))
+                            .entities());
+            same(Map.of(entity, Map.of("producer_byte_rate", rate)), got,
+                    "describeClientQuotas reads it back");
+            // Unknown keys are refused with Kafka's INVALID_REQUEST.
+            raises(org.apache.kafka.common.errors.InvalidRequestException.class,
+                    "an unknown quota key is refused", () -> get(a.alterClientQuotas(List.of(
+                            new org.apache.kafka.common.quota.ClientQuotaAlteration(entity, List.of(
+                                    new org.apache.kafka.common.quota.ClientQuotaAlteration.Op(
+                                            "bogus_rate", 1.0))))).all()));
+        }
+        byte[] value = new byte[1000];
+        long[] acked = {0};
+        try (KafkaProducer<byte[], byte[]> p = producer(quser, "acks", "1", "linger.ms", "5",
+                "batch.size", "16384", "buffer.memory", "262144", "enable.idempotence", "false")) {
+            long start = System.nanoTime();
+            long end = start + Duration.ofSeconds(seconds).toNanos();
+            while (System.nanoTime() < end) {
+                p.send(new ProducerRecord<>(topic, value), (md, e) -> {
+                    if (e == null) {
+                        synchronized (acked) {
+                            acked[0] += value.length;
+                        }
+                    }
+                });
+            }
+            p.flush();
+            double elapsed = (System.nanoTime() - start) / 1e9;
+            double throttleMax = 0;
+            double throttleAvg = 0;
+            for (var m : p.metrics().entrySet()) {
+                if (!m.getKey().group().equals("producer-metrics")) continue;
+                Object v = m.getValue().metricValue();
+                if (!(v instanceof Double d) || d.isNaN()) continue;
+                if (m.getKey().name().equals("produce-throttle-time-max")) throttleMax = d;
+                if (m.getKey().name().equals("produce-throttle-time-avg")) throttleAvg = d;
+            }
+            log("throttle max " + throttleMax + " ms, avg " + throttleAvg + " ms");
+            check(throttleMax > 0, "produce-throttle-time-max shows the throttle", throttleMax);
+            synchronized (acked) {
+                System.out.println("RATE " + (acked[0] / elapsed));
+            }
         }
     }
 }

@@ -20,6 +20,7 @@ pub fn handle(
     session: &Arc<crate::security::Session>,
     req: CreatePartitionsRequest,
     version: i16,
+    quota: &mut crate::quota::MutationQuota,
 ) -> ResponseKind {
     // ALTER on each topic.
     let mut checks = super::Checks::new(broker, session, ApiKey::CreatePartitions);
@@ -54,6 +55,20 @@ pub fn handle(
                     .map(|a| a.broker_ids.iter().map(|b| b.0).collect())
                     .collect()
             });
+            // controller_mutation_rate: one token per partition added.
+            if !req.validate_only {
+                let now = broker
+                    .logs
+                    .topic(&name)
+                    .map_or(t.count, |tp| tp.partition_count);
+                let added = t.count.saturating_sub(now).max(0);
+                if quota.admit(added as u32).is_err() {
+                    return fail(
+                        codes::THROTTLING_QUOTA_EXCEEDED,
+                        crate::quota::THROTTLED_MESSAGE.into(),
+                    );
+                }
+            }
             match crate::cluster::admin::create_partitions(
                 broker.topic_admin(),
                 &name,
@@ -67,5 +82,9 @@ pub fn handle(
         })
         .collect();
     let _ = version;
-    ResponseKind::CreatePartitions(CreatePartitionsResponse::default().with_results(results))
+    ResponseKind::CreatePartitions(
+        CreatePartitionsResponse::default()
+            .with_results(results)
+            .with_throttle_time_ms(crate::quota::clamp_ms(quota.throttle_ms())),
+    )
 }

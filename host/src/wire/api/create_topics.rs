@@ -32,6 +32,7 @@ pub fn handle(
     session: &Arc<crate::security::Session>,
     req: CreateTopicsRequest,
     version: i16,
+    quota: &mut crate::quota::MutationQuota,
 ) -> ResponseKind {
     // CREATE on the cluster (probe) or on each topic; whether a
     // created topic's configs are shown: DESCRIBE_CONFIGS on it.
@@ -68,7 +69,7 @@ pub fn handle(
                     .with_error_message(Some(sb(&msg)))
             })
             .collect();
-        return respond(results, version);
+        return respond(results, version, 0);
     }
     let results = req
         .topics
@@ -95,6 +96,20 @@ pub fn handle(
             } else {
                 t.num_partitions
             };
+            // controller_mutation_rate: one token per partition created.
+            if !req.validate_only {
+                let permits = if t.assignments.is_empty() {
+                    partitions
+                } else {
+                    t.assignments.len() as i32
+                };
+                if quota.admit(permits.max(0) as u32).is_err() {
+                    return fail(
+                        codes::THROTTLING_QUOTA_EXCEEDED,
+                        crate::quota::THROTTLED_MESSAGE.into(),
+                    );
+                }
+            }
             let mut overrides = BTreeMap::new();
             for c in &t.configs {
                 if let Some(v) = &c.value {
@@ -157,7 +172,7 @@ pub fn handle(
             }
         })
         .collect();
-    respond(results, version)
+    respond(results, version, quota.throttle_ms())
 }
 
 /// What a topic of the request asks of its replicas: a factor, or its
@@ -222,7 +237,7 @@ fn requested_partitions(req: &CreateTopicsRequest, default_partitions: i32) -> u
 }
 
 /// The response, fitted to `version`.
-fn respond(mut results: Vec<CreatableTopicResult>, version: i16) -> ResponseKind {
+fn respond(mut results: Vec<CreatableTopicResult>, version: i16, throttle_ms: u64) -> ResponseKind {
     for r in &mut results {
         if version < 7 {
             r.topic_id = uuid::Uuid::nil();
@@ -234,7 +249,11 @@ fn respond(mut results: Vec<CreatableTopicResult>, version: i16) -> ResponseKind
             r.topic_config_error_code = 0;
         }
     }
-    ResponseKind::CreateTopics(CreateTopicsResponse::default().with_topics(results))
+    ResponseKind::CreateTopics(
+        CreateTopicsResponse::default()
+            .with_topics(results)
+            .with_throttle_time_ms(crate::quota::clamp_ms(throttle_ms)),
+    )
 }
 
 #[cfg(test)]

@@ -18,6 +18,7 @@ pub fn handle(
     session: &Arc<crate::security::Session>,
     req: DeleteTopicsRequest,
     version: i16,
+    quota: &mut crate::quota::MutationQuota,
 ) -> ResponseKind {
     // DELETE on the cluster (probe), else DESCRIBE and DELETE on each topic
     //: a topic the session may not describe is answered
@@ -65,6 +66,13 @@ pub fn handle(
             let r = DeletableTopicResult::default()
                 .with_name(Some(TopicName(sb(&name))))
                 .with_topic_id(id);
+            // controller_mutation_rate: one token per partition deleted.
+            let partitions = broker.logs.topic(&name).map_or(0, |t| t.partition_count);
+            if quota.admit(partitions.max(0) as u32).is_err() {
+                return r
+                    .with_error_code(codes::THROTTLING_QUOTA_EXCEEDED)
+                    .with_error_message(Some(sb(crate::quota::THROTTLED_MESSAGE)));
+            }
             match crate::cluster::admin::delete_topic(broker.topic_admin(), &name) {
                 Ok(true) => {
                     // Committed offsets of the topic go with it.
@@ -87,5 +95,9 @@ pub fn handle(
             r.topic_id = uuid::Uuid::nil();
         }
     }
-    ResponseKind::DeleteTopics(DeleteTopicsResponse::default().with_responses(responses))
+    ResponseKind::DeleteTopics(
+        DeleteTopicsResponse::default()
+            .with_responses(responses)
+            .with_throttle_time_ms(crate::quota::clamp_ms(quota.throttle_ms())),
+    )
 }
