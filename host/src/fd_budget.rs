@@ -1,7 +1,8 @@
 //! The broker's file-descriptor budget.
 //!
-//! Every partition holds one open file per segment (the `.log` data file;
-//! indexes and snapshots are written and closed), and every client
+//! Segment files (the `.log` data files; indexes and snapshots are written
+//! and closed) go through one bounded cache shared by every partition
+//! (`log::open_files`, `--max-open-segment-files`), and every client
 //! connection holds a socket. A broker that runs out of descriptors fails
 //! in the middle of whatever it was doing (a topic half created, a
 //! connection it cannot accept), so:
@@ -9,11 +10,16 @@
 //! - at start `kaas broker` raises its soft `RLIMIT_NOFILE` to the hard
 //!   limit ([`raise_soft_limit`]): the soft limit is often 1024 while the
 //!   hard one allows far more;
+//! - the cache's bound is lowered at start to what the limit leaves after
+//!   that reserve ([`room`]);
 //! - before creating partitions the log checks that the descriptors open
-//!   now ([`open_fds`], the entries of `/proc/self/fd`), plus those the new
-//!   partitions take, plus a reserve for client connections and the
-//!   broker's own files, stay within the soft limit ([`check`]), and
-//!   refuses the creation otherwise.
+//!   now ([`open_fds`], the entries of `/proc/self/fd`), plus what the
+//!   cache may still open (its bound less what it holds: the cache is
+//!   charged once, not per partition) and the metadata file, plus a
+//!   reserve for client connections and the broker's own files, stay
+//!   within the soft limit ([`check`]), and refuses the creation
+//!   otherwise. A partition takes no descriptor of its own, so the count
+//!   of partitions is bounded by `--max-partitions`, not by this budget.
 //!
 //! Touches nothing but the process's own limit.
 
@@ -24,9 +30,6 @@ use std::io;
 /// listeners, the runtime's epoll and wakers) on top of one per allowed
 /// connection.
 pub const HEADROOM: u64 = 64;
-
-/// Descriptors one new partition takes (its active segment's data file).
-pub const FDS_PER_PARTITION: u64 = 1;
 
 /// The process's `RLIMIT_NOFILE`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,6 +88,20 @@ pub fn open_fds() -> io::Result<u64> {
 /// The reserve for a broker allowing `max_connections` clients.
 pub fn reserve_for(max_connections: usize) -> u64 {
     (max_connections as u64).saturating_add(HEADROOM)
+}
+
+/// How many more descriptors fit under the soft limit with `reserve` of
+/// them left free (capped at half the limit, as in [`fits`]); None when
+/// they cannot be counted (no `/proc`).
+pub fn room(reserve: u64) -> Option<u64> {
+    let (Ok(l), Ok(open)) = (limit(), open_fds()) else {
+        return None;
+    };
+    Some(
+        l.soft
+            .saturating_sub(open)
+            .saturating_sub(reserve.min(l.soft / 2)),
+    )
 }
 
 /// Why new descriptors do not fit.

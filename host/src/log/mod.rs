@@ -22,6 +22,7 @@ mod creation;
 mod defaults;
 pub mod epochs;
 pub mod offset_map;
+pub mod open_files;
 pub mod partition;
 pub mod producer;
 mod reconfigure;
@@ -82,10 +83,20 @@ pub struct LogManager {
     creating: Mutex<BTreeMap<String, usize>>,
     /// Moves on every change of the topic map ([`Self::topics_version`]).
     topics_version: std::sync::atomic::AtomicU64,
+    /// The open-file cache every segment file goes through
+    /// ([`open_files`]): what bounds this broker's descriptors, whatever
+    /// its partition count.
+    files: Arc<open_files::OpenFiles>,
+    /// Topics by id (Fetch v13+, Metadata by id), rebuilt from `topics`
+    /// when `topics_version` has moved since (None: never built).
+    by_id: RwLock<TopicsById>,
 }
 
 /// A topic name reserved in [`LogManager::creating`] while its files are
 /// made or removed; given back when dropped, however the work ends.
+/// The topics by id, and the `topics_version` they were built at.
+type TopicsById = (Option<u64>, std::collections::HashMap<[u8; 16], Arc<Topic>>);
+
 struct Reserved<'a>(&'a LogManager, &'a str);
 
 impl Drop for Reserved<'_> {
@@ -101,6 +112,17 @@ impl LogManager {
         root: &Path,
         defaults: LogConfig,
         group_commit: Arc<GroupCommit>,
+    ) -> io::Result<Self> {
+        let files = open_files::OpenFiles::new(open_files::DEFAULT_MAX_OPEN);
+        Self::open_with_files(root, defaults, group_commit, files)
+    }
+
+    /// [`Self::open`] with segment files going through `files`.
+    pub fn open_with_files(
+        root: &Path,
+        defaults: LogConfig,
+        group_commit: Arc<GroupCommit>,
+        files: Arc<open_files::OpenFiles>,
     ) -> io::Result<Self> {
         fs::create_dir_all(root.join("__topics"))?;
         let layered = defaults::Defaults::stored(root, defaults);
@@ -133,9 +155,9 @@ impl LogManager {
             let config = parse_stored_configs(&m.name, &defaults, &m.configs);
             let dir = root.join(Partition::dir_name(&m.name, p));
             let part = if dir.exists() {
-                Partition::open(root, &m.name, p, config, immediate)?
+                Partition::open_in(&files, root, &m.name, p, config, immediate)?
             } else {
-                Partition::create(root, &m.name, p, config, immediate)?
+                Partition::create_in(&files, root, &m.name, p, config, immediate)?
             };
             if let Some(batches) = recovered.batches.get(&(parse_id(&m.id), p)) {
                 part.recover_from_wal(batches)?;
@@ -196,6 +218,8 @@ impl LogManager {
             limits: TopicLimits::default(),
             creating: Mutex::new(BTreeMap::new()),
             topics_version: Default::default(),
+            files,
+            by_id: Default::default(),
         })
     }
 
@@ -203,6 +227,18 @@ impl LogManager {
     pub fn with_limits(mut self, limits: TopicLimits) -> Self {
         self.limits = limits;
         self
+    }
+
+    /// Segment files of partitions opened from now on go through `files`
+    /// (cluster mode, whose partitions open after construction).
+    pub fn with_open_files(mut self, files: Arc<open_files::OpenFiles>) -> Self {
+        self.files = files;
+        self
+    }
+
+    /// The open-file cache segment files go through.
+    pub fn open_files(&self) -> &Arc<open_files::OpenFiles> {
+        &self.files
     }
 
     /// Partitions on this broker.
@@ -302,6 +338,27 @@ impl LogManager {
             .values()
             .cloned()
             .collect()
+    }
+
+    /// The topic with id `id`: a map lookup (the map is rebuilt, once,
+    /// after the topics changed).
+    pub fn topic_by_id(&self, id: &[u8; 16]) -> Option<Arc<Topic>> {
+        {
+            let idx = self.by_id.read().unwrap_or_else(|p| p.into_inner());
+            if idx.0 == Some(self.topics_version()) {
+                return idx.1.get(id).cloned();
+            }
+        }
+        // The version cannot move while the read lock is held (writers
+        // bump it under the write lock), so the map is that version's.
+        let topics = self.topics.read().unwrap_or_else(|p| p.into_inner());
+        let version = self.topics_version();
+        let map: std::collections::HashMap<[u8; 16], Arc<Topic>> =
+            topics.values().map(|t| (t.id, t.clone())).collect();
+        drop(topics);
+        let found = map.get(id).cloned();
+        *self.by_id.write().unwrap_or_else(|p| p.into_inner()) = (Some(version), map);
+        found
     }
 
     pub fn partition(&self, topic: &str, id: i32) -> Option<Arc<Partition>> {

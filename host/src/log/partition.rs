@@ -29,6 +29,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use super::atomic_file::write_atomically;
 use super::batch::{self, BatchHeader};
 use super::epochs::LeaderEpochs;
+use super::open_files::OpenFiles;
 use super::producer::{ProducerError, ProducerTable, Verdict};
 use super::segment::Segment;
 use super::wal::{self, PartitionKey, Wal};
@@ -377,6 +378,9 @@ pub struct Partition {
     generation: u64,
     /// Checked under the lock before every file write.
     gate: WriteState,
+    /// The broker's open-file cache, which every segment file of this
+    /// partition goes through ([`super::open_files`]).
+    files: Arc<OpenFiles>,
 }
 
 /// Zeros kept ahead of the active segment's end: a chunk, but never more
@@ -391,8 +395,29 @@ impl Partition {
         format!("{topic}-{id}")
     }
 
-    /// Creates a new, empty partition.
+    /// Creates a new, empty partition whose files go through a cache of
+    /// its own that never closes them (tests; the broker uses
+    /// [`Self::create_in`]).
     pub fn create(
+        root: &Path,
+        topic: &str,
+        id: i32,
+        config: LogConfig,
+        immediate_hw: bool,
+    ) -> io::Result<Self> {
+        Self::create_in(
+            &OpenFiles::unbounded(),
+            root,
+            topic,
+            id,
+            config,
+            immediate_hw,
+        )
+    }
+
+    /// Creates a new, empty partition whose files go through `files`.
+    pub fn create_in(
+        files: &Arc<OpenFiles>,
         root: &Path,
         topic: &str,
         id: i32,
@@ -401,7 +426,7 @@ impl Partition {
     ) -> io::Result<Self> {
         let dir = root.join(Self::dir_name(topic, id));
         fs::create_dir_all(&dir)?;
-        let seg = Segment::create(&dir, 0, 0, chunk(&config))?;
+        let seg = Segment::create(files, &dir, 0, 0, chunk(&config))?;
         let epochs = LeaderEpochs::load(&dir)?;
         let mut segments = BTreeMap::new();
         segments.insert(0, seg);
@@ -427,6 +452,7 @@ impl Partition {
             wal: None,
             generation: 0,
             gate: WriteState::default(),
+            files: files.clone(),
         })
     }
 
@@ -440,13 +466,32 @@ impl Partition {
         config: LogConfig,
         immediate_hw: bool,
     ) -> io::Result<Self> {
+        Self::open_in(
+            &OpenFiles::unbounded(),
+            root,
+            topic,
+            id,
+            config,
+            immediate_hw,
+        )
+    }
+
+    /// [`Self::open`] with its files going through `files`.
+    pub fn open_in(
+        files: &Arc<OpenFiles>,
+        root: &Path,
+        topic: &str,
+        id: i32,
+        config: LogConfig,
+        immediate_hw: bool,
+    ) -> io::Result<Self> {
         let dir = root.join(Self::dir_name(topic, id));
         let history = History::read(&dir)?;
         let generation = history.generation();
         let marker = dir.join(seal::clean_name(generation));
         let clean = marker.exists();
         let _ = fs::remove_file(&marker);
-        let mut state = recover_dir(&dir, &config, &history, clean)?;
+        let mut state = recover_dir(files, &dir, &config, &history, clean)?;
         // The active segment is this generation's own: a generation whose
         // taker died before creating its first file starts it now.
         let foreign = state
@@ -456,9 +501,10 @@ impl Partition {
             .is_none_or(|s| s.generation != generation);
         if foreign {
             let end = state.log_end();
-            state
-                .segments
-                .insert(end, Segment::create(&dir, end, generation, chunk(&config))?);
+            state.segments.insert(
+                end,
+                Segment::create(files, &dir, end, generation, chunk(&config))?,
+            );
             super::sync::sync_dir(&dir)?;
         }
         let end = state.log_end();
@@ -473,6 +519,7 @@ impl Partition {
             wal: None,
             generation,
             gate: WriteState::default(),
+            files: files.clone(),
         })
     }
 
@@ -496,11 +543,32 @@ impl Partition {
         immediate_hw: bool,
         replay: &[wal::Frame],
     ) -> io::Result<Self> {
+        Self::take_over_in(
+            &OpenFiles::unbounded(),
+            root,
+            topic,
+            id,
+            config,
+            immediate_hw,
+            replay,
+        )
+    }
+
+    /// [`Self::take_over`] with its files going through `files`.
+    pub fn take_over_in(
+        files: &Arc<OpenFiles>,
+        root: &Path,
+        topic: &str,
+        id: i32,
+        config: LogConfig,
+        immediate_hw: bool,
+        replay: &[wal::Frame],
+    ) -> io::Result<Self> {
         let dir = root.join(Self::dir_name(topic, id));
         fs::create_dir_all(&dir)?;
         let mut history = History::read(&dir)?;
         let generation = history.generation() + 1;
-        let mut state = recover_dir(&dir, &config, &history, false)?;
+        let mut state = recover_dir(files, &dir, &config, &history, false)?;
         let next_offset = state.log_end();
         let batches = replayable(&history, replay, next_offset, topic, id);
         let replay_end = batches
@@ -521,7 +589,7 @@ impl Partition {
         seal::publish(&dir, &new_seal)?;
         history.push(new_seal);
         remove_strays(&dir, &history);
-        let first = Segment::create(&dir, next_offset, generation, chunk(&config))?;
+        let first = Segment::create(files, &dir, next_offset, generation, chunk(&config))?;
         super::sync::sync_dir(&dir)?;
         // An empty sealed segment at the same base gives way.
         state.segments.insert(next_offset, first);
@@ -536,6 +604,7 @@ impl Partition {
             wal: None,
             generation,
             gate: WriteState::default(),
+            files: files.clone(),
         };
         {
             let mut st = part.lock();
@@ -547,7 +616,7 @@ impl Partition {
                 } = &mut *st;
                 replay_batch(h, || Ok(bytes.clone()), producers, aborted)?;
             }
-            st.active()?.file.sync_data()?;
+            st.active()?.sync()?;
             let end = st.log_end();
             write_snapshot(&part.dir, generation, end, &st.producers, &st.aborted)?;
             part.advance_high_watermark(end);
@@ -810,13 +879,19 @@ impl Partition {
         self.check_gate()?;
         let active = st.active()?;
         active.trim()?;
-        active.file.sync_data()?;
+        active.sync()?;
         active.write_indexes()?;
         let base = st.log_end();
         write_snapshot(&self.dir, self.generation, base, &st.producers, &st.aborted)?;
         st.segments.insert(
             base,
-            Segment::create(&self.dir, base, self.generation, chunk(&config))?,
+            Segment::create(
+                &self.files,
+                &self.dir,
+                base,
+                self.generation,
+                chunk(&config),
+            )?,
         );
         Ok(())
     }
@@ -924,9 +999,13 @@ impl Partition {
     pub fn close(&self) -> io::Result<()> {
         let mut st = self.lock();
         self.check_gate()?;
+        // Only what changed is touched: a segment without zeros ahead of
+        // its end is not trimmed, one synced since its last write is not
+        // synced (nor opened again if the cache closed it), indexes that
+        // match the files on disk are not rewritten.
         for s in st.segments.values_mut() {
             s.trim()?;
-            s.file.sync_data()?;
+            s.sync()?;
             s.write_indexes()?;
         }
         let end = st.log_end();

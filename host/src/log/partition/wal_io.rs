@@ -42,7 +42,7 @@ impl Partition {
             n += 1;
         }
         if n > 0 {
-            st.active()?.file.sync_data()?;
+            st.active()?.sync()?;
             self.advance_high_watermark(st.log_end());
             tracing::info!(topic = %self.topic, partition = self.id, batches = n, log_end = st.log_end(), "batches taken back from the write-ahead log");
         }
@@ -68,7 +68,7 @@ impl Partition {
             }
             st.direct = true;
         }
-        Ok(st.active()?.file.clone())
+        st.active()?.data_file()
     }
 
     /// A checkpoint's step (after the write-ahead log rotated): syncs the
@@ -85,7 +85,7 @@ impl Partition {
         let (file, appends) = {
             let mut st = self.lock();
             if st.direct {
-                st.active()?.file.sync_data()?;
+                st.active()?.sync()?;
                 st.direct = false;
                 st.wal_dirty = false;
                 return Ok(());
@@ -95,7 +95,9 @@ impl Partition {
             }
             (st.active()?.file.clone(), st.appends)
         };
-        file.sync_data()?;
+        // Syncs only if written since its last sync (an eviction from the
+        // open-file cache syncs too), reopening it if the cache closed it.
+        file.sync()?;
         let mut st = self.lock();
         if st.appends == appends {
             st.wal_dirty = false;
@@ -113,7 +115,11 @@ impl Partition {
                 return Ok(0);
             }
             let seg = st.active()?;
-            let (base, to, file) = (seg.base_offset, seg.size, seg.file.clone());
+            // A file the cache closed was synced when it was closed.
+            let Some(file) = seg.file.if_open() else {
+                return Ok(0);
+            };
+            let (base, to) = (seg.base_offset, seg.size);
             let from = match st.written_out {
                 (b, pos) if b == base && pos <= to => pos,
                 _ => 0,

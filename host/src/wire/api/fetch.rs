@@ -282,11 +282,7 @@ pub fn handle(
 
 fn find_topic(broker: &Broker, name: &str, id: uuid::Uuid, version: i16) -> Option<Arc<Topic>> {
     if version >= 13 {
-        broker
-            .logs
-            .topics()
-            .into_iter()
-            .find(|t| uuid::Uuid::from_bytes(t.id) == id)
+        broker.logs.topic_by_id(id.as_bytes())
     } else {
         broker.logs.topic(name)
     }

@@ -320,12 +320,7 @@ fn topic_name_of_id(broker: &Broker, id: &[u8; 16]) -> Option<String> {
             .find(|m| crate::log::parse_id(&m.id) == *id)
             .map(|m| m.name.clone());
     }
-    broker
-        .logs
-        .topics()
-        .iter()
-        .find(|t| t.id == *id)
-        .map(|t| t.name.clone())
+    broker.logs.topic_by_id(id).map(|t| t.name.clone())
 }
 
 /// Resets fields this version of the response does not carry (the codec
