@@ -4,7 +4,8 @@
 //!
 //! Files in the partition directory: `<base>.log/.index/.timeindex` per
 //! segment, `log-start-offset`, `producer.snapshot` (clean shutdown and
-//! roll), `.kaas-clean` (present only after a clean shutdown) and
+//! roll), `.kaas-clean` (present after a clean shutdown until the first
+//! write after the next open; see [`Partition::close`]) and
 //! `leader-epoch-checkpoint` (the leader-epoch history, [`super::epochs`]:
 //! every batch written here carries the current epoch).
 //!
@@ -338,6 +339,15 @@ struct State {
     epochs: LeaderEpochs,
     /// The cleaner checkpoint: below it the log is compacted.
     clean_upto: i64,
+    /// This generation's clean marker is on disk and the files still are
+    /// as it describes them: opened after a clean shutdown and not written
+    /// since, or closed. The first write removes the marker, durably,
+    /// before it changes a file ([`Partition::unmark_clean`]); a clean
+    /// close of a partition still marked has nothing to do.
+    marked_clean: bool,
+    /// Producer state changed without a write (a fence, an expiry): a
+    /// clean close writes the snapshot even if the partition is marked.
+    producers_changed: bool,
 }
 
 impl State {
@@ -446,6 +456,8 @@ impl Partition {
                 written_out: (0, 0),
                 epochs,
                 clean_upto: 0,
+                marked_clean: false,
+                producers_changed: false,
             }),
             high_watermark: AtomicI64::new(0),
             immediate_hw,
@@ -490,8 +502,10 @@ impl Partition {
         let generation = history.generation();
         let marker = dir.join(seal::clean_name(generation));
         let clean = marker.exists();
-        let _ = fs::remove_file(&marker);
+        // The marker stays until the first write (`unmark_clean`): a
+        // partition nobody writes is closed again without touching a file.
         let mut state = recover_dir(files, &dir, &config, &history, clean)?;
+        state.marked_clean = clean;
         // The active segment is this generation's own: a generation whose
         // taker died before creating its first file starts it now.
         let foreign = state
@@ -500,6 +514,10 @@ impl Partition {
             .next_back()
             .is_none_or(|s| s.generation != generation);
         if foreign {
+            if state.marked_clean {
+                fs::remove_file(&marker)?;
+                state.marked_clean = false;
+            }
             let end = state.log_end();
             state.segments.insert(
                 end,
@@ -749,6 +767,7 @@ impl Partition {
             return Err(AppendError::NotLeader);
         }
         verdict.map_err(AppendError::Producer)?;
+        self.unmark_clean(&mut st)?;
         let base = st.log_end();
         let leader_epoch = stamp_epoch(&mut st, base)?;
         batch::assign_offset(&mut bytes, base, leader_epoch);
@@ -809,6 +828,7 @@ impl Partition {
         st.producers
             .check_marker(producer_id, epoch, coordinator_epoch)
             .map_err(AppendError::Producer)?;
+        self.unmark_clean(&mut st)?;
         let mut bytes =
             batch::control_batch(producer_id, epoch, commit, coordinator_epoch, timestamp);
         let mut h = batch::parse_header(&bytes)
@@ -848,6 +868,23 @@ impl Partition {
             file: Some(file),
             log_append_time: -1,
         })
+    }
+
+    /// Before the first change to the partition's files since a clean open
+    /// (or close): removes the clean marker and makes the removal durable,
+    /// so a crash after the change never finds a marker vouching for
+    /// indexes and a snapshot that no longer match. Nothing when unmarked.
+    fn unmark_clean(&self, st: &mut State) -> io::Result<()> {
+        if !st.marked_clean {
+            return Ok(());
+        }
+        match fs::remove_file(self.dir.join(seal::clean_name(self.generation))) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+        super::sync::sync_dir(&self.dir)?;
+        st.marked_clean = false;
+        Ok(())
     }
 
     /// Rolls to a new segment if `incoming` bytes would overflow the active one.
@@ -926,7 +963,10 @@ impl Partition {
     /// never handed out (see `pid::ProducerIdAllocator::issued`): only a
     /// forged batch can have made it. Returns how many were dropped.
     pub fn forget_producers_from(&self, first: i64) -> usize {
-        self.lock().producers.forget_from(first)
+        let mut st = self.lock();
+        let n = st.producers.forget_from(first);
+        st.producers_changed |= n > 0;
+        n
     }
 
     /// Producer-state expiry (`producer.id.expiration.ms`, see
@@ -934,7 +974,10 @@ impl Partition {
     /// dropped. The next snapshot leaves them out; recovery replays them
     /// back and the broker expires them again before it serves.
     pub fn expire_producers(&self, now_ms: i64, expiration_ms: i64) -> usize {
-        self.lock().producers.expire(now_ms, expiration_ms)
+        let mut st = self.lock();
+        let n = st.producers.expire(now_ms, expiration_ms);
+        st.producers_changed |= n > 0;
+        n
     }
 
     /// Producer ids with state here.
@@ -944,7 +987,10 @@ impl Partition {
 
     /// Fences a producer id at `epoch` (the in-process fence ring).
     pub fn fence_producer(&self, producer_id: i64, epoch: i16) -> bool {
-        self.lock().producers.fence(producer_id, epoch)
+        let mut st = self.lock();
+        let fenced = st.producers.fence(producer_id, epoch);
+        st.producers_changed |= fenced;
+        fenced
     }
 
     /// The current leader epoch (the last of the history; 0 for a
@@ -996,9 +1042,23 @@ impl Partition {
 
     /// Clean shutdown: sync, write indexes and the producer snapshot, leave
     /// the marker (this generation's). Refused once the gate is closed.
+    ///
+    /// A partition still marked clean (not written since a clean open) has
+    /// nothing to do but, if producer state changed without a write, its
+    /// snapshot (the marker stays valid: the log end is the same); so a
+    /// clean shutdown costs the partitions written since start, not all.
     pub fn close(&self) -> io::Result<()> {
         let mut st = self.lock();
         self.check_gate()?;
+        if st.marked_clean {
+            if st.producers_changed {
+                let end = st.log_end();
+                write_snapshot(&self.dir, self.generation, end, &st.producers, &st.aborted)?;
+                st.producers_changed = false;
+            }
+            self.gate.closed.store(true, Ordering::Release);
+            return Ok(());
+        }
         // Only what changed is touched: a segment without zeros ahead of
         // its end is not trimmed, one synced since its last write is not
         // synced (nor opened again if the cache closed it), indexes that
@@ -1015,6 +1075,8 @@ impl Partition {
             &self.dir.join(seal::clean_name(self.generation)),
             end.to_string().as_bytes(),
         )?;
+        st.marked_clean = true;
+        st.producers_changed = false;
         self.gate.closed.store(true, Ordering::Release);
         Ok(())
     }

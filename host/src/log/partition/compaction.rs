@@ -455,6 +455,7 @@ impl Partition {
             return Ok(false);
         }
         self.check_gate()?;
+        self.unmark_clean(&mut st)?;
         if !dropped.is_empty() {
             let gone = |a: &AbortedTxn| dropped.contains(&(a.producer_id, a.last_offset));
             st.aborted.retain(|a| !gone(a));

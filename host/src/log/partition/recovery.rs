@@ -76,6 +76,8 @@ pub(super) fn recover_dir(
         written_out: (0, 0),
         epochs,
         clean_upto: super::compaction::read_checkpoint(dir).unwrap_or(log_start),
+        marked_clean: false,
+        producers_changed: false,
     };
     let end = state.log_end();
     // Producer state: the snapshot if it is not ahead of the log, then

@@ -532,3 +532,45 @@ fn closing_an_untouched_partition_opens_and_syncs_nothing() {
         "no file reopened"
     );
 }
+
+/// The clean marker outlives an open without writes (a clean close after
+/// it writes nothing) and goes, durably, before the first write: a crash
+/// after that write recovers by scanning, not by trusting old indexes.
+#[test]
+fn the_clean_marker_stays_until_the_first_write_after_open() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let marker = dir.path().join("t-0").join(seal::clean_name(0));
+    {
+        let p = Partition::create(dir.path(), "t", 0, small_segments(), true).expect("create");
+        fill(&p, 20, 1000);
+        p.close().expect("close");
+    }
+    let snapshot = dir.path().join("t-0").join(seal::snapshot_name(0));
+    let written = fs::metadata(&snapshot)
+        .and_then(|m| m.modified())
+        .expect("snapshot");
+    {
+        let p = Partition::open(dir.path(), "t", 0, small_segments(), true).expect("open");
+        assert!(marker.exists(), "an open alone keeps the marker");
+        assert_eq!(values(&p, 0), (0..20).collect::<Vec<_>>());
+        p.close().expect("close");
+    }
+    assert!(marker.exists());
+    assert_eq!(
+        fs::metadata(&snapshot)
+            .and_then(|m| m.modified())
+            .expect("snapshot"),
+        written,
+        "closing an unwritten partition rewrites no snapshot"
+    );
+    {
+        let p = Partition::open(dir.path(), "t", 0, small_segments(), true).expect("open");
+        fill(&p, 1, 3000);
+        assert!(!marker.exists(), "the first write removes the marker");
+        // no close(): a crash
+    }
+    let p = Partition::open(dir.path(), "t", 0, small_segments(), true).expect("open");
+    assert_eq!(values(&p, 0), (0..21).collect::<Vec<_>>());
+    p.close().expect("close");
+    assert!(marker.exists());
+}

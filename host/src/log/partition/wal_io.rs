@@ -33,6 +33,7 @@ impl Partition {
                 tracing::error!(topic = %self.topic, partition = self.id, log_end = end, batch_offset = h.base_offset, "the write-ahead log does not continue the segment; its later batches are not replayed");
                 break;
             }
+            self.unmark_clean(&mut st)?;
             self.maybe_roll(&mut st, bytes.len() as u64, h.max_timestamp)?;
             st.active()?.append(bytes, &h)?;
             let State {
