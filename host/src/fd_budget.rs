@@ -90,18 +90,23 @@ pub fn reserve_for(max_connections: usize) -> u64 {
     (max_connections as u64).saturating_add(HEADROOM)
 }
 
-/// How many more descriptors fit under the soft limit with `reserve` of
-/// them left free (capped at half the limit, as in [`fits`]); None when
-/// they cannot be counted (no `/proc`).
-pub fn room(reserve: u64) -> Option<u64> {
+/// How many descriptors the open-file cache may hold: what the soft limit
+/// leaves after those open now, `reserve` (capped at half the limit, as in
+/// [`fits`]) and [`HEADROOM`] for the broker's own files, which are opened
+/// after the cache is sized; None when they cannot be counted (no `/proc`).
+pub fn room_for_cache(reserve: u64) -> Option<u64> {
     let (Ok(l), Ok(open)) = (limit(), open_fds()) else {
         return None;
     };
-    Some(
-        l.soft
-            .saturating_sub(open)
-            .saturating_sub(reserve.min(l.soft / 2)),
-    )
+    Some(cache_room(open, reserve, l.soft))
+}
+
+/// [`room_for_cache`] on given figures.
+pub fn cache_room(open: u64, reserve: u64, limit: u64) -> u64 {
+    limit
+        .saturating_sub(open)
+        .saturating_sub(reserve.min(limit / 2))
+        .saturating_sub(HEADROOM)
 }
 
 /// Why new descriptors do not fit.
@@ -163,6 +168,18 @@ mod tests {
     fn the_reserve_is_capped_at_half_the_limit() {
         assert!(fits(462, 50, 1088, 1024).is_ok());
         assert_eq!(fits(463, 50, 1088, 1024).map_err(|s| s.reserve), Err(512));
+    }
+
+    #[test]
+    fn the_cache_gets_what_the_reserve_and_the_headroom_leave() {
+        assert_eq!(cache_room(10, 1088, 20_000), 20_000 - 10 - 1088 - 64);
+        // A low limit: the reserve is capped at half of it.
+        assert_eq!(cache_room(10, 1088, 300), 300 - 10 - 150 - 64);
+        assert_eq!(cache_room(10, 1088, 100), 0);
+        // Every descriptor the cache may hold then fits the budget, with
+        // the broker's own files (up to the headroom) opened meanwhile.
+        let room = cache_room(10, 1088, 300);
+        assert!(fits(room + 1, 10 + HEADROOM - 1, 1088, 300).is_ok());
     }
 
     #[test]

@@ -423,7 +423,7 @@ pub(crate) fn raise_fd_limit(max_connections: usize) {
 /// minimum.
 fn open_files_bound(wanted: usize, max_connections: usize) -> usize {
     let reserve = kaas::fd_budget::reserve_for(max_connections);
-    match kaas::fd_budget::room(reserve) {
+    match kaas::fd_budget::room_for_cache(reserve) {
         Some(room) if (wanted as u64) > room => {
             let bound = usize::try_from(room)
                 .unwrap_or(usize::MAX)

@@ -84,10 +84,12 @@ impl LogManager {
             });
         }
         // Partitions take no descriptor of their own: their files go
-        // through the open-file cache, charged once at its bound (what it
-        // may still open), plus one while the metadata is written.
-        let cache_room = self.files.max().saturating_sub(self.files.open_count()) as u64;
-        crate::fd_budget::check(cache_room.saturating_add(1), self.limits.fd_reserve)?;
+        // through the open-file cache, charged once at its bound. A new
+        // partition's file may take one more place in it until it is full,
+        // and the metadata file is open while it is written.
+        let cache_room = self.files.max().saturating_sub(self.files.open_count());
+        let wanted = count.min(cache_room) as u64;
+        crate::fd_budget::check(wanted.saturating_add(1), self.limits.fd_reserve)?;
         let id = new_topic_id(name);
         if validate_only {
             return Ok(Arc::new(Topic::new(
