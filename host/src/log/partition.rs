@@ -1081,6 +1081,16 @@ impl Partition {
         Ok(())
     }
 
+    /// Whether the open-file cache holds the active segment's file now (a
+    /// clean close then need not reopen it).
+    pub fn files_open(&self) -> bool {
+        self.lock()
+            .segments
+            .values()
+            .next_back()
+            .is_some_and(|s| s.file.if_open().is_some())
+    }
+
     /// Removes the partition's directory (DeleteTopics).
     pub fn destroy(&self) -> io::Result<()> {
         fs::remove_dir_all(&self.dir)
