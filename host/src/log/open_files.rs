@@ -129,13 +129,16 @@ impl OpenFiles {
     /// Adds a handle that just got its file to the ring, then closes files
     /// past the bound.
     fn admit(&self, handle: &Arc<CachedFile>) {
-        let victims = {
+        let (victims, passed) = {
             let mut ring = self.ring();
             ring.entries.push_back(Arc::downgrade(handle));
             ring.open += 1;
             handle.in_ring.store(true, Ordering::Release);
             self.pick_victims(&mut ring, handle)
         };
+        // Dropped without the ring's lock: a handle whose owner let it go
+        // meanwhile is dropped here, and its drop takes the lock.
+        drop(passed);
         for v in victims {
             v.evict(&self.stats);
         }
@@ -145,9 +148,15 @@ impl OpenFiles {
     /// first clean one not referenced since the hand last passed it (the
     /// hand clears the bits it passes), else, after two turns of the ring
     /// (every file dirty), the next one, dirty or not. Never `admitted`,
-    /// which its caller is about to use.
-    fn pick_victims(&self, ring: &mut Ring, admitted: &Arc<CachedFile>) -> Vec<Arc<CachedFile>> {
+    /// which its caller is about to use. Returns the victims and the
+    /// handles the hand passed, for the caller to drop after the lock.
+    fn pick_victims(
+        &self,
+        ring: &mut Ring,
+        admitted: &Arc<CachedFile>,
+    ) -> (Vec<Arc<CachedFile>>, Vec<Arc<CachedFile>>) {
         let mut victims = Vec::new();
+        let mut passed = Vec::new();
         // Dead entries are dropped as the hand passes them; a ring far
         // longer than the bound is compacted.
         if ring.entries.len() > self.max.saturating_mul(2).max(64) {
@@ -164,6 +173,7 @@ impl OpenFiles {
             if Arc::ptr_eq(&h, admitted) {
                 ring.entries.push_back(w);
                 passes += 1;
+                passed.push(h);
                 if passes > 3 * ring.entries.len() + 3 {
                     break;
                 }
@@ -180,9 +190,10 @@ impl OpenFiles {
             } else {
                 ring.entries.push_back(w);
                 passes += 1;
+                passed.push(h);
             }
         }
-        victims
+        (victims, passed)
     }
 
     /// A handle dropped while holding a file (its segment deleted or its
@@ -487,5 +498,38 @@ mod tests {
         h.sync().expect("sync reopens");
         assert!(!h.is_dirty());
         assert_eq!(std::fs::read(h.path()).expect("read"), b"late");
+    }
+
+    #[test]
+    fn threads_opening_writing_and_dropping_handles_stay_within_the_bound() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let cache = OpenFiles::new(MIN_MAX_OPEN);
+        std::thread::scope(|s| {
+            for t in 0..4 {
+                let (cache, dir) = (&cache, dir.path());
+                s.spawn(move || {
+                    let mut kept = Vec::new();
+                    for i in 0..200 {
+                        let h = cache
+                            .create_new(&dir.join(format!("{t}-{i}.log")))
+                            .expect("create");
+                        h.get().expect("open").write_all_at(b"x", 0).expect("write");
+                        h.mark_dirty();
+                        // Some handles are dropped at once (a segment
+                        // deleted), others kept and touched again.
+                        if i % 3 == 0 {
+                            kept.push(h);
+                        }
+                        if let Some(old) = kept.get(i / 7) {
+                            old.get().expect("reopen");
+                        }
+                    }
+                    for h in &kept {
+                        h.sync().expect("sync");
+                    }
+                });
+            }
+        });
+        assert!(cache.open_count() <= MIN_MAX_OPEN);
     }
 }
