@@ -293,12 +293,13 @@ pub fn open(
     policy: Arc<Policy>,
 ) -> std::io::Result<Arc<Broker>> {
     let group_commit = crate::log::GroupCommit::new(fsync);
-    let logs = LogManager::open(&config.data_dir, config.log.clone(), group_commit)?.with_limits(
-        crate::log::TopicLimits {
-            max_partitions: config.max_partitions,
-            fd_reserve: crate::fd_budget::reserve_for(config.max_connections),
-        },
-    );
+    let files = crate::log::open_files::OpenFiles::new(config.max_open_segment_files);
+    let logs =
+        LogManager::open_with_files(&config.data_dir, config.log.clone(), group_commit, files)?
+            .with_limits(crate::log::TopicLimits {
+                max_partitions: config.max_partitions,
+                fd_reserve: crate::fd_budget::reserve_for(config.max_connections),
+            });
     let broker = Broker::new(config, logs, policy)?.share();
     // Shards opened later drop offsets of topics deleted meanwhile.
     let weak = Arc::downgrade(&broker);
@@ -328,7 +329,9 @@ pub async fn open_clustered(
         listeners: config.advertised_listeners.clone(),
     };
     let group_commit = crate::log::GroupCommit::new(fsync);
+    let files = crate::log::open_files::OpenFiles::new(config.max_open_segment_files);
     let logs = LogManager::open_clustered(&config.data_dir, config.log.clone(), group_commit)?
+        .with_open_files(files)
         .with_limits(crate::log::TopicLimits {
             max_partitions: config.max_partitions,
             fd_reserve: crate::fd_budget::reserve_for(config.max_connections),

@@ -64,6 +64,9 @@ pub struct BrokerConfig {
     /// Most partitions on this broker; a topic creation past it is refused
     /// (`--max-partitions`).
     pub max_partitions: usize,
+    /// Most segment files open at once, over all partitions
+    /// (`--max-open-segment-files`, see log::open_files).
+    pub max_open_segment_files: usize,
     /// Most partitions one CreateTopics may ask for, summed over its topics
     /// (Kafka's controller refuses a request over 10,000 in the same way).
     pub max_partitions_per_request: usize,
@@ -144,6 +147,7 @@ impl BrokerConfig {
             transaction_max_timeout_ms: crate::txn::machine::DEFAULT_MAX_TIMEOUT_MS,
             wal_checkpoint_interval: WAL_CHECKPOINT_AGE,
             max_partitions: DEFAULT_MAX_PARTITIONS,
+            max_open_segment_files: crate::log::open_files::DEFAULT_MAX_OPEN,
             max_partitions_per_request: DEFAULT_MAX_PARTITIONS_PER_REQUEST,
             max_auto_created_topics_per_request: DEFAULT_MAX_AUTO_CREATED_TOPICS_PER_REQUEST,
             connections_max_idle: std::time::Duration::from_millis(600_000),
@@ -167,9 +171,10 @@ impl BrokerConfig {
     }
 }
 
-/// Default of `max_partitions`: one open file each to start with, which
-/// a soft limit of 20,000 descriptors holds with room for segments rolled
-/// later and for the default 1024 connections.
+/// Default of `max_partitions` (partitions no longer take a descriptor
+/// each: their files go through the open-file cache, so more are a
+/// matter of memory and start-up time; `--max-partitions 50000` is tested
+/// on a 20,000-descriptor limit).
 pub const DEFAULT_MAX_PARTITIONS: usize = 10_000;
 /// Default of `max_partitions_per_request`: Kafka's own per-request cap.
 pub const DEFAULT_MAX_PARTITIONS_PER_REQUEST: usize = 10_000;

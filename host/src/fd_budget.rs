@@ -1,7 +1,8 @@
 //! The broker's file-descriptor budget.
 //!
-//! Every partition holds one open file per segment (the `.log` data file;
-//! indexes and snapshots are written and closed), and every client
+//! Segment files (the `.log` data files; indexes and snapshots are written
+//! and closed) go through one bounded cache shared by every partition
+//! (`log::open_files`, `--max-open-segment-files`), and every client
 //! connection holds a socket. A broker that runs out of descriptors fails
 //! in the middle of whatever it was doing (a topic half created, a
 //! connection it cannot accept), so:
@@ -9,11 +10,16 @@
 //! - at start `kaas broker` raises its soft `RLIMIT_NOFILE` to the hard
 //!   limit ([`raise_soft_limit`]): the soft limit is often 1024 while the
 //!   hard one allows far more;
+//! - the cache's bound is lowered at start to what the limit leaves after
+//!   that reserve ([`room`]);
 //! - before creating partitions the log checks that the descriptors open
-//!   now ([`open_fds`], the entries of `/proc/self/fd`), plus those the new
-//!   partitions take, plus a reserve for client connections and the
-//!   broker's own files, stay within the soft limit ([`check`]), and
-//!   refuses the creation otherwise.
+//!   now ([`open_fds`], the entries of `/proc/self/fd`), plus what the
+//!   cache may still open (its bound less what it holds: the cache is
+//!   charged once, not per partition) and the metadata file, plus a
+//!   reserve for client connections and the broker's own files, stay
+//!   within the soft limit ([`check`]), and refuses the creation
+//!   otherwise. A partition takes no descriptor of its own, so the count
+//!   of partitions is bounded by `--max-partitions`, not by this budget.
 //!
 //! Touches nothing but the process's own limit.
 
@@ -24,9 +30,6 @@ use std::io;
 /// listeners, the runtime's epoll and wakers) on top of one per allowed
 /// connection.
 pub const HEADROOM: u64 = 64;
-
-/// Descriptors one new partition takes (its active segment's data file).
-pub const FDS_PER_PARTITION: u64 = 1;
 
 /// The process's `RLIMIT_NOFILE`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,6 +88,25 @@ pub fn open_fds() -> io::Result<u64> {
 /// The reserve for a broker allowing `max_connections` clients.
 pub fn reserve_for(max_connections: usize) -> u64 {
     (max_connections as u64).saturating_add(HEADROOM)
+}
+
+/// How many descriptors the open-file cache may hold: what the soft limit
+/// leaves after those open now, `reserve` (capped at half the limit, as in
+/// [`fits`]) and [`HEADROOM`] for the broker's own files, which are opened
+/// after the cache is sized; None when they cannot be counted (no `/proc`).
+pub fn room_for_cache(reserve: u64) -> Option<u64> {
+    let (Ok(l), Ok(open)) = (limit(), open_fds()) else {
+        return None;
+    };
+    Some(cache_room(open, reserve, l.soft))
+}
+
+/// [`room_for_cache`] on given figures.
+pub fn cache_room(open: u64, reserve: u64, limit: u64) -> u64 {
+    limit
+        .saturating_sub(open)
+        .saturating_sub(reserve.min(limit / 2))
+        .saturating_sub(HEADROOM)
 }
 
 /// Why new descriptors do not fit.
@@ -146,6 +168,18 @@ mod tests {
     fn the_reserve_is_capped_at_half_the_limit() {
         assert!(fits(462, 50, 1088, 1024).is_ok());
         assert_eq!(fits(463, 50, 1088, 1024).map_err(|s| s.reserve), Err(512));
+    }
+
+    #[test]
+    fn the_cache_gets_what_the_reserve_and_the_headroom_leave() {
+        assert_eq!(cache_room(10, 1088, 20_000), 20_000 - 10 - 1088 - 64);
+        // A low limit: the reserve is capped at half of it.
+        assert_eq!(cache_room(10, 1088, 300), 300 - 10 - 150 - 64);
+        assert_eq!(cache_room(10, 1088, 100), 0);
+        // Every descriptor the cache may hold then fits the budget, with
+        // the broker's own files (up to the headroom) opened meanwhile.
+        let room = cache_room(10, 1088, 300);
+        assert!(fits(room + 1, 10 + HEADROOM - 1, 1088, 300).is_ok());
     }
 
     #[test]

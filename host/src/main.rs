@@ -267,6 +267,14 @@ struct BrokerArgs {
     /// the open-file limit.
     #[arg(long, default_value_t = kaas::config::DEFAULT_MAX_PARTITIONS)]
     max_partitions: usize,
+    /// Most segment files open at once, shared by every partition (kaas's
+    /// own; Kafka has no such bound): a partition's files are opened when
+    /// read or written and the least recently used are closed (synced
+    /// first if written), so the partition count is not bounded by the
+    /// open-file limit. Lowered at start to what that limit leaves after
+    /// the --max-connections reserve.
+    #[arg(long, default_value_t = kaas::log::open_files::DEFAULT_MAX_OPEN)]
+    max_open_segment_files: usize,
     /// Most partitions one CreateTopics may ask for, summed over its
     /// topics; a request over it is refused whole with POLICY_VIOLATION, as
     /// Kafka's controller does (its fixed cap is 10,000).

@@ -261,6 +261,8 @@ fn config_from_args(
             .max(args.group_min_session_timeout_ms),
     );
     config.max_partitions = args.max_partitions;
+    config.max_open_segment_files =
+        open_files_bound(args.max_open_segment_files, args.max_connections);
     config.max_partitions_per_request = args.max_partitions_per_request;
     config.max_auto_created_topics_per_request = args.max_auto_created_topics_per_request;
     config.fetch_max_bytes = args.fetch_max_bytes.max(1024);
@@ -419,6 +421,28 @@ pub(crate) fn raise_fd_limit(max_connections: usize) {
         Err(e) => {
             tracing::warn!(error = %e, "could not raise the open-file limit (RLIMIT_NOFILE)")
         }
+    }
+}
+
+/// `--max-open-segment-files`, lowered to what the open-file limit leaves
+/// after the connection reserve (with a warning), never below the cache's
+/// minimum.
+fn open_files_bound(wanted: usize, max_connections: usize) -> usize {
+    let reserve = kaas::fd_budget::reserve_for(max_connections);
+    match kaas::fd_budget::room_for_cache(reserve) {
+        Some(room) if (wanted as u64) > room => {
+            let bound = usize::try_from(room)
+                .unwrap_or(usize::MAX)
+                .max(kaas::log::open_files::MIN_MAX_OPEN);
+            tracing::warn!(
+                wanted,
+                bound,
+                max_connections,
+                "--max-open-segment-files does not fit the open-file limit with the connection reserve; lowered"
+            );
+            bound
+        }
+        _ => wanted,
     }
 }
 

@@ -83,13 +83,13 @@ impl LogManager {
                 max: self.limits.max_partitions,
             });
         }
-        // One file per partition, and one while the metadata is written;
-        // creations under way may not have opened theirs yet.
-        let in_flight: usize = creating.values().sum();
-        let wanted = (count.saturating_add(in_flight) as u64)
-            .saturating_mul(crate::fd_budget::FDS_PER_PARTITION)
-            .saturating_add(1);
-        crate::fd_budget::check(wanted, self.limits.fd_reserve)?;
+        // Partitions take no descriptor of their own: their files go
+        // through the open-file cache, charged once at its bound. A new
+        // partition's file may take one more place in it until it is full,
+        // and the metadata file is open while it is written.
+        let cache_room = self.files.max().saturating_sub(self.files.open_count());
+        let wanted = count.min(cache_room) as u64;
+        crate::fd_budget::check(wanted.saturating_add(1), self.limits.fd_reserve)?;
         let id = new_topic_id(name);
         if validate_only {
             return Ok(Arc::new(Topic::new(
@@ -156,7 +156,14 @@ impl LogManager {
                     if fault_in_creation(p, count) {
                         return Err(io::Error::other("fault injection: create-partition"));
                     }
-                    Partition::create(&self.root, name, index, config.clone(), immediate)
+                    Partition::create_in(
+                        &self.files,
+                        &self.root,
+                        name,
+                        index,
+                        config.clone(),
+                        immediate,
+                    )
                 });
             match created {
                 Ok(mut part) => {
@@ -212,7 +219,14 @@ impl LogManager {
             if dir.exists() {
                 fs::remove_dir_all(&dir)?;
             }
-            let mut part = Partition::create(&self.root, name, i, t.config.clone(), immediate)?;
+            let mut part = Partition::create_in(
+                &self.files,
+                &self.root,
+                name,
+                i,
+                t.config.clone(),
+                immediate,
+            )?;
             if let Some(w) = self.wal() {
                 part = part.with_wal(w, t.id);
             }

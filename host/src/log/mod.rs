@@ -22,6 +22,7 @@ mod creation;
 mod defaults;
 pub mod epochs;
 pub mod offset_map;
+pub mod open_files;
 pub mod partition;
 pub mod producer;
 mod reconfigure;
@@ -82,10 +83,16 @@ pub struct LogManager {
     creating: Mutex<BTreeMap<String, usize>>,
     /// Moves on every change of the topic map ([`Self::topics_version`]).
     topics_version: std::sync::atomic::AtomicU64,
+    /// The open-file cache every segment file goes through
+    /// ([`open_files`]): what bounds this broker's descriptors, whatever
+    /// its partition count.
+    files: Arc<open_files::OpenFiles>,
 }
 
 /// A topic name reserved in [`LogManager::creating`] while its files are
 /// made or removed; given back when dropped, however the work ends.
+/// The topics by id, and the `topics_version` they were built at.
+
 struct Reserved<'a>(&'a LogManager, &'a str);
 
 impl Drop for Reserved<'_> {
@@ -101,6 +108,17 @@ impl LogManager {
         root: &Path,
         defaults: LogConfig,
         group_commit: Arc<GroupCommit>,
+    ) -> io::Result<Self> {
+        let files = open_files::OpenFiles::new(open_files::DEFAULT_MAX_OPEN);
+        Self::open_with_files(root, defaults, group_commit, files)
+    }
+
+    /// [`Self::open`] with segment files going through `files`.
+    pub fn open_with_files(
+        root: &Path,
+        defaults: LogConfig,
+        group_commit: Arc<GroupCommit>,
+        files: Arc<open_files::OpenFiles>,
     ) -> io::Result<Self> {
         fs::create_dir_all(root.join("__topics"))?;
         let layered = defaults::Defaults::stored(root, defaults);
@@ -133,9 +151,9 @@ impl LogManager {
             let config = parse_stored_configs(&m.name, &defaults, &m.configs);
             let dir = root.join(Partition::dir_name(&m.name, p));
             let part = if dir.exists() {
-                Partition::open(root, &m.name, p, config, immediate)?
+                Partition::open_in(&files, root, &m.name, p, config, immediate)?
             } else {
-                Partition::create(root, &m.name, p, config, immediate)?
+                Partition::create_in(&files, root, &m.name, p, config, immediate)?
             };
             if let Some(batches) = recovered.batches.get(&(parse_id(&m.id), p)) {
                 part.recover_from_wal(batches)?;
@@ -196,6 +214,7 @@ impl LogManager {
             limits: TopicLimits::default(),
             creating: Mutex::new(BTreeMap::new()),
             topics_version: Default::default(),
+            files,
         })
     }
 
@@ -203,6 +222,18 @@ impl LogManager {
     pub fn with_limits(mut self, limits: TopicLimits) -> Self {
         self.limits = limits;
         self
+    }
+
+    /// Segment files of partitions opened from now on go through `files`
+    /// (cluster mode, whose partitions open after construction).
+    pub fn with_open_files(mut self, files: Arc<open_files::OpenFiles>) -> Self {
+        self.files = files;
+        self
+    }
+
+    /// The open-file cache segment files go through.
+    pub fn open_files(&self) -> &Arc<open_files::OpenFiles> {
+        &self.files
     }
 
     /// Partitions on this broker.
@@ -372,10 +403,24 @@ impl LogManager {
     /// Clean shutdown of every partition (then the write-ahead log, which
     /// nothing needs once every segment is synced).
     pub fn close(&self) -> io::Result<()> {
-        for t in self.topics() {
-            for p in &t.open_partitions() {
-                p.close()?;
-            }
+        // Partitions whose files the open-file cache holds go first: by
+        // the time a partition's file must be reopened (to trim it), the
+        // files it evicts belong to partitions already closed, clean, so
+        // no partition is synced twice. Closing is mostly fdatasyncs of
+        // different files, which the device and the journal overlap:
+        // several threads, interleaved over that order.
+        let mut parts: Vec<Arc<Partition>> = self
+            .topics()
+            .iter()
+            .flat_map(|t| t.open_partitions())
+            .collect();
+        parts.sort_by_key(|p| !p.files_open());
+        let failures: Vec<io::Error> = strided(&parts, CLOSE_THREADS, |p| p.close().err())
+            .into_iter()
+            .flatten()
+            .collect();
+        if let Some(e) = failures.into_iter().next() {
+            return Err(e);
         }
         if let Some(w) = self.wal() {
             w.close()?;
@@ -385,6 +430,36 @@ impl LogManager {
 }
 
 /// Runs `f` over `items` on up to 8 threads, keeping order.
+/// Threads closing partitions at a clean shutdown (I/O-bound: more than
+/// the cores).
+const CLOSE_THREADS: usize = 8;
+
+/// `f` over `items` on `threads` threads, thread `k` taking items `k`,
+/// `k + threads`, ... (so every thread works through the order given);
+/// results in no particular order.
+fn strided<T: Sync, R: Send>(items: &[T], threads: usize, f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    let threads = threads.clamp(1, items.len().max(1));
+    std::thread::scope(|s| {
+        let f = &f;
+        let handles: Vec<_> = (0..threads)
+            .map(|k| {
+                s.spawn(move || {
+                    items
+                        .iter()
+                        .skip(k)
+                        .step_by(threads)
+                        .map(f)
+                        .collect::<Vec<R>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_default())
+            .collect::<Vec<R>>()
+    })
+}
+
 fn parallel_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
     let threads = std::thread::available_parallelism()
         .map_or(2, |n| n.get())

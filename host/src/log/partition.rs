@@ -4,7 +4,8 @@
 //!
 //! Files in the partition directory: `<base>.log/.index/.timeindex` per
 //! segment, `log-start-offset`, `producer.snapshot` (clean shutdown and
-//! roll), `.kaas-clean` (present only after a clean shutdown) and
+//! roll), `.kaas-clean` (present after a clean shutdown until the first
+//! write after the next open; see [`Partition::close`]) and
 //! `leader-epoch-checkpoint` (the leader-epoch history, [`super::epochs`]:
 //! every batch written here carries the current epoch).
 //!
@@ -29,6 +30,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use super::atomic_file::write_atomically;
 use super::batch::{self, BatchHeader};
 use super::epochs::LeaderEpochs;
+use super::open_files::OpenFiles;
 use super::producer::{ProducerError, ProducerTable, Verdict};
 use super::segment::Segment;
 use super::wal::{self, PartitionKey, Wal};
@@ -337,6 +339,15 @@ struct State {
     epochs: LeaderEpochs,
     /// The cleaner checkpoint: below it the log is compacted.
     clean_upto: i64,
+    /// This generation's clean marker is on disk and the files still are
+    /// as it describes them: opened after a clean shutdown and not written
+    /// since, or closed. The first write removes the marker, durably,
+    /// before it changes a file ([`Partition::unmark_clean`]); a clean
+    /// close of a partition still marked has nothing to do.
+    marked_clean: bool,
+    /// Producer state changed without a write (a fence, an expiry): a
+    /// clean close writes the snapshot even if the partition is marked.
+    producers_changed: bool,
 }
 
 impl State {
@@ -377,6 +388,9 @@ pub struct Partition {
     generation: u64,
     /// Checked under the lock before every file write.
     gate: WriteState,
+    /// The broker's open-file cache, which every segment file of this
+    /// partition goes through ([`super::open_files`]).
+    files: Arc<OpenFiles>,
 }
 
 /// Zeros kept ahead of the active segment's end: a chunk, but never more
@@ -391,8 +405,29 @@ impl Partition {
         format!("{topic}-{id}")
     }
 
-    /// Creates a new, empty partition.
+    /// Creates a new, empty partition whose files go through a cache of
+    /// its own that never closes them (tests; the broker uses
+    /// [`Self::create_in`]).
     pub fn create(
+        root: &Path,
+        topic: &str,
+        id: i32,
+        config: LogConfig,
+        immediate_hw: bool,
+    ) -> io::Result<Self> {
+        Self::create_in(
+            &OpenFiles::unbounded(),
+            root,
+            topic,
+            id,
+            config,
+            immediate_hw,
+        )
+    }
+
+    /// Creates a new, empty partition whose files go through `files`.
+    pub fn create_in(
+        files: &Arc<OpenFiles>,
         root: &Path,
         topic: &str,
         id: i32,
@@ -401,7 +436,7 @@ impl Partition {
     ) -> io::Result<Self> {
         let dir = root.join(Self::dir_name(topic, id));
         fs::create_dir_all(&dir)?;
-        let seg = Segment::create(&dir, 0, 0, chunk(&config))?;
+        let seg = Segment::create(files, &dir, 0, 0, chunk(&config))?;
         let epochs = LeaderEpochs::load(&dir)?;
         let mut segments = BTreeMap::new();
         segments.insert(0, seg);
@@ -421,12 +456,15 @@ impl Partition {
                 written_out: (0, 0),
                 epochs,
                 clean_upto: 0,
+                marked_clean: false,
+                producers_changed: false,
             }),
             high_watermark: AtomicI64::new(0),
             immediate_hw,
             wal: None,
             generation: 0,
             gate: WriteState::default(),
+            files: files.clone(),
         })
     }
 
@@ -440,13 +478,34 @@ impl Partition {
         config: LogConfig,
         immediate_hw: bool,
     ) -> io::Result<Self> {
+        Self::open_in(
+            &OpenFiles::unbounded(),
+            root,
+            topic,
+            id,
+            config,
+            immediate_hw,
+        )
+    }
+
+    /// [`Self::open`] with its files going through `files`.
+    pub fn open_in(
+        files: &Arc<OpenFiles>,
+        root: &Path,
+        topic: &str,
+        id: i32,
+        config: LogConfig,
+        immediate_hw: bool,
+    ) -> io::Result<Self> {
         let dir = root.join(Self::dir_name(topic, id));
         let history = History::read(&dir)?;
         let generation = history.generation();
         let marker = dir.join(seal::clean_name(generation));
         let clean = marker.exists();
-        let _ = fs::remove_file(&marker);
-        let mut state = recover_dir(&dir, &config, &history, clean)?;
+        // The marker stays until the first write (`unmark_clean`): a
+        // partition nobody writes is closed again without touching a file.
+        let mut state = recover_dir(files, &dir, &config, &history, clean)?;
+        state.marked_clean = clean;
         // The active segment is this generation's own: a generation whose
         // taker died before creating its first file starts it now.
         let foreign = state
@@ -455,10 +514,15 @@ impl Partition {
             .next_back()
             .is_none_or(|s| s.generation != generation);
         if foreign {
+            if state.marked_clean {
+                fs::remove_file(&marker)?;
+                state.marked_clean = false;
+            }
             let end = state.log_end();
-            state
-                .segments
-                .insert(end, Segment::create(&dir, end, generation, chunk(&config))?);
+            state.segments.insert(
+                end,
+                Segment::create(files, &dir, end, generation, chunk(&config))?,
+            );
             super::sync::sync_dir(&dir)?;
         }
         let end = state.log_end();
@@ -473,6 +537,7 @@ impl Partition {
             wal: None,
             generation,
             gate: WriteState::default(),
+            files: files.clone(),
         })
     }
 
@@ -496,11 +561,32 @@ impl Partition {
         immediate_hw: bool,
         replay: &[wal::Frame],
     ) -> io::Result<Self> {
+        Self::take_over_in(
+            &OpenFiles::unbounded(),
+            root,
+            topic,
+            id,
+            config,
+            immediate_hw,
+            replay,
+        )
+    }
+
+    /// [`Self::take_over`] with its files going through `files`.
+    pub fn take_over_in(
+        files: &Arc<OpenFiles>,
+        root: &Path,
+        topic: &str,
+        id: i32,
+        config: LogConfig,
+        immediate_hw: bool,
+        replay: &[wal::Frame],
+    ) -> io::Result<Self> {
         let dir = root.join(Self::dir_name(topic, id));
         fs::create_dir_all(&dir)?;
         let mut history = History::read(&dir)?;
         let generation = history.generation() + 1;
-        let mut state = recover_dir(&dir, &config, &history, false)?;
+        let mut state = recover_dir(files, &dir, &config, &history, false)?;
         let next_offset = state.log_end();
         let batches = replayable(&history, replay, next_offset, topic, id);
         let replay_end = batches
@@ -521,7 +607,7 @@ impl Partition {
         seal::publish(&dir, &new_seal)?;
         history.push(new_seal);
         remove_strays(&dir, &history);
-        let first = Segment::create(&dir, next_offset, generation, chunk(&config))?;
+        let first = Segment::create(files, &dir, next_offset, generation, chunk(&config))?;
         super::sync::sync_dir(&dir)?;
         // An empty sealed segment at the same base gives way.
         state.segments.insert(next_offset, first);
@@ -536,6 +622,7 @@ impl Partition {
             wal: None,
             generation,
             gate: WriteState::default(),
+            files: files.clone(),
         };
         {
             let mut st = part.lock();
@@ -547,7 +634,7 @@ impl Partition {
                 } = &mut *st;
                 replay_batch(h, || Ok(bytes.clone()), producers, aborted)?;
             }
-            st.active()?.file.sync_data()?;
+            st.active()?.sync()?;
             let end = st.log_end();
             write_snapshot(&part.dir, generation, end, &st.producers, &st.aborted)?;
             part.advance_high_watermark(end);
@@ -680,6 +767,7 @@ impl Partition {
             return Err(AppendError::NotLeader);
         }
         verdict.map_err(AppendError::Producer)?;
+        self.unmark_clean(&mut st)?;
         let base = st.log_end();
         let leader_epoch = stamp_epoch(&mut st, base)?;
         batch::assign_offset(&mut bytes, base, leader_epoch);
@@ -740,6 +828,7 @@ impl Partition {
         st.producers
             .check_marker(producer_id, epoch, coordinator_epoch)
             .map_err(AppendError::Producer)?;
+        self.unmark_clean(&mut st)?;
         let mut bytes =
             batch::control_batch(producer_id, epoch, commit, coordinator_epoch, timestamp);
         let mut h = batch::parse_header(&bytes)
@@ -781,6 +870,23 @@ impl Partition {
         })
     }
 
+    /// Before the first change to the partition's files since a clean open
+    /// (or close): removes the clean marker and makes the removal durable,
+    /// so a crash after the change never finds a marker vouching for
+    /// indexes and a snapshot that no longer match. Nothing when unmarked.
+    fn unmark_clean(&self, st: &mut State) -> io::Result<()> {
+        if !st.marked_clean {
+            return Ok(());
+        }
+        match fs::remove_file(self.dir.join(seal::clean_name(self.generation))) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+        super::sync::sync_dir(&self.dir)?;
+        st.marked_clean = false;
+        Ok(())
+    }
+
     /// Rolls to a new segment if `incoming` bytes would overflow the active one.
     /// Rolls the active segment before a batch of `incoming` bytes whose
     /// max timestamp is `incoming_ts`. A non-empty segment rolls when the
@@ -810,13 +916,19 @@ impl Partition {
         self.check_gate()?;
         let active = st.active()?;
         active.trim()?;
-        active.file.sync_data()?;
+        active.sync()?;
         active.write_indexes()?;
         let base = st.log_end();
         write_snapshot(&self.dir, self.generation, base, &st.producers, &st.aborted)?;
         st.segments.insert(
             base,
-            Segment::create(&self.dir, base, self.generation, chunk(&config))?,
+            Segment::create(
+                &self.files,
+                &self.dir,
+                base,
+                self.generation,
+                chunk(&config),
+            )?,
         );
         Ok(())
     }
@@ -851,7 +963,10 @@ impl Partition {
     /// never handed out (see `pid::ProducerIdAllocator::issued`): only a
     /// forged batch can have made it. Returns how many were dropped.
     pub fn forget_producers_from(&self, first: i64) -> usize {
-        self.lock().producers.forget_from(first)
+        let mut st = self.lock();
+        let n = st.producers.forget_from(first);
+        st.producers_changed |= n > 0;
+        n
     }
 
     /// Producer-state expiry (`producer.id.expiration.ms`, see
@@ -859,7 +974,10 @@ impl Partition {
     /// dropped. The next snapshot leaves them out; recovery replays them
     /// back and the broker expires them again before it serves.
     pub fn expire_producers(&self, now_ms: i64, expiration_ms: i64) -> usize {
-        self.lock().producers.expire(now_ms, expiration_ms)
+        let mut st = self.lock();
+        let n = st.producers.expire(now_ms, expiration_ms);
+        st.producers_changed |= n > 0;
+        n
     }
 
     /// Producer ids with state here.
@@ -869,7 +987,10 @@ impl Partition {
 
     /// Fences a producer id at `epoch` (the in-process fence ring).
     pub fn fence_producer(&self, producer_id: i64, epoch: i16) -> bool {
-        self.lock().producers.fence(producer_id, epoch)
+        let mut st = self.lock();
+        let fenced = st.producers.fence(producer_id, epoch);
+        st.producers_changed |= fenced;
+        fenced
     }
 
     /// The current leader epoch (the last of the history; 0 for a
@@ -921,12 +1042,30 @@ impl Partition {
 
     /// Clean shutdown: sync, write indexes and the producer snapshot, leave
     /// the marker (this generation's). Refused once the gate is closed.
+    ///
+    /// A partition still marked clean (not written since a clean open) has
+    /// nothing to do but, if producer state changed without a write, its
+    /// snapshot (the marker stays valid: the log end is the same); so a
+    /// clean shutdown costs the partitions written since start, not all.
     pub fn close(&self) -> io::Result<()> {
         let mut st = self.lock();
         self.check_gate()?;
+        if st.marked_clean {
+            if st.producers_changed {
+                let end = st.log_end();
+                write_snapshot(&self.dir, self.generation, end, &st.producers, &st.aborted)?;
+                st.producers_changed = false;
+            }
+            self.gate.closed.store(true, Ordering::Release);
+            return Ok(());
+        }
+        // Only what changed is touched: a segment without zeros ahead of
+        // its end is not trimmed, one synced since its last write is not
+        // synced (nor opened again if the cache closed it), indexes that
+        // match the files on disk are not rewritten.
         for s in st.segments.values_mut() {
             s.trim()?;
-            s.file.sync_data()?;
+            s.sync()?;
             s.write_indexes()?;
         }
         let end = st.log_end();
@@ -936,8 +1075,20 @@ impl Partition {
             &self.dir.join(seal::clean_name(self.generation)),
             end.to_string().as_bytes(),
         )?;
+        st.marked_clean = true;
+        st.producers_changed = false;
         self.gate.closed.store(true, Ordering::Release);
         Ok(())
+    }
+
+    /// Whether the open-file cache holds the active segment's file now (a
+    /// clean close then need not reopen it).
+    pub fn files_open(&self) -> bool {
+        self.lock()
+            .segments
+            .values()
+            .next_back()
+            .is_some_and(|s| s.file.if_open().is_some())
     }
 
     /// Removes the partition's directory (DeleteTopics).

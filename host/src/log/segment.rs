@@ -18,13 +18,14 @@
 //! recovery reads the zeros as the end of the log, and a roll or a clean
 //! shutdown trims them ([`Segment::trim`]).
 
-use std::fs::{self, File, OpenOptions};
+use std::fs;
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::batch::{self, BatchHeader, HEADER_LEN};
+use super::open_files::{CachedFile, OpenFiles};
 use super::zero_tail::{self, ZeroTail};
 
 /// Bytes of log between two sparse index entries.
@@ -35,8 +36,10 @@ pub const INDEX_INTERVAL: u64 = 4096;
 pub struct Segment {
     /// Offset of the first batch this segment may hold.
     pub base_offset: i64,
-    /// The data file (shared with the group-commit flusher).
-    pub file: Arc<File>,
+    /// The data file, open while the broker's open-file cache holds it
+    /// ([`super::open_files`]); a descriptor handed out (to the
+    /// group-commit flusher, a read) stays valid after an eviction.
+    pub file: Arc<CachedFile>,
     /// Bytes written.
     pub size: u64,
     /// Offset one past the last record (base_offset when empty).
@@ -56,6 +59,10 @@ pub struct Segment {
     last_indexed: Option<u64>,
     /// Zeros kept ahead of `size` in the data file.
     tail: ZeroTail,
+    /// The size up to which the `.index`/`.timeindex` files on disk match
+    /// the in-memory indexes (None: not written, or stale): a clean close
+    /// rewrites only segments that changed.
+    indexed: Option<u64>,
     dir: PathBuf,
     /// The generation whose leader created the file (0 outside cluster mode).
     pub generation: u64,
@@ -98,16 +105,18 @@ impl Segment {
     /// Creates an empty segment of `generation` whose file grows `chunk`
     /// bytes of zeros at a time. The file must not exist yet (O_EXCL):
     /// a writer never adopts a file another may hold open.
-    pub fn create(dir: &Path, base_offset: i64, generation: u64, chunk: u64) -> io::Result<Self> {
+    pub fn create(
+        files: &Arc<OpenFiles>,
+        dir: &Path,
+        base_offset: i64,
+        generation: u64,
+        chunk: u64,
+    ) -> io::Result<Self> {
         let path = dir.join(format!("{}.log", stem_of(base_offset, generation)));
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(path)?;
+        let file = files.create_new(&path)?;
         Ok(Segment {
             base_offset,
-            file: Arc::new(file),
+            file,
             size: 0,
             next_offset: base_offset,
             max_timestamp: -1,
@@ -117,6 +126,7 @@ impl Segment {
             time_index: Vec::new(),
             last_indexed: None,
             tail: ZeroTail::new(0, chunk),
+            indexed: None,
             dir: dir.to_path_buf(),
             generation,
         })
@@ -131,6 +141,7 @@ impl Segment {
     /// read and the file is left as it is: what lies past it was written
     /// after a takeover and never belongs to the log.
     pub fn open(
+        files: &Arc<OpenFiles>,
         dir: &Path,
         base_offset: i64,
         generation: u64,
@@ -139,12 +150,13 @@ impl Segment {
         limit: Option<u64>,
     ) -> io::Result<Self> {
         let path = dir.join(format!("{}.log", stem_of(base_offset, generation)));
-        let file = OpenOptions::new().read(true).write(true).open(&path)?;
+        let handle = files.open_existing(&path)?;
+        let file = handle.get()?;
         let file_len = file.metadata()?.len();
         let len = limit.map_or(file_len, |l| l.min(file_len));
         let mut seg = Segment {
             base_offset,
-            file: Arc::new(file),
+            file: handle,
             size: 0,
             next_offset: base_offset,
             max_timestamp: -1,
@@ -154,6 +166,7 @@ impl Segment {
             time_index: Vec::new(),
             last_indexed: None,
             tail: ZeroTail::new(file_len, chunk),
+            indexed: None,
             dir: dir.to_path_buf(),
             generation,
         };
@@ -161,7 +174,7 @@ impl Segment {
         let mut head = [0u8; HEADER_LEN];
         let mut body = Vec::new();
         while pos + HEADER_LEN as u64 <= len {
-            if seg.file.read_exact_at(&mut head, pos).is_err() {
+            if file.read_exact_at(&mut head, pos).is_err() {
                 break;
             }
             let Some(h) = batch::parse_header(&head) else {
@@ -172,7 +185,7 @@ impl Segment {
             }
             if verify {
                 body.resize(h.size, 0);
-                if seg.file.read_exact_at(&mut body, pos).is_err() || !batch::crc_ok(&body, &h) {
+                if file.read_exact_at(&mut body, pos).is_err() || !batch::crc_ok(&body, &h) {
                     break;
                 }
             }
@@ -180,13 +193,13 @@ impl Segment {
             pos += h.size as u64;
         }
         if pos < len && limit.is_none() {
-            if zero_tail::is_zero(&seg.file, pos, len)? {
+            if zero_tail::is_zero(&file, pos, len)? {
                 tracing::debug!(file = %path.display(), kept = pos, "cutting the zero-filled tail");
             } else {
                 tracing::warn!(file = %path.display(), kept = pos, dropped = len - pos, "truncating a torn or corrupt segment tail");
             }
-            seg.tail.trim(&seg.file, pos)?;
-            seg.file.sync_data()?;
+            seg.tail.trim(&file, pos)?;
+            file.sync_data()?;
         }
         seg.size = pos;
         Ok(seg)
@@ -215,25 +228,46 @@ impl Segment {
 
     /// Appends a batch whose offsets are already assigned.
     pub fn append(&mut self, bytes: &[u8], h: &BatchHeader) -> io::Result<()> {
-        self.file.write_all_at(bytes, self.size)?;
+        let file = self.file.get()?;
+        self.indexed = None;
+        let written = file.write_all_at(bytes, self.size);
+        // Even a failed write may have changed the file.
+        self.file.mark_dirty();
+        written?;
         let pos = self.size;
         self.size += bytes.len() as u64;
         self.note_batch(h, pos);
         // A failure here leaves the batch written and the file merely
         // without zeros ahead; the append stands.
-        if let Err(e) = self
-            .tail
-            .after_write(&self.file, self.size, bytes.len() as u64)
-        {
+        if let Err(e) = self.tail.after_write(&file, self.size, bytes.len() as u64) {
             tracing::warn!(error = %e, "zero-filling ahead of a segment's end failed");
         }
+        self.file.mark_dirty();
         Ok(())
     }
 
     /// Cuts the zero-filled tail off (before a roll or a clean shutdown; the
-    /// caller's fdatasync makes it durable).
+    /// caller's fdatasync makes it durable). Opens no file when there are
+    /// no zeros to cut.
     pub fn trim(&mut self) -> io::Result<()> {
-        self.tail.trim(&self.file, self.size)
+        if !self.tail.ahead_of(self.size) {
+            return Ok(());
+        }
+        let file = self.file.get()?;
+        let trimmed = self.tail.trim(&file, self.size);
+        self.file.mark_dirty();
+        trimmed
+    }
+
+    /// Makes the data file durable if it was written since it was last
+    /// synced through its handle (a roll, a checkpoint, a clean close).
+    pub fn sync(&self) -> io::Result<()> {
+        self.file.sync()
+    }
+
+    /// The open data file (reopened if the cache closed it).
+    pub fn data_file(&self) -> io::Result<Arc<fs::File>> {
+        self.file.get()
     }
 
     /// Position of the batch containing `offset`, or of the first batch
@@ -245,8 +279,12 @@ impl Segment {
         };
         let mut pos = start;
         let mut head = [0u8; HEADER_LEN];
+        if pos + HEADER_LEN as u64 > self.size {
+            return Ok(None);
+        }
+        let file = self.file.get()?;
         while pos + HEADER_LEN as u64 <= self.size {
-            self.file.read_exact_at(&mut head, pos)?;
+            file.read_exact_at(&mut head, pos)?;
             let Some(h) = batch::parse_header(&head) else {
                 return Ok(None);
             };
@@ -268,8 +306,9 @@ impl Segment {
             return Ok(None);
         };
         let mut head = [0u8; HEADER_LEN];
+        let file = self.file.get()?;
         while pos + HEADER_LEN as u64 <= self.size {
-            self.file.read_exact_at(&mut head, pos)?;
+            file.read_exact_at(&mut head, pos)?;
             let Some(h) = batch::parse_header(&head) else {
                 return Ok(None);
             };
@@ -294,7 +333,8 @@ impl Segment {
         let avail = self.size.saturating_sub(pos) as usize;
         let mut want = avail.min(max_bytes.max(HEADER_LEN));
         let mut buf = vec![0u8; want];
-        self.file.read_exact_at(&mut buf, pos)?;
+        let file = self.file.get()?;
+        file.read_exact_at(&mut buf, pos)?;
         // Make sure the first batch is whole even if it exceeds max_bytes.
         if min_one
             && let Some(h) = batch::parse_header(&buf)
@@ -303,7 +343,7 @@ impl Segment {
         {
             want = h.size.min(avail);
             buf.resize(want, 0);
-            self.file.read_exact_at(&mut buf, pos)?;
+            file.read_exact_at(&mut buf, pos)?;
         }
         // Whole batches within the buffer (which min_one sized to hold the
         // first batch) and, without min_one, within max_bytes.
@@ -326,12 +366,22 @@ impl Segment {
     /// Reads the batch at `pos` in full.
     pub fn read_batch(&self, pos: u64, h: &BatchHeader) -> io::Result<Vec<u8>> {
         let mut buf = vec![0u8; h.size];
-        self.file.read_exact_at(&mut buf, pos)?;
+        self.file.get()?.read_exact_at(&mut buf, pos)?;
         Ok(buf)
     }
 
-    /// Writes the index files (at roll and clean shutdown).
-    pub fn write_indexes(&self) -> io::Result<()> {
+    /// Writes the index files (at roll and clean shutdown) unless those on
+    /// disk already match.
+    pub fn write_indexes(&mut self) -> io::Result<()> {
+        if self.indexed == Some(self.size) {
+            return Ok(());
+        }
+        self.write_index_files()?;
+        self.indexed = Some(self.size);
+        Ok(())
+    }
+
+    fn write_index_files(&self) -> io::Result<()> {
         let mut idx = Vec::with_capacity(self.index.len() * 16);
         for (o, p) in &self.index {
             idx.extend_from_slice(&o.to_be_bytes());
@@ -349,6 +399,7 @@ impl Segment {
     /// Opens a segment after a clean shutdown: indexes from their files,
     /// the tail after the last index entry walked to find the next offset.
     pub fn open_clean(
+        files: &Arc<OpenFiles>,
         dir: &Path,
         base_offset: i64,
         generation: u64,
@@ -356,7 +407,8 @@ impl Segment {
     ) -> io::Result<Self> {
         let name = stem_of(base_offset, generation);
         let path = dir.join(format!("{name}.log"));
-        let file = OpenOptions::new().read(true).write(true).open(&path)?;
+        let handle = files.open_existing(&path)?;
+        let file = handle.get()?;
         let size = file.metadata()?.len();
         let read_pairs = |ext: &str| -> io::Result<Vec<(i64, i64)>> {
             let b = fs::read(dir.join(format!("{name}.{ext}")))?;
@@ -386,7 +438,7 @@ impl Segment {
         }
         let mut seg = Segment {
             base_offset,
-            file: Arc::new(file),
+            file: handle,
             size,
             next_offset: base_offset,
             max_timestamp: time_index.last().map_or(-1, |t| t.0),
@@ -396,13 +448,14 @@ impl Segment {
             index,
             time_index,
             tail: ZeroTail::new(size, chunk),
+            indexed: None,
             dir: dir.to_path_buf(),
             generation,
         };
         // What segment.ms counts from: the first batch's max timestamp.
         let mut first = [0u8; HEADER_LEN];
         if size >= HEADER_LEN as u64
-            && seg.file.read_exact_at(&mut first, 0).is_ok()
+            && file.read_exact_at(&mut first, 0).is_ok()
             && let Some(h) = batch::parse_header(&first)
         {
             seg.first_max_timestamp = h.max_timestamp;
@@ -410,7 +463,7 @@ impl Segment {
         let mut pos = seg.last_indexed.unwrap_or(0);
         let mut head = [0u8; HEADER_LEN];
         while pos + HEADER_LEN as u64 <= size {
-            seg.file.read_exact_at(&mut head, pos)?;
+            file.read_exact_at(&mut head, pos)?;
             let h = batch::parse_header(&head)
                 .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "bad header"))?;
             seg.max_timestamp = seg.max_timestamp.max(h.max_timestamp);
@@ -423,6 +476,9 @@ impl Segment {
                 "segment does not end on a batch boundary",
             ));
         }
+        // The in-memory indexes are the files': a clean close need not
+        // write them again unless something is appended.
+        seg.indexed = Some(size);
         Ok(seg)
     }
 
@@ -436,8 +492,9 @@ impl Segment {
             return Ok(());
         };
         let mut head = [0u8; HEADER_LEN];
+        let file = self.file.get()?;
         while pos + HEADER_LEN as u64 <= self.size {
-            self.file.read_exact_at(&mut head, pos)?;
+            file.read_exact_at(&mut head, pos)?;
             let Some(h) = batch::parse_header(&head) else {
                 break;
             };

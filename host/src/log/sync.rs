@@ -82,8 +82,10 @@ struct Queue {
     /// Lazy waiters ([`GroupCommit::sync_lazily`]): completed by the next
     /// round that syncs their file, without starting one.
     riders: Vec<Waiter>,
-    /// Files written since the last interval sync.
-    dirty: Vec<Arc<File>>,
+    /// Files written since the last interval sync, by address (a lookup
+    /// per append, not a scan: with thousands of partitions written in one
+    /// interval the scan was quadratic).
+    dirty: std::collections::HashMap<usize, Arc<File>>,
     running: bool,
     /// Until when flushes are not run inline: a caller found a round
     /// running, so callers are not coming one at a time.
@@ -175,9 +177,7 @@ impl GroupCommit {
             FsyncMode::Interval => {
                 let mut q = self.queue();
                 for file in files {
-                    if !q.dirty.iter().any(|f| Arc::ptr_eq(f, &file)) {
-                        q.dirty.push(file);
-                    }
+                    q.dirty.entry(Arc::as_ptr(&file) as usize).or_insert(file);
                 }
                 Ok(())
             }
@@ -296,7 +296,7 @@ impl GroupCommit {
             }
             let me = self.clone();
             let _ = tokio::task::spawn_blocking(move || {
-                for f in dirty {
+                for f in dirty.into_values() {
                     if let Err(e) = me.timed_sync(&f) {
                         tracing::error!(error = %e, "interval fdatasync failed");
                     }

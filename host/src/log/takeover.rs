@@ -28,6 +28,7 @@ impl LogManager {
             limits: TopicLimits::default(),
             creating: Mutex::new(BTreeMap::new()),
             topics_version: Default::default(),
+            files: open_files::OpenFiles::new(open_files::DEFAULT_MAX_OPEN),
         })
     }
 
@@ -162,10 +163,17 @@ impl LogManager {
             }
         }
         let immediate = self.group_commit.mode() != FsyncMode::Always;
-        let mut part =
-            Partition::take_over(&self.root, topic, p, t.config.clone(), immediate, &batches)?
-                .with_gate(gate)
-                .with_refusals(t.refusals(p));
+        let mut part = Partition::take_over_in(
+            &self.files,
+            &self.root,
+            topic,
+            p,
+            t.config.clone(),
+            immediate,
+            &batches,
+        )?
+        .with_gate(gate)
+        .with_refusals(t.refusals(p));
         if let Some(w) = self.wal() {
             part = part.with_wal(w, t.id);
         }

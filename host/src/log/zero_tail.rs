@@ -81,6 +81,11 @@ impl ZeroTail {
         Ok(())
     }
 
+    /// Whether the file is longer than `end` (a trim would cut something).
+    pub fn ahead_of(&self, end: u64) -> bool {
+        self.allocated != end
+    }
+
     /// Cuts the zeros off: the file ends at `end` (durable with the file's
     /// next fdatasync).
     pub fn trim(&mut self, file: &File, end: u64) -> io::Result<()> {

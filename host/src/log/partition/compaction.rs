@@ -71,12 +71,13 @@ pub struct Cleaned {
     pub advanced: bool,
 }
 
-/// A segment as a pass sees it: its file, kept open, and its length.
+/// A segment as a pass sees it: its file (opened for the pass) and its
+/// length.
 #[derive(Clone)]
 struct SegRef {
     base: i64,
     generation: u64,
-    file: Arc<fs::File>,
+    file: Arc<crate::log::open_files::CachedFile>,
     size: u64,
     next_offset: i64,
 }
@@ -112,13 +113,14 @@ fn for_each_batch(
     let mut pos = 0u64;
     let mut head = [0u8; batch::HEADER_LEN];
     let mut buf = Vec::new();
+    let file = seg.file.get()?;
     while pos + batch::HEADER_LEN as u64 <= seg.size {
-        seg.file.read_exact_at(&mut head, pos)?;
+        file.read_exact_at(&mut head, pos)?;
         let h = batch::parse_header(&head)
             .filter(|h| pos + h.size as u64 <= seg.size)
             .ok_or_else(|| io::Error::other("a segment being cleaned holds no whole batch"))?;
         buf.resize(h.size, 0);
-        seg.file.read_exact_at(&mut buf, pos)?;
+        file.read_exact_at(&mut buf, pos)?;
         throttle.pace(h.size as u64);
         pos += h.size as u64;
         if !f(&h, &buf, throttle)? {
@@ -453,6 +455,7 @@ impl Partition {
             return Ok(false);
         }
         self.check_gate()?;
+        self.unmark_clean(&mut st)?;
         if !dropped.is_empty() {
             let gone = |a: &AbortedTxn| dropped.contains(&(a.producer_id, a.last_offset));
             st.aborted.retain(|a| !gone(a));
@@ -481,7 +484,8 @@ impl Partition {
             fs::rename(tmp, self.dir.join(format!("{stem}.log")))?;
             super::super::sync::sync_dir(&self.dir)?;
             crate::fault::point("cleaner-after-rename");
-            let fresh = Segment::open(
+            let mut fresh = Segment::open(
+                &self.files,
                 &self.dir,
                 seg.base,
                 seg.generation,

@@ -129,7 +129,7 @@ impl Partition {
                     return Ok(None);
                 }
                 return Ok(Some(TimestampProbe {
-                    file: seg.file.clone(),
+                    file: seg.data_file()?,
                     pos,
                     header: h,
                 }));

@@ -11,6 +11,7 @@ use super::*;
 /// down cleanly, so indexes are trusted; otherwise the last segment is
 /// verified batch by batch. Creates no file.
 pub(super) fn recover_dir(
+    files: &Arc<OpenFiles>,
     dir: &Path,
     config: &LogConfig,
     history: &History,
@@ -23,7 +24,7 @@ pub(super) fn recover_dir(
         .and_then(|s| s.trim().parse().ok())
         .or_else(|| history.latest().map(|s| s.log_start))
         .unwrap_or(0);
-    let mut files: Vec<(i64, u64)> = fs::read_dir(dir)?
+    let mut found: Vec<(i64, u64)> = fs::read_dir(dir)?
         .filter_map(|e| e.ok())
         .filter_map(|e| {
             e.file_name()
@@ -32,27 +33,27 @@ pub(super) fn recover_dir(
         })
         .filter(|&(base, g)| history.segment_valid(base, g))
         .collect();
-    files.sort_unstable();
+    found.sort_unstable();
 
     let snapshot = read_snapshot(dir, generation);
     let snap_offset = snapshot.as_ref().map(|(o, _, _)| *o);
     let (mut producers, snapshot_aborted) = snapshot.map(|(_, t, a)| (t, a)).unwrap_or_default();
     let replay_from = snap_offset.unwrap_or(i64::MIN);
     let mut segments: BTreeMap<i64, Segment> = BTreeMap::new();
-    let last = files.last().copied();
-    for &(base, g) in &files {
+    let last = found.last().copied();
+    for &(base, g) in &found {
         let limit = history.segment_limit(base, g);
         let seg = if clean && limit.is_none() {
-            match Segment::open_clean(dir, base, g, chunk(config)) {
+            match Segment::open_clean(files, dir, base, g, chunk(config)) {
                 Ok(s) => s,
                 Err(e) => {
                     tracing::warn!(dir = %dir.display(), base, error = %e, "index unusable; rescanning the segment");
-                    Segment::open(dir, base, g, true, chunk(config), None)?
+                    Segment::open(files, dir, base, g, true, chunk(config), None)?
                 }
             }
         } else {
             let verify = Some((base, g)) == last && limit.is_none();
-            Segment::open(dir, base, g, verify, chunk(config), limit)?
+            Segment::open(files, dir, base, g, verify, chunk(config), limit)?
         };
         // An empty segment sealed at the base its successor starts at
         // gives way to it.
@@ -75,6 +76,8 @@ pub(super) fn recover_dir(
         written_out: (0, 0),
         epochs,
         clean_upto: super::compaction::read_checkpoint(dir).unwrap_or(log_start),
+        marked_clean: false,
+        producers_changed: false,
     };
     let end = state.log_end();
     // Producer state: the snapshot if it is not ahead of the log, then

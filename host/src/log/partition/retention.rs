@@ -19,6 +19,7 @@ impl Partition {
         }
         if target > st.log_start {
             self.check_gate()?;
+            self.unmark_clean(&mut st)?;
             write_atomically(
                 &self.dir.join(seal::log_start_name(self.generation)),
                 target.to_string().as_bytes(),
@@ -73,6 +74,7 @@ impl Partition {
             }
             let next = oldest.next_offset;
             self.check_gate()?;
+            self.unmark_clean(&mut st)?;
             if let Some(s) = st.segments.remove(&base) {
                 s.delete()?;
             }

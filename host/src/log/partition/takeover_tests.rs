@@ -141,7 +141,14 @@ fn a_zombie_roll_cannot_write_into_the_new_leaders_segment() {
         append(&b, "b", i).expect("append");
     }
     // A file that exists is never adopted: segment files are created new.
-    let again = Segment::create(&part, end, 1, 1024).expect_err("exists");
+    let again = Segment::create(
+        &crate::log::open_files::OpenFiles::unbounded(),
+        &part,
+        end,
+        1,
+        1024,
+    )
+    .expect_err("exists");
     assert_eq!(again.kind(), io::ErrorKind::AlreadyExists);
     let (bytes, bases) = contents(&b);
     assert_eq!(bases, (0..end + 30).collect::<Vec<_>>());

@@ -449,3 +449,128 @@ fn records_outside_the_timestamp_bounds_are_refused_one_by_one() {
     ));
     assert_eq!(p.log_end_offset(), 1, "nothing refused was written");
 }
+
+/// Many partitions through a cache of [`crate::log::open_files::MIN_MAX_OPEN`]
+/// files: every append and read reopens what was closed, at the right
+/// place; rolled segments and a clean close and reopen keep every batch.
+#[test]
+fn partitions_sharing_a_small_open_file_cache_keep_every_batch() {
+    use crate::log::open_files::{MIN_MAX_OPEN, OpenFiles};
+    let dir = tempfile::tempdir().expect("tmp");
+    let files = OpenFiles::new(MIN_MAX_OPEN);
+    let n = 5 * MIN_MAX_OPEN;
+    let parts: Vec<Partition> = (0..n)
+        .map(|i| {
+            Partition::create_in(&files, dir.path(), "t", i as i32, small_segments(), true)
+                .expect("create")
+        })
+        .collect();
+    for round in 0..30 {
+        for p in &parts {
+            fill(p, 1, 1000 + round);
+        }
+        assert!(files.open_count() <= MIN_MAX_OPEN);
+    }
+    for p in &parts {
+        assert!(p.lock().segments.len() > 1, "small segments roll");
+        assert_eq!(values(p, 0), (0..30).collect::<Vec<_>>());
+        assert_eq!(p.offset_for_timestamp(1010).expect("ts"), Some((10, 1010)));
+    }
+    assert!(files.stats().evictions.load(Ordering::Relaxed) > 0);
+    for p in &parts {
+        p.close().expect("close");
+    }
+    assert!(
+        parts
+            .iter()
+            .all(|p| p.lock().segments.values().all(|s| !s.file.is_dirty())),
+        "a clean close leaves nothing unsynced"
+    );
+    drop(parts);
+    assert_eq!(files.open_count(), 0);
+    for i in 0..n {
+        let p = Partition::open_in(&files, dir.path(), "t", i as i32, small_segments(), true)
+            .expect("open");
+        assert_eq!(values(&p, 0), (0..30).collect::<Vec<_>>());
+        fill(&p, 1, 2000);
+        assert_eq!(p.log_end_offset(), 31);
+    }
+    assert!(files.open_count() <= MIN_MAX_OPEN);
+}
+
+/// A partition opened after a clean close and closed again without a
+/// write syncs nothing, rewrites no index and opens no segment file.
+#[test]
+fn closing_an_untouched_partition_opens_and_syncs_nothing() {
+    use crate::log::open_files::{MIN_MAX_OPEN, OpenFiles};
+    let dir = tempfile::tempdir().expect("tmp");
+    {
+        let p = Partition::create(dir.path(), "t", 0, small_segments(), true).expect("create");
+        fill(&p, 20, 1000);
+        p.close().expect("close");
+    }
+    let files = OpenFiles::new(MIN_MAX_OPEN);
+    let p = Partition::open_in(&files, dir.path(), "t", 0, small_segments(), true).expect("open");
+    // Push every segment of the partition out of the cache.
+    let _others: Vec<Partition> = (1..=2 * MIN_MAX_OPEN as i32)
+        .map(|i| {
+            Partition::create_in(&files, dir.path(), "o", i, small_segments(), true)
+                .expect("create")
+        })
+        .collect();
+    assert!(
+        p.lock()
+            .segments
+            .values()
+            .all(|s| s.file.if_open().is_none())
+    );
+    let opens = files.stats().opens.load(Ordering::Relaxed);
+    p.close().expect("close");
+    assert_eq!(
+        files.stats().opens.load(Ordering::Relaxed),
+        opens,
+        "no file reopened"
+    );
+}
+
+/// The clean marker outlives an open without writes (a clean close after
+/// it writes nothing) and goes, durably, before the first write: a crash
+/// after that write recovers by scanning, not by trusting old indexes.
+#[test]
+fn the_clean_marker_stays_until_the_first_write_after_open() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let marker = dir.path().join("t-0").join(seal::clean_name(0));
+    {
+        let p = Partition::create(dir.path(), "t", 0, small_segments(), true).expect("create");
+        fill(&p, 20, 1000);
+        p.close().expect("close");
+    }
+    let snapshot = dir.path().join("t-0").join(seal::snapshot_name(0));
+    let written = fs::metadata(&snapshot)
+        .and_then(|m| m.modified())
+        .expect("snapshot");
+    {
+        let p = Partition::open(dir.path(), "t", 0, small_segments(), true).expect("open");
+        assert!(marker.exists(), "an open alone keeps the marker");
+        assert_eq!(values(&p, 0), (0..20).collect::<Vec<_>>());
+        p.close().expect("close");
+    }
+    assert!(marker.exists());
+    assert_eq!(
+        fs::metadata(&snapshot)
+            .and_then(|m| m.modified())
+            .expect("snapshot"),
+        written,
+        "closing an unwritten partition rewrites no snapshot"
+    );
+    {
+        let p = Partition::open(dir.path(), "t", 0, small_segments(), true).expect("open");
+        fill(&p, 1, 3000);
+        assert!(!marker.exists(), "the first write removes the marker");
+        // no close(): a crash
+    }
+    let p = Partition::open(dir.path(), "t", 0, small_segments(), true).expect("open");
+    assert_eq!(values(&p, 0), (0..21).collect::<Vec<_>>());
+    p.close().expect("close");
+    assert!(marker.exists());
+}

@@ -33,6 +33,7 @@ impl Partition {
                 tracing::error!(topic = %self.topic, partition = self.id, log_end = end, batch_offset = h.base_offset, "the write-ahead log does not continue the segment; its later batches are not replayed");
                 break;
             }
+            self.unmark_clean(&mut st)?;
             self.maybe_roll(&mut st, bytes.len() as u64, h.max_timestamp)?;
             st.active()?.append(bytes, &h)?;
             let State {
@@ -42,7 +43,7 @@ impl Partition {
             n += 1;
         }
         if n > 0 {
-            st.active()?.file.sync_data()?;
+            st.active()?.sync()?;
             self.advance_high_watermark(st.log_end());
             tracing::info!(topic = %self.topic, partition = self.id, batches = n, log_end = st.log_end(), "batches taken back from the write-ahead log");
         }
@@ -68,7 +69,7 @@ impl Partition {
             }
             st.direct = true;
         }
-        Ok(st.active()?.file.clone())
+        st.active()?.data_file()
     }
 
     /// A checkpoint's step (after the write-ahead log rotated): syncs the
@@ -85,7 +86,7 @@ impl Partition {
         let (file, appends) = {
             let mut st = self.lock();
             if st.direct {
-                st.active()?.file.sync_data()?;
+                st.active()?.sync()?;
                 st.direct = false;
                 st.wal_dirty = false;
                 return Ok(());
@@ -95,7 +96,9 @@ impl Partition {
             }
             (st.active()?.file.clone(), st.appends)
         };
-        file.sync_data()?;
+        // Syncs only if written since its last sync (an eviction from the
+        // open-file cache syncs too), reopening it if the cache closed it.
+        file.sync()?;
         let mut st = self.lock();
         if st.appends == appends {
             st.wal_dirty = false;
@@ -113,7 +116,11 @@ impl Partition {
                 return Ok(0);
             }
             let seg = st.active()?;
-            let (base, to, file) = (seg.base_offset, seg.size, seg.file.clone());
+            // A file the cache closed was synced when it was closed.
+            let Some(file) = seg.file.if_open() else {
+                return Ok(0);
+            };
+            let (base, to) = (seg.base_offset, seg.size);
             let from = match st.written_out {
                 (b, pos) if b == base && pos <= to => pos,
                 _ => 0,
