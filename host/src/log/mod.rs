@@ -91,7 +91,6 @@ pub struct LogManager {
 
 /// A topic name reserved in [`LogManager::creating`] while its files are
 /// made or removed; given back when dropped, however the work ends.
-
 struct Reserved<'a>(&'a LogManager, &'a str);
 
 impl Drop for Reserved<'_> {
