@@ -42,7 +42,6 @@ minute (so the number of segments is steady too).
 import argparse
 import os
 import random
-import socket
 import statistics
 import struct
 import sys
@@ -56,6 +55,9 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 import kaasbench as kb  # noqa: E402
+
+sys.path.insert(0, os.path.join(kb.REPO, "tests", "clients"))
+import quota_setup  # noqa: E402
 
 DATA = "soak-data"
 COPY = "soak-copy"
@@ -310,49 +312,16 @@ def slope_pct_per_10min(ys):
     return (sxy / sxx) * 10 / my * 100
 
 
-# AlterClientQuotas v0 (API 49), hand-encoded: the bench's only request
-# confluent-kafka's Python admin does not offer.
-def _str(s):
-    b = s.encode()
-    return struct.pack(">h", len(b)) + b
-
-
-def alter_client_quota(addr, client_id, key, value, timeout=10):
-    """Sets one quota on a client-id entity; returns the error code, or None
-    when the broker does not offer AlterClientQuotas."""
-    host, port = addr.rsplit(":", 1)
-    with socket.create_connection((host, int(port)), timeout) as s:
-        def call(api, ver, body, corr):
-            head = struct.pack(">hhi", api, ver, corr) + _str("soak")
-            frame = head + body
-            s.sendall(struct.pack(">i", len(frame)) + frame)
-            size = struct.unpack(">i", kb_read(s, 4))[0]
-            return kb_read(s, size)[4:]
-
-        resp = call(18, 0, b"", 1)  # ApiVersions v0
-        err, n = struct.unpack(">hi", resp[:6])
-        keys = {struct.unpack(">h", resp[6 + 6 * i:8 + 6 * i])[0] for i in range(n)}
-        if 49 not in keys:
-            return None
-        body = struct.pack(">i", 1)  # one entry
-        body += struct.pack(">i", 1) + _str("client-id") + _str(client_id)
-        body += struct.pack(">i", 1) + _str(key) + struct.pack(">d", float(value)) + b"\x00"
-        body += b"\x00"  # validate_only false
-        resp = call(49, 0, body, 2)
-        # throttle_time_ms, entries: [error_code, error_message, entity]
-        (_, count) = struct.unpack(">ii", resp[:8])
-        (code,) = struct.unpack(">h", resp[8:10])
-        return code
-
-
-def kb_read(s, n):
-    buf = b""
-    while len(buf) < n:
-        chunk = s.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError("closed")
-        buf += chunk
-    return buf
+def tenant_quota(bs, rate):
+    """Sets the tenant's producer_byte_rate (tests/clients/quota_setup.py
+    sends AlterClientQuotas itself); None when the broker has no API 49
+    (it closes the connection on an API it does not know)."""
+    try:
+        [(code, _)] = quota_setup.alter_client_quotas(
+            bs, [([("client-id", "soak-tenant")], {"producer_byte_rate": float(rate)})])
+    except (ConnectionError, OSError, struct.error):
+        return None
+    return code
 
 
 def main():
@@ -381,7 +350,7 @@ def main():
                                   NewTopic(PROBE, 1, 1, config=conf),
                                   NewTopic(TENANT_TOPIC, 4, 1, config=conf)]).values():
         f.result(30)
-    quota = alter_client_quota(bs, "soak-tenant", "producer_byte_rate", args.tenant_rate)
+    quota = tenant_quota(bs, args.tenant_rate)
     if quota is None:
         kb.log("soak: the broker has no AlterClientQuotas; the tenant runs unthrottled")
     elif quota != 0:
