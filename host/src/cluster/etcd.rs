@@ -527,15 +527,8 @@ impl Etcd {
         old: Option<&crate::log::broker_defaults::Layer>,
         new: &crate::log::broker_defaults::Layer,
     ) -> Result<bool, EtcdError> {
-        let key = self.keys.broker_defaults();
-        let unchanged = match old {
-            Some(old) => Compare::value(key.clone(), CompareOp::Equal, encode(old)),
-            None => Compare::create_revision(key.clone(), CompareOp::Equal, 0),
-        };
-        let txn = Txn::new()
-            .when([unchanged])
-            .and_then([TxnOp::put(key, encode(new), None)]);
-        Ok(bounded(self.client().txn(txn)).await?.succeeded())
+        self.replace_value(self.keys.broker_defaults(), old, new)
+            .await
     }
 
     /// Replaces the client quotas `old` (None: never set) by `new`; false
@@ -545,7 +538,18 @@ impl Etcd {
         old: Option<&crate::quota::QuotaTable>,
         new: &crate::quota::QuotaTable,
     ) -> Result<bool, EtcdError> {
-        let key = self.keys.client_quotas();
+        self.replace_value(self.keys.client_quotas(), old, new)
+            .await
+    }
+
+    /// Puts `new` at `key` if it still holds `old` (None: never set); false
+    /// if it changed meanwhile. One agreed value replaced whole.
+    async fn replace_value<T: serde::Serialize>(
+        &self,
+        key: String,
+        old: Option<&T>,
+        new: &T,
+    ) -> Result<bool, EtcdError> {
         let unchanged = match old {
             Some(old) => Compare::value(key.clone(), CompareOp::Equal, encode(old)),
             None => Compare::create_revision(key.clone(), CompareOp::Equal, 0),
