@@ -94,6 +94,24 @@ def create_topics(admin, new_topics: list, timeout: float = 30.0) -> None:
                     raise
 
 
+
+def _all_threads_stopped(pid: int) -> bool:
+    """Whether every thread of process `pid` is in the stopped state (T)."""
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except FileNotFoundError:
+        return True
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                # The state follows the parenthesised command name.
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except (FileNotFoundError, IndexError):
+            continue
+        if state not in ("T", "t"):
+            return False
+    return True
+
 class HarnessError(Exception):
     pass
 
@@ -288,6 +306,12 @@ class Broker:
             raise HarnessError(f"broker {self.node_id} is not running")
         os.kill(self.proc.pid, signal.SIGSTOP)
         self.paused = True
+        # kill() returns before every thread has stopped: a thread still
+        # running may read a request sent "after" the pause and write it with
+        # its lease still valid (seen: such a write answered REQUEST_TIMED_OUT
+        # and then readable, as designed). Stopped means every thread is.
+        wait_for(lambda: _all_threads_stopped(self.proc.pid), 10,
+                 f"every thread of broker {self.node_id} to stop", interval=0.005)
 
     def resume(self) -> None:
         if self.running and self.paused:
