@@ -94,7 +94,6 @@ def create_topics(admin, new_topics: list, timeout: float = 30.0) -> None:
                     raise
 
 
-
 def _all_threads_stopped(pid: int) -> bool:
     """Whether every thread of process `pid` is in the stopped state (T)."""
     try:
@@ -111,6 +110,7 @@ def _all_threads_stopped(pid: int) -> bool:
         if state not in ("T", "t"):
             return False
     return True
+
 
 class HarnessError(Exception):
     pass
@@ -160,6 +160,8 @@ class Etcd:
             raise HarnessError("etcd is not running")
         os.kill(self.proc.pid, signal.SIGSTOP)
         self.paused = True
+        wait_for(lambda: _all_threads_stopped(self.proc.pid), 10,
+                 "every thread of etcd to stop", interval=0.005)
 
     def resume(self) -> None:
         if self.paused and self.proc is not None and self.proc.poll() is None:
