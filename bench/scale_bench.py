@@ -599,7 +599,7 @@ def idle_child(addr, count):
     req = api_versions_v0()
     socks = []
     t0 = time.monotonic()
-    step = 100  # within the listen backlog (128), so no SYN is dropped
+    step = 40  # within the listen backlog (socket.listen.backlog.size, 50), so no SYN is dropped
     while len(socks) < count:
         batch = []
         for _ in range(min(step, count - len(socks))):

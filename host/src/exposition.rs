@@ -86,6 +86,8 @@ pub fn render(broker: &Broker) -> String {
         );
     }
     crate::log::cleaner::render(&broker.cleaner_stats, &broker.logs, &mut out);
+    // Issue 28: the open-file cache (--max-open-segment-files).
+    crate::log::open_files::render(broker.logs.open_files(), &mut out);
     // Issue 28: what producer-state expiry bounds (producer.id.expiration.ms):
     // (partition, producer id) entries, and producer ids bound to principals.
     let entries: usize = broker

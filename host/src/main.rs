@@ -176,6 +176,12 @@ struct BrokerArgs {
     /// for --request-timeout-ms). Kafka's default is 2147483647.
     #[arg(long, default_value_t = 1024)]
     max_connections: usize,
+    /// socket.listen.backlog.size: connections the kernel queues on each
+    /// client listener before the broker accepts them (capped by
+    /// net.core.somaxconn); connects beyond it are retried by their clients
+    /// after a second. Kafka's default.
+    #[arg(long, default_value_t = kaas::server::bind::DEFAULT_LISTEN_BACKLOG)]
+    socket_listen_backlog_size: u32,
     /// Host advertised in Metadata (default: the listen host).
     #[arg(long)]
     advertised_host: Option<String>,

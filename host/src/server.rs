@@ -66,6 +66,7 @@ use crate::security::SecurityConfig;
 use crate::security::sasl::Sasl;
 use crate::wire::{self, Handled, Request};
 
+pub mod bind;
 mod read_ahead;
 use read_ahead::{ReadAhead, Readiness};
 

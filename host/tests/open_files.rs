@@ -27,7 +27,8 @@ use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProdu
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::RecordBatchDecoder;
-use support::{Client, Process};
+use support::records::{create, produce};
+use support::{Client, InProcess, Process};
 use tokio::sync::Mutex;
 
 use kaas::log::batch::data_batch;
@@ -279,4 +280,44 @@ async fn thousands_of_partitions_through_64_open_files_survive_kill_9() {
     );
     let status = broker.sigterm();
     assert!(status.success(), "clean shutdown: {status:?}");
+}
+
+/// The value of an unlabelled sample on the broker's /metrics page.
+fn metric(page: &str, name: &str) -> u64 {
+    page.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or_else(|| panic!("no {name} on /metrics"))
+}
+
+/// An operator sizing `--max-open-segment-files` sees on /metrics how many
+/// files are open against the bound and how often appends had to evict
+/// (and sync) another partition's file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_open_file_cache_is_visible_on_metrics() {
+    const BOUND: usize = 8;
+    const N: i32 = 40;
+    let dir = tempfile::tempdir().expect("tmp");
+    let b = InProcess::start_with(dir.path(), kaas::log::FsyncMode::Never, |c| {
+        c.max_open_segment_files = BOUND
+    })
+    .await;
+    let mut c = Client::connect(&b.addr.to_string()).await;
+    create(&mut c, "cached", N).await;
+    for p in 0..N {
+        let batch = data_batch(&[(None, b"v")], 1_700_000_000_000, None, false);
+        assert_eq!(produce(&mut c, "cached", p, batch).await.0, 0);
+    }
+    let page = kaas::exposition::render(&b.broker);
+    assert_eq!(metric(&page, "kaas_open_segment_files_max"), BOUND as u64);
+    let open = metric(&page, "kaas_open_segment_files");
+    assert!((1..=BOUND as u64).contains(&open), "{open} files open");
+    let evictions = metric(&page, "kaas_segment_file_evictions_total");
+    assert!(
+        evictions >= (N as u64) - BOUND as u64,
+        "{N} partitions written through {BOUND} files: {evictions} evictions"
+    );
+    // Every eviction closed a file some open had opened.
+    assert!(metric(&page, "kaas_segment_file_opens_total") >= evictions + open);
+    assert!(metric(&page, "kaas_segment_file_eviction_syncs_total") <= evictions);
+    b.stop().await;
 }

@@ -115,7 +115,7 @@ async fn bind_listeners(
     };
     let mut listeners = Vec::new();
     for s in &specs {
-        let socket = tokio::net::TcpListener::bind(&s.addr)
+        let socket = kaas::server::bind::bind_listener(&s.addr, args.socket_listen_backlog_size)
             .await
             .with_context(|| format!("binding listener {} on {}", s.name, s.addr))?;
         listeners.push(kaas::server::Listener {

@@ -53,6 +53,24 @@ pub struct OpenFileStats {
     pub eviction_syncs: AtomicU64,
 }
 
+/// Appends the cache's figures to a Prometheus page: files open now and
+/// the bound, opens, evictions, and evictions that had to sync first (each
+/// an fdatasync on the thread that needed a file; many of them mean the
+/// bound is below the set of partitions written between syncs).
+pub fn render(files: &OpenFiles, out: &mut String) {
+    use crate::metrics::sample;
+    sample(out, "kaas_open_segment_files", "gauge", files.open_count());
+    sample(out, "kaas_open_segment_files_max", "gauge", files.max());
+    let st = files.stats();
+    for (name, counter) in [
+        ("kaas_segment_file_opens_total", &st.opens),
+        ("kaas_segment_file_evictions_total", &st.evictions),
+        ("kaas_segment_file_eviction_syncs_total", &st.eviction_syncs),
+    ] {
+        sample(out, name, "counter", counter.load(Ordering::Relaxed));
+    }
+}
+
 /// The cache: a bound and the ring of handles that hold an open file.
 #[derive(Debug)]
 pub struct OpenFiles {
