@@ -24,7 +24,9 @@ clients (confluent-kafka / librdkafka):
   (produce latency) and to its arrival at a consumer (fetch latency, end
   to end).
 
-Every minute it prints the broker's RSS, open descriptors, producer-state
+Every minute it prints the broker's RSS (at the minute, and the lowest of
+the minute's samples taken every 5 s: the floor under the allocator's
+sawtooth, which a large request's buffers raise and free), open descriptors, producer-state
 entries (kaas_producer_state_entries: (partition, producer id) pairs),
 producer ids bound to principals (kaas_producer_id_owners, with an
 authorizer), transactional ids (kaas_txn_entry_epoch lines), and the probe's
@@ -378,7 +380,7 @@ def main():
     if quota == 0:
         run("tenant")(lambda: tenant(bs, stop, throttled))
 
-    cols = ["min", "rss_mib", "fds", "producer_entries", "pid_owners", "txn_ids",
+    cols = ["min", "rss_mib", "rss_floor_mib", "fds", "producer_entries", "pid_owners", "txn_ids",
             "produce_p99_ms", "fetch_p99_ms", "tenant_throttled", "errors"]
     print("| " + " | ".join(cols) + " |")
     print("|" + "---|" * len(cols))
@@ -388,12 +390,19 @@ def main():
         minute = 0
         while minute < args.minutes:
             minute += 1
-            stop.wait(max(0.0, t0 + 60 * minute - time.monotonic()))
+            floor = float("inf")
+            while True:
+                left = t0 + 60 * minute - time.monotonic()
+                if left <= 0 or stop.set:
+                    break
+                stop.wait(min(5.0, left))
+                floor = min(floor, rss_mib(broker.pid))
             m = broker.scrape()
             pe, pf = probe.take()
             row = {
                 "min": minute,
-                "rss_mib": rss_mib(broker.pid),
+                "rss_mib": (rss := rss_mib(broker.pid)),
+                "rss_floor_mib": min(floor, rss),
                 "fds": fds(broker.pid),
                 "producer_entries": m.get("kaas_producer_state_entries", float("nan")),
                 "pid_owners": m.get("kaas_producer_id_owners", float("nan")),
@@ -414,7 +423,7 @@ def main():
 
     last = rows[-30:]
     print(f"\nslope over the last {len(last)} minutes, % of the mean per 10 minutes:")
-    for c in ["rss_mib", "fds", "producer_entries", "txn_ids", "produce_p99_ms", "fetch_p99_ms"]:
+    for c in ["rss_mib", "rss_floor_mib", "fds", "producer_entries", "txn_ids", "produce_p99_ms", "fetch_p99_ms"]:
         ys = [r[c] for r in last if r[c] == r[c]]
         if len(ys) >= 2:
             print(f"  {c:18} mean {statistics.fmean(ys):10.1f}   slope "

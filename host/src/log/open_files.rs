@@ -175,9 +175,12 @@ impl OpenFiles {
     ) -> (Vec<Arc<CachedFile>>, Vec<Arc<CachedFile>>) {
         let mut victims = Vec::new();
         let mut passed = Vec::new();
-        // Dead entries are dropped as the hand passes them; a ring far
-        // longer than the bound is compacted.
-        if ring.entries.len() > self.max.saturating_mul(2).max(64) {
+        // Dead entries are dropped as the hand passes them, which it does
+        // only past the bound; a ring twice longer than the files it holds
+        // open (plus 64) is compacted, so the handles of deleted segments
+        // are freed below the bound too (each compaction follows at least
+        // `open + 64` admissions: amortized O(1)).
+        if ring.entries.len() > ring.open.saturating_mul(2).saturating_add(64) {
             ring.entries.retain(|w| w.strong_count() > 0);
         }
         let mut passes = 0usize;
@@ -549,5 +552,33 @@ mod tests {
             }
         });
         assert!(cache.open_count() <= MIN_MAX_OPEN);
+    }
+
+    /// Segments created and deleted far below the bound (retention under
+    /// a generous cache) leave dead ring entries that the hand never
+    /// reaches; compaction keeps them to about the live count.
+    #[test]
+    fn handles_of_deleted_files_do_not_pile_up_below_the_bound() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let cache = OpenFiles::new(DEFAULT_MAX_OPEN);
+        let live: Vec<_> = (0..10)
+            .map(|i| {
+                cache
+                    .create_new(&dir.path().join(format!("live-{i}.log")))
+                    .expect("create")
+            })
+            .collect();
+        for i in 0..5000 {
+            let path = dir.path().join(format!("gone-{i}.log"));
+            drop(cache.create_new(&path).expect("create"));
+            std::fs::remove_file(&path).expect("remove");
+        }
+        let entries = cache.ring().entries.len();
+        assert_eq!(cache.open_count(), live.len());
+        assert!(
+            entries <= 2 * live.len() + 64 + 1,
+            "{entries} ring entries for {} open files",
+            live.len()
+        );
     }
 }

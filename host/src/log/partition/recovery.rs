@@ -99,6 +99,7 @@ pub(super) fn recover_dir(
         }
     }
     state.aborted = aborted;
+    state.forget_aborted_below_log_start();
     state.producers = producers;
     Ok(state)
 }

@@ -25,6 +25,7 @@ impl Partition {
                 target.to_string().as_bytes(),
             )?;
             st.log_start = target;
+            st.forget_aborted_below_log_start();
             self.drop_segments_below(&mut st, target)?;
         }
         Ok(st.log_start)
@@ -88,6 +89,7 @@ impl Partition {
             }
             removed += 1;
         }
+        st.forget_aborted_below_log_start();
         Ok(removed)
     }
 }

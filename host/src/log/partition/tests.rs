@@ -574,3 +574,71 @@ fn the_clean_marker_stays_until_the_first_write_after_open() {
     p.close().expect("close");
     assert!(marker.exists());
 }
+
+/// Aborted transactions of `p`'s index, as (first, last) offsets.
+fn aborted_index(p: &Partition) -> Vec<(i64, i64)> {
+    p.lock()
+        .aborted
+        .iter()
+        .map(|a| (a.first_offset, a.last_offset))
+        .collect()
+}
+
+/// One aborted transaction (a data batch and its ABORT marker) per
+/// producer id in `pids`, each followed by plain batches that roll
+/// segments.
+fn aborted_transactions(p: &Partition, pids: std::ops::Range<i64>) {
+    for pid in pids {
+        p.append(data_batch(&[(None, b"tx")], 1000, Some((pid, 0, 0)), true))
+            .expect("transactional append");
+        p.append_marker(pid, 0, false, 0, 1000)
+            .expect("abort marker");
+        fill(p, 20, 1000);
+    }
+}
+
+/// Kafka keeps an aborted transaction's index entry with the segment of
+/// its marker, so retention takes it away with the segment. Without that
+/// the index grew by one entry per aborted transaction for the life of the
+/// partition (the soak benchmark's slow RSS creep) and every snapshot
+/// carried all of them.
+#[test]
+fn aborted_transactions_below_the_log_start_leave_the_index() {
+    let dir = tempfile::tempdir().expect("tmp");
+    {
+        let p = Partition::create(dir.path(), "t", 0, small_segments(), true).expect("create");
+        aborted_transactions(&p, 100..110);
+        assert_eq!(aborted_index(&p).len(), 10);
+        let start = p
+            .delete_records_before(p.high_watermark() / 2)
+            .expect("delete");
+        let kept = aborted_index(&p);
+        assert!(
+            !kept.is_empty() && kept.len() < 10,
+            "{kept:?} after moving the log start to {start}"
+        );
+        assert!(kept.iter().all(|&(_, last)| last >= start), "{kept:?}");
+        p.close().expect("close");
+    }
+    let p = Partition::open(dir.path(), "t", 0, small_segments(), true).expect("open");
+    let start = p.log_start_offset();
+    let kept = aborted_index(&p);
+    assert!(
+        kept.iter().all(|&(_, last)| last >= start),
+        "{kept:?} after reopen"
+    );
+    // A read_committed fetch from the log start still learns of the rest.
+    let told = p.read(start, 1 << 20, true).expect("read").aborted.len();
+    assert_eq!(told, kept.len());
+
+    // Time retention drops the rest of the old segments, and their entries.
+    aborted_transactions(&p, 200..202);
+    p.apply_retention(i64::MAX / 2).expect("retention");
+    let start = p.log_start_offset();
+    let kept = aborted_index(&p);
+    assert!(
+        kept.iter().all(|&(_, last)| last >= start),
+        "{kept:?} below {start}"
+    );
+    assert!(kept.len() <= 2, "{kept:?}");
+}
