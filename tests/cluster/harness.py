@@ -506,6 +506,21 @@ class Cluster:
         err, leader = md.partitions.get(topic, {}).get(partition, (-1, -1))
         return leader if err == 0 else -1
 
+    def group_coordinator(self, group: str, timeout: float = 30.0) -> int:
+        """The live broker FindCoordinator names for `group`, asked again
+        while it answers COORDINATOR_NOT_AVAILABLE (15: the group's shard is
+        being handed over, as it is while brokers join; clients retry it)."""
+        last = {}
+
+        def found():
+            last["answer"] = kwire.find_coordinator(self.addr(min(self.live_ids())), group)
+            err, node = last["answer"]
+            return err == 0 and node in self.live_ids()
+
+        wait_for(found, timeout,
+                 lambda: f"a live coordinator for group {group} (last answer {last.get('answer')})")
+        return last["answer"][1]
+
     def _agreed(self, topic: str | None, partitions: int | None) -> bool:
         """Every live broker lists exactly the live brokers, and (for `topic`)
         that each of its `partitions` partitions has a live leader."""

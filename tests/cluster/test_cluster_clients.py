@@ -39,9 +39,7 @@ def test_clients_carry_on_and_lose_nothing_when_a_broker_is_killed(cluster, topi
 
         for round_ in range(scale):
             # The confluent group's coordinator, which also leads partitions.
-            err, victim = kwire.find_coordinator(cluster.addr(min(cluster.live_ids())),
-                                                 f"{topic}-cg")
-            assert err == 0 and victim in cluster.live_ids(), (err, victim)
+            victim = cluster.group_coordinator(f"{topic}-cg")
             led = [p for p in range(PARTITIONS) if cluster.leader_of(topic, p) == victim]
             before = {w.name: w.acked_count() for w in writers}
             js_before = js.acked_count()

@@ -6,7 +6,6 @@ shard's new coordinator serves the same offsets.
 
 from confluent_kafka import Consumer, TopicPartition
 
-import kwire
 from harness import wait_for
 
 PARTITIONS = 6
@@ -34,8 +33,7 @@ def test_the_coordinator_takes_commits_for_partitions_other_brokers_lead(cluster
     finally:
         c.close()
     # The coordinator dies: the shard moves, and its journal with it.
-    err, coordinator = kwire.find_coordinator(cluster.addr(min(cluster.live_ids())), group)
-    assert err == 0
+    coordinator = cluster.group_coordinator(group)
     cluster.kill9(coordinator)
 
     def served():
