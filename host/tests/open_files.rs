@@ -284,9 +284,7 @@ async fn thousands_of_partitions_through_64_open_files_survive_kill_9() {
 
 /// The value of an unlabelled sample on the broker's /metrics page.
 fn metric(page: &str, name: &str) -> u64 {
-    page.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
-        .unwrap_or_else(|| panic!("no {name} on /metrics"))
+    support::metric_value(page, name).unwrap_or_else(|| panic!("no {name} on /metrics"))
 }
 
 /// An operator sizing `--max-open-segment-files` sees on /metrics how many

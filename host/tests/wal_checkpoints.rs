@@ -8,13 +8,7 @@ use std::time::{Duration, Instant};
 
 use kaas::log::FsyncMode;
 use kaas::log::batch::data_batch;
-use support::InProcess;
-
-fn metric(text: &str, name: &str) -> Option<u64> {
-    text.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
-        .and_then(|v| v.parse().ok())
-}
+use support::{InProcess, metric_value as metric};
 
 /// A broker whose write-ahead log is checkpointed once its data is 100 ms old.
 async fn start(dir: &std::path::Path) -> InProcess {

@@ -352,12 +352,7 @@ struct State {
 
 impl State {
     /// Drops the aborted-transaction entries whose ABORT marker lies below
-    /// the log start: their records can no longer be fetched. Kafka keeps
-    /// these entries in the index file of the marker's segment, so its
-    /// retention deletes them with the segment; without this the index grew
-    /// by one entry per aborted transaction for the partition's life. The
-    /// next snapshot is written without them; recovery prunes a snapshot
-    /// written before.
+    /// the log start (`Partition::move_log_start` says why).
     fn forget_aborted_below_log_start(&mut self) {
         let start = self.log_start;
         self.aborted.retain(|a| a.last_offset >= start);

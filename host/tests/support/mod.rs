@@ -18,6 +18,12 @@ use kaas::config::BrokerConfig;
 use kaas::log::FsyncMode;
 use kaas::policy::{PolicyRuntime, SandboxLimits};
 
+/// The value of an unlabelled sample (`name value`) on a /metrics page.
+pub fn metric_value(page: &str, name: &str) -> Option<u64> {
+    page.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+}
+
 pub fn wasm(name: &str) -> PathBuf {
     let p = PathBuf::from(concat!(
         env!("CARGO_MANIFEST_DIR"),

@@ -134,9 +134,7 @@ impl Secured {
             .expect("metrics request");
         let mut text = String::new();
         s.read_to_string(&mut text).await.expect("metrics body");
-        text.lines()
-            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
-            .unwrap_or_else(|| panic!("no metric {name}"))
+        crate::support::metric_value(&text, name).unwrap_or_else(|| panic!("no metric {name}"))
     }
 
     /// Waits until `name` reaches `at_least`.

@@ -20,15 +20,27 @@ impl Partition {
         if target > st.log_start {
             self.check_gate()?;
             self.unmark_clean(&mut st)?;
-            write_atomically(
-                &self.dir.join(seal::log_start_name(self.generation)),
-                target.to_string().as_bytes(),
-            )?;
-            st.log_start = target;
-            st.forget_aborted_below_log_start();
+            self.move_log_start(&mut st, target)?;
             self.drop_segments_below(&mut st, target)?;
         }
         Ok(st.log_start)
+    }
+
+    /// Moves the log start to `offset` (durably, in its file), and drops
+    /// the aborted-transaction entries whose ABORT marker lies below it:
+    /// their records can no longer be fetched. Kafka keeps those entries in
+    /// the index file of the marker's segment, so its retention deletes
+    /// them with the segment; without this the index grew by one entry per
+    /// aborted transaction for the partition's life. The next snapshot is
+    /// written without them; recovery prunes a snapshot written before.
+    fn move_log_start(&self, st: &mut State, offset: i64) -> io::Result<()> {
+        write_atomically(
+            &self.dir.join(seal::log_start_name(self.generation)),
+            offset.to_string().as_bytes(),
+        )?;
+        st.log_start = offset;
+        st.forget_aborted_below_log_start();
+        Ok(())
     }
 
     fn drop_segments_below(&self, st: &mut State, offset: i64) -> io::Result<()> {
@@ -81,15 +93,10 @@ impl Partition {
             }
             if next > st.log_start {
                 self.check_gate()?;
-                st.log_start = next;
-                write_atomically(
-                    &self.dir.join(seal::log_start_name(self.generation)),
-                    next.to_string().as_bytes(),
-                )?;
+                self.move_log_start(&mut st, next)?;
             }
             removed += 1;
         }
-        st.forget_aborted_below_log_start();
         Ok(removed)
     }
 }
