@@ -1,7 +1,10 @@
-// Run by scripts/setup-java: fails (exit 1) unless kafka-clients 3.9.1 and
-// every codec it needs load, each through Kafka's own record-batch code: a
-// batch of repetitive records is built with the codec, must come out smaller
-// than the uncompressed one, and must read back record for record.
+// Run by scripts/setup-java: fails (exit 1) unless kafka-clients 4.4.0 and
+// every codec it needs load, each through Kafka's own record-batch code (the
+// code the producer and consumer run; 4.x keeps it in the record.internal and
+// utils.internals packages): a batch of repetitive records is built with the
+// codec, must come out smaller than the uncompressed one, and must read back
+// record for record, which loads each codec's native library (snappy-java,
+// lz4-java, zstd-jni) or fails.
 //
 // usage: java -cp CLASSPATH CodecCheck.java
 
@@ -10,17 +13,17 @@ import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
 import org.apache.kafka.common.compress.Compression;
-import org.apache.kafka.common.record.CompressionType;
-import org.apache.kafka.common.record.MemoryRecords;
-import org.apache.kafka.common.record.Record;
-import org.apache.kafka.common.record.RecordBatch;
-import org.apache.kafka.common.record.SimpleRecord;
-import org.apache.kafka.common.utils.AppInfoParser;
+import org.apache.kafka.common.record.internal.CompressionType;
+import org.apache.kafka.common.record.internal.MemoryRecords;
+import org.apache.kafka.common.record.internal.Record;
+import org.apache.kafka.common.record.internal.RecordBatch;
+import org.apache.kafka.common.record.internal.SimpleRecord;
+import org.apache.kafka.common.utils.internals.AppInfoParser;
 
 public class CodecCheck {
     public static void main(String[] args) {
-        if (!AppInfoParser.getVersion().equals("3.9.1")) {
-            fail("kafka-clients is " + AppInfoParser.getVersion() + ", expected 3.9.1");
+        if (!AppInfoParser.getVersion().equals("4.4.0")) {
+            fail("kafka-clients is " + AppInfoParser.getVersion() + ", expected 4.4.0");
         }
         SimpleRecord[] records = new SimpleRecord[50];
         for (int i = 0; i < records.length; i++) {
@@ -45,6 +48,11 @@ public class CodecCheck {
             if (i != records.length) fail(type + " read back " + i + " of " + records.length + " records");
             sizes.add(type.name + " " + batch.sizeInBytes());
         }
+        // snappy-java and zstd-jni have no Java fallback (the round trip
+        // above failed if their library did not load), lz4-java quietly
+        // falls back to a pure-Java codec: ask each binding.
+        if (!net.jpountz.util.Native.isLoaded()) fail("lz4-java's native library did not load");
+        if (!com.github.luben.zstd.util.Native.isLoaded()) fail("zstd-jni's native library did not load");
         System.out.println("kafka-clients " + AppInfoParser.getVersion() + ": batch of 50 records "
                 + plain + " bytes, " + String.join(", ", sizes));
     }
