@@ -1,5 +1,5 @@
 //! A minimal Kafka client over exact wire bytes (kafka-protocol codecs):
-//! used by the wire probes of `kaas conformance --bootstrap` and, through a
+//! used by the wire kit's probes (`kaas conformance --bootstrap`) and, through a
 //! thin wrapper, by the integration tests. One request at a time unless the
 //! caller pipelines frames itself.
 

@@ -5,7 +5,7 @@
 //! those steps against the declaration, and with `--against` it prints the
 //! differential report between two policies (`diff.rs`).
 
-pub mod client;
+pub use kaas_wirekit::client;
 pub mod declared;
 pub mod diff;
 pub mod probes;
