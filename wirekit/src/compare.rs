@@ -24,8 +24,13 @@ pub struct Declared {
     pub keys: Vec<String>,
     /// The reference versions ("3", "4") where kaas differs so.
     pub kafka: Vec<String>,
-    /// Why kaas differs: fixed later, by design, or a Kafka bug.
+    /// Why kaas differs: by design (kaas claims 3.7, is ahead of it, or
+    /// avoids a Kafka bug), or a kaas gap not fixed yet.
     pub reason: String,
+    /// "design", "version" (the reference's version behaves otherwise) or
+    /// "gap" (kaas should change; kept honest until it does).
+    #[serde(default)]
+    pub kind: String,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -34,10 +39,26 @@ pub struct Declarations {
 }
 
 impl Declarations {
+    /// Reads one declarations file, or every `*.json` of a directory
+    /// (compat/kafka/differences/: one file per area).
     pub fn load(path: &Path) -> anyhow::Result<Declarations> {
-        let text =
-            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-        serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))
+        if !path.is_dir() {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            return serde_json::from_str(&text)
+                .with_context(|| format!("parsing {}", path.display()));
+        }
+        let mut files: Vec<_> = std::fs::read_dir(path)
+            .with_context(|| format!("reading {}", path.display()))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "json"))
+            .collect();
+        files.sort();
+        let mut all = Declarations::default();
+        for f in files {
+            all.differences.extend(Declarations::load(&f)?.differences);
+        }
+        Ok(all)
     }
 
     fn find(&self, probe: &str, key: &str, version: &str) -> Option<&Declared> {
@@ -222,6 +243,7 @@ mod tests {
                 keys: vec![key.into()],
                 kafka: vec![version.into()],
                 reason: "r".into(),
+                kind: "design".into(),
             }],
         }
     }
