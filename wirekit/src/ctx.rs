@@ -97,6 +97,50 @@ impl Ctx {
         self.wait_for_leaders(name, partitions).await
     }
 
+    /// Creates a topic like `create_topic`, then waits until every
+    /// partition's leader serves it (ListOffsets v1 answers NONE): a Kafka
+    /// broker may list a leader in Metadata a moment before its replica
+    /// accepts Produce and Fetch (NOT_LEADER_OR_FOLLOWER meanwhile).
+    pub async fn create_ready_topic(
+        &mut self,
+        name: &str,
+        partitions: i32,
+        configs: &[(&str, &str)],
+    ) -> anyhow::Result<()> {
+        self.create_topic(name, partitions, configs).await?;
+        let req = kafka_protocol::messages::ListOffsetsRequest::default()
+            .with_replica_id(kafka_protocol::messages::BrokerId(-1))
+            .with_topics(vec![
+                kafka_protocol::messages::list_offsets_request::ListOffsetsTopic::default()
+                    .with_name(topic(name))
+                    .with_partitions(
+                        (0..partitions)
+                            .map(|p| {
+                                kafka_protocol::messages::list_offsets_request::ListOffsetsPartition::default()
+                                    .with_partition_index(p)
+                                    .with_current_leader_epoch(-1)
+                                    .with_timestamp(-1)
+                            })
+                            .collect(),
+                    ),
+            ]);
+        self.wait_until(
+            Duration::from_secs(30),
+            "the topic's partitions served",
+            async |c| {
+                let r = c.call(&req, 1).await?;
+                let ok = r
+                    .topics
+                    .iter()
+                    .flat_map(|t| &t.partitions)
+                    .filter(|p| p.error_code == 0)
+                    .count();
+                Ok((ok == partitions as usize).then_some(()))
+            },
+        )
+        .await
+    }
+
     /// CreateTopics v5 of one topic; its error code.
     pub async fn try_create_topic(
         &mut self,
