@@ -65,6 +65,9 @@ pub fn probes() -> Vec<Probe> {
         "PF-32" => fetch_v4_and_v12_return_the_same_records,
         "PF-33" => read_committed_on_plain_data_reads_up_to_the_high_watermark,
         "PF-34" => one_produce_request_to_two_partitions,
+        "PF-35" => list_offsets_across_versions,
+        "PF-36" => fetch_with_a_tiny_request_limit_returns_one_whole_batch,
+        "PF-37" => records_without_timestamp,
     ]
 }
 
@@ -1349,5 +1352,143 @@ async fn one_produce_request_to_two_partitions(c: &mut Ctx) -> anyhow::Result<()
     }
     lines.sort();
     c.see("answers", lines.join("; "));
+    Ok(())
+}
+
+async fn list_offsets_across_versions(c: &mut Ctx) -> anyhow::Result<()> {
+    let t = topic_with(c, "t", &[], &[2, 3]).await?;
+    let (e, _) = delete_records(c, &t, 0, 1).await?;
+    ensure!(e == 0, "DeleteRecords: error {e}");
+    for v in [1i16, 2, 4, 5, 6, 7] {
+        for (what, ts) in [("latest", -1i64), ("earliest", -2)] {
+            let req = ListOffsetsRequest::default()
+                .with_replica_id(BrokerId(-1))
+                .with_topics(vec![
+                    ListOffsetsTopic::default()
+                        .with_name(topic(&t))
+                        .with_partitions(vec![
+                            ListOffsetsPartition::default()
+                                .with_partition_index(0)
+                                .with_current_leader_epoch(-1)
+                                .with_timestamp(ts),
+                        ]),
+                ]);
+            let r = c.call(&req, v).await?;
+            let p = r
+                .topics
+                .first()
+                .and_then(|t| t.partitions.first())
+                .context("no partition")?;
+            c.see(
+                format!("v{v} {what}"),
+                format!(
+                    "error={} offset={} ts={}",
+                    p.error_code, p.offset, p.timestamp
+                ),
+            );
+        }
+    }
+    Ok(())
+}
+
+async fn fetch_with_a_tiny_request_limit_returns_one_whole_batch(
+    c: &mut Ctx,
+) -> anyhow::Result<()> {
+    use kafka_protocol::messages::FetchRequest;
+    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+    let t = c.name("t");
+    c.create_ready_topic(&t, 2, &[]).await?;
+    for p in [0, 1] {
+        for n in [4usize, 4] {
+            let r = c
+                .produce(&t, p, Batch::values(n).encode()?, PRODUCE_V)
+                .await?;
+            ensure!(r.error_code == 0, "produce: error {}", r.error_code);
+        }
+    }
+    let req = FetchRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_max_wait_ms(0)
+        .with_min_bytes(0)
+        .with_max_bytes(1)
+        .with_session_epoch(-1)
+        .with_topics(vec![
+            FetchTopic::default().with_topic(topic(&t)).with_partitions(
+                (0..2)
+                    .map(|p| {
+                        FetchPartition::default()
+                            .with_partition(p)
+                            .with_fetch_offset(0)
+                            .with_partition_max_bytes(1 << 20)
+                    })
+                    .collect(),
+            ),
+        ]);
+    let r = c.call(&req, 12).await?;
+    let mut lines = Vec::new();
+    for tr in &r.responses {
+        for p in &tr.partitions {
+            let h = headers(p.records.as_ref());
+            lines.push(format!(
+                "p{}: error={} hw={} batches={}",
+                p.partition_index,
+                p.error_code,
+                p.high_watermark,
+                h.iter()
+                    .map(|h| format!("{}+{}", h.base, h.count))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            ));
+        }
+    }
+    lines.sort();
+    c.see("max_bytes 1 over two partitions", lines.join("; "));
+    Ok(())
+}
+
+async fn records_without_timestamp(c: &mut Ctx) -> anyhow::Result<()> {
+    let t = c.name("t");
+    c.create_ready_topic(&t, 1, &[]).await?;
+    let mut b = Batch::values(1).at(-1);
+    b.records.push((None, Some(b"w".to_vec())));
+    // The second record's timestamp is one more: 0.
+    let r = c.produce(&t, 0, b.encode()?, PRODUCE_V).await?;
+    c.see(
+        "timestamps -1 and 0",
+        format!("error={} base={}", r.error_code, r.base_offset),
+    );
+    let r = c
+        .produce(&t, 0, Batch::values(1).at(-1).encode()?, PRODUCE_V)
+        .await?;
+    c.see(
+        "timestamp -1",
+        format!("error={} base={}", r.error_code, r.base_offset),
+    );
+    let r = c
+        .produce(&t, 0, Batch::values(1).at(-5).encode()?, PRODUCE_V)
+        .await?;
+    c.see(
+        "timestamp -5",
+        format!("error={} base={}", r.error_code, r.base_offset),
+    );
+    let f = c.fetch(&t, 0, 0, 0).await?;
+    let recs = decode(f.records.as_ref())?;
+    c.see(
+        "fetched timestamps",
+        recs.iter()
+            .map(|r| r.timestamp.to_string())
+            .collect::<Vec<_>>()
+            .join(","),
+    );
+    let lo = list_offsets(c, &t, 0, -3).await?;
+    c.see(
+        "max-timestamp",
+        format!("error={} offset={} ts={}", lo.0, lo.1, lo.2),
+    );
+    let lo = list_offsets(c, &t, 0, 0).await?;
+    c.see(
+        "by timestamp 0",
+        format!("error={} offset={} ts={}", lo.0, lo.1, lo.2),
+    );
     Ok(())
 }
