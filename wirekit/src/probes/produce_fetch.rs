@@ -350,7 +350,18 @@ async fn acks_zero_gets_no_answer_but_appends(c: &mut Ctx) -> anyhow::Result<()>
     if next.is_err() {
         c.reconnect().await?;
     }
-    let f = c.fetch(&t, 0, 0, 0).await?;
+    // Kafka has appended by the time it answers the next request on the
+    // connection; the probe only asks that the records land.
+    let f = c
+        .wait_until(
+            std::time::Duration::from_secs(5),
+            "the acks=0 records",
+            async |c| {
+                let f = c.fetch(&t, 0, 0, 0).await?;
+                Ok((f.high_watermark > 0).then_some(f))
+            },
+        )
+        .await?;
     c.see("high watermark", f.high_watermark);
     c.see("values", values_of(&decode(f.records.as_ref())?).join(","));
     // acks 0 with an error (a missing partition): still no answer.
@@ -1102,6 +1113,16 @@ async fn list_offsets_max_timestamp(c: &mut Ctx) -> anyhow::Result<()> {
         "max-timestamp",
         format!("error={} offset={} ts=base+{}", lo.0, lo.1, lo.2 - base),
     );
+    // The maximum inside a batch, not its last record: offsets 9..=11 at
+    // base+700, base+900, base+800.
+    let b = with_timestamps(&[base + 700, base + 900, base + 800])?;
+    let r = c.produce(&t, 0, b, PRODUCE_V).await?;
+    ensure!(r.error_code == 0, "produce: error {}", r.error_code);
+    let lo = list_offsets(c, &t, 0, -3).await?;
+    c.see(
+        "max-timestamp mid-batch",
+        format!("error={} offset={} ts=base+{}", lo.0, lo.1, lo.2 - base),
+    );
     // Versions below 7 do not know -3.
     let req = ListOffsetsRequest::default()
         .with_replica_id(BrokerId(-1))
@@ -1491,4 +1512,41 @@ async fn records_without_timestamp(c: &mut Ctx) -> anyhow::Result<()> {
         format!("error={} offset={} ts={}", lo.0, lo.1, lo.2),
     );
     Ok(())
+}
+
+/// One uncompressed batch of keyless records `v0..` with these timestamps
+/// (Batch gives each next record the previous timestamp plus one).
+fn with_timestamps(ts: &[i64]) -> anyhow::Result<Bytes> {
+    use kafka_protocol::indexmap::IndexMap;
+    use kafka_protocol::records::{Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
+    let records: Vec<Record> = ts
+        .iter()
+        .enumerate()
+        .map(|(i, &t)| Record {
+            transactional: false,
+            control: false,
+            partition_leader_epoch: -1,
+            producer_id: -1,
+            producer_epoch: -1,
+            timestamp_type: TimestampType::Creation,
+            offset: i as i64,
+            sequence: -1 + i as i32,
+            timestamp: t,
+            key: None,
+            value: Some(Bytes::from(format!("v{i}"))),
+            headers: IndexMap::new(),
+            delete_horizon: false,
+        })
+        .collect();
+    let mut buf = BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut buf,
+        records.iter(),
+        &RecordEncodeOptions {
+            version: 2,
+            compression: Compression::None,
+        },
+    )
+    .context("encoding a batch")?;
+    Ok(buf.freeze())
 }
