@@ -5,13 +5,13 @@ use anyhow::Context as _;
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::indexmap::IndexMap;
 use kafka_protocol::records::{
-    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions,
-    TimestampType,
+    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
 };
 
 /// One batch to write: its records' keys and values and the producer fields.
 #[derive(Debug, Clone)]
 pub struct Batch {
+    #[allow(clippy::type_complexity)]
     pub records: Vec<(Option<Vec<u8>>, Option<Vec<u8>>)>,
     pub producer_id: i64,
     pub producer_epoch: i16,
@@ -43,7 +43,12 @@ impl Batch {
         let mut b = Batch::values(0);
         b.records = pairs
             .iter()
-            .map(|(k, v)| (Some(k.as_bytes().to_vec()), v.map(|v| v.as_bytes().to_vec())))
+            .map(|(k, v)| {
+                (
+                    Some(k.as_bytes().to_vec()),
+                    v.map(|v| v.as_bytes().to_vec()),
+                )
+            })
             .collect();
         b
     }
@@ -122,7 +127,9 @@ pub fn decode(records: Option<&Bytes>) -> anyhow::Result<Vec<Record>> {
     // A fetch may end in a partial batch: decode whole batches only.
     while buf.len() >= 12 {
         let size = i32::from_be_bytes([buf[8], buf[9], buf[10], buf[11]]);
-        let Ok(size) = usize::try_from(size) else { break };
+        let Ok(size) = usize::try_from(size) else {
+            break;
+        };
         if buf.len() < 12 + size {
             break;
         }
