@@ -175,6 +175,21 @@ async fn topic_config(c: &mut Ctx, t: &str, key: &str) -> anyhow::Result<String>
         ))
 }
 
+/// A topic config once a change has applied: Kafka applies config changes
+/// through its metadata log, so a DescribeConfigs right after a successful
+/// alter may still see the old value. Polls (at most 5 s) until it reads
+/// `want`, then returns what it reads (another value is an observation).
+async fn settled(c: &mut Ctx, t: &str, key: &str, want: &str) -> anyhow::Result<String> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let v = topic_config(c, t, key).await?;
+        if v == want || std::time::Instant::now() >= deadline {
+            return Ok(v);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// Calls `req`; an error (the broker closed the connection, or an answer
 /// that does not decode) is recorded as "closed" and the connection renewed.
 async fn call_or_closed<R: Request>(
@@ -318,17 +333,24 @@ async fn unknown_or_bad_topic_configs_are_invalid_config(c: &mut Ctx) -> anyhow:
 async fn the_same_topic_twice_in_one_request_is_invalid_request(c: &mut Ctx) -> anyhow::Result<()> {
     let t = c.name("t");
     let other = c.name("o");
-    let codes = create(
-        c,
-        vec![
+    let req = CreateTopicsRequest::default()
+        .with_timeout_ms(30_000)
+        .with_topics(vec![
             creatable(&t, 1, 1, &[]),
             creatable(&t, 2, 1, &[]),
             creatable(&other, 1, 1, &[]),
-        ],
-        false,
-    )
-    .await?;
-    c.see("codes", format!("{codes:?}"));
+        ]);
+    let r = c.call(&req, 5).await?;
+    let codes_of = |n: &str| {
+        r.topics
+            .iter()
+            .filter(|x| x.name.0.as_str() == n)
+            .map(|x| x.error_code)
+            .collect::<Vec<_>>()
+    };
+    c.see("results", r.topics.len());
+    c.see("duplicated name's results", format!("{:?}", codes_of(&t)));
+    c.see("other name's results", format!("{:?}", codes_of(&other)));
     let v = topic_state(c, &t).await?.0;
     c.see("duplicate's metadata", v);
     c.wait_until(
@@ -579,9 +601,9 @@ async fn alter_configs_replaces_the_whole_set(c: &mut Ctx) -> anyhow::Result<()>
         .await?;
     let v = alter_configs(c, &t, &[("retention.ms", "7200000")], false).await?;
     c.see("set retention.ms", v);
-    let v = topic_config(c, &t, "retention.ms").await?;
+    let v = settled(c, &t, "retention.ms", "7200000 (source 1)").await?;
     c.see("retention.ms", v);
-    let v = topic_config(c, &t, "cleanup.policy").await?;
+    let v = settled(c, &t, "cleanup.policy", "delete (source 5)").await?;
     c.see("cleanup.policy (dropped by replace)", v);
     let v = alter_configs(c, &t, &[("retention.ms", "abc")], false).await?;
     c.see("invalid value", v);
@@ -596,7 +618,7 @@ async fn alter_configs_replaces_the_whole_set(c: &mut Ctx) -> anyhow::Result<()>
     c.see("unknown topic", v);
     let v = alter_configs(c, &t, &[], false).await?;
     c.see("empty set", v);
-    let v = topic_config(c, &t, "retention.ms").await?;
+    let v = settled(c, &t, "retention.ms", "604800000 (source 5)").await?;
     c.see("retention.ms after empty set", v);
     Ok(())
 }
@@ -646,13 +668,13 @@ async fn incremental_set_and_delete(c: &mut Ctx) -> anyhow::Result<()> {
         .await?;
     let v = incremental(c, &t, &[("retention.ms", SET, Some("7200000"))], false).await?;
     c.see("set retention.ms", v);
-    let v = topic_config(c, &t, "retention.ms").await?;
+    let v = settled(c, &t, "retention.ms", "7200000 (source 1)").await?;
     c.see("retention.ms", v);
     let v = topic_config(c, &t, "cleanup.policy").await?;
     c.see("cleanup.policy kept", v);
     let v = incremental(c, &t, &[("retention.ms", DELETE, None)], false).await?;
     c.see("delete retention.ms", v);
-    let v = topic_config(c, &t, "retention.ms").await?;
+    let v = settled(c, &t, "retention.ms", "604800000 (source 5)").await?;
     c.see("retention.ms after delete", v);
     let v = incremental(c, &t, &[("segment.ms", DELETE, None)], false).await?;
     c.see("delete unset key", v);
@@ -667,11 +689,11 @@ async fn incremental_append_and_subtract_on_list_configs(c: &mut Ctx) -> anyhow:
         .await?;
     let v = incremental(c, &t, &[("cleanup.policy", APPEND, Some("compact"))], false).await?;
     c.see("append compact", v);
-    let v = topic_config(c, &t, "cleanup.policy").await?;
+    let v = settled(c, &t, "cleanup.policy", "delete,compact (source 1)").await?;
     c.see("after append", v);
     let v = incremental(c, &t, &[("cleanup.policy", APPEND, Some("compact"))], false).await?;
     c.see("append compact again", v);
-    let v = topic_config(c, &t, "cleanup.policy").await?;
+    let v = settled(c, &t, "cleanup.policy", "delete,compact (source 1)").await?;
     c.see("after second append", v);
     let v = incremental(
         c,
@@ -681,7 +703,7 @@ async fn incremental_append_and_subtract_on_list_configs(c: &mut Ctx) -> anyhow:
     )
     .await?;
     c.see("subtract delete", v);
-    let v = topic_config(c, &t, "cleanup.policy").await?;
+    let v = settled(c, &t, "cleanup.policy", "compact (source 1)").await?;
     c.see("after subtract", v);
     let v = incremental(
         c,
@@ -691,7 +713,7 @@ async fn incremental_append_and_subtract_on_list_configs(c: &mut Ctx) -> anyhow:
     )
     .await?;
     c.see("subtract absent", v);
-    let v = topic_config(c, &t, "cleanup.policy").await?;
+    let v = settled(c, &t, "cleanup.policy", "compact (source 1)").await?;
     c.see("after subtract absent", v);
     let v = incremental(c, &t, &[("retention.ms", APPEND, Some("5"))], false).await?;
     c.see("append to a non-list", v);
@@ -729,18 +751,22 @@ async fn incremental_invalid_values_and_validate_only(c: &mut Ctx) -> anyhow::Re
 }
 
 /// Writes `n` records to partition 0 of `t` as a new idempotent producer.
-async fn write(c: &mut Ctx, t: &str, n: usize) -> anyhow::Result<()> {
+async fn write(c: &mut Ctx, t: &str, n: usize) -> anyhow::Result<i64> {
     let (pid, epoch) = c.idempotent_producer().await?;
-    let p = c
-        .produce(
-            t,
-            0,
-            Batch::values(n).idempotent(pid, epoch, 0).encode()?,
-            7,
+    let batch = Batch::values(n).idempotent(pid, epoch, 0).encode()?;
+    // A partition just created may not be led yet (NOT_LEADER_OR_FOLLOWER).
+    let code = c
+        .wait_until(
+            Duration::from_secs(10),
+            "a leader takes the write",
+            async |c| {
+                let p = c.produce(t, 0, batch.clone(), 7).await?;
+                Ok((p.error_code != 6).then_some(p.error_code))
+            },
         )
         .await?;
-    ensure!(p.error_code == 0, "produce: error {}", p.error_code);
-    Ok(())
+    ensure!(code == 0, "produce: error {code}");
+    Ok(pid)
 }
 
 async fn delete_records(c: &mut Ctx, t: &str, offset: i64) -> anyhow::Result<(i16, i64)> {
@@ -925,7 +951,22 @@ async fn describe_log_dirs_lists_partitions(c: &mut Ctx) -> anyhow::Result<()> {
             .with_topic(topic(&t))
             .with_partitions(vec![0, 1]),
     ]));
-    let r = c.call(&req, 2).await?;
+    // A partition's log may appear a moment after its creation: wait (at
+    // most 5 s) until both are listed.
+    let mut r = c.call(&req, 2).await?;
+    for _ in 0..100 {
+        let listed: usize = r
+            .results
+            .iter()
+            .flat_map(|d| d.topics.iter().filter(|x| x.name.0.as_str() == t))
+            .map(|x| x.partitions.len())
+            .sum();
+        if listed >= 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        r = c.call(&req, 2).await?;
+    }
     c.see("dirs", r.results.len());
     for d in &r.results {
         c.see("dir error", d.error_code);
@@ -1283,19 +1324,17 @@ async fn describe_producers_fresh_and_after_a_write(c: &mut Ctx) -> anyhow::Resu
         out.sort();
         Ok(out)
     };
-    for (i, line) in show(c, -1).await?.into_iter().enumerate() {
+    // A partition just created may not be led yet (NOT_LEADER_OR_FOLLOWER).
+    let fresh = c
+        .wait_until(Duration::from_secs(10), "partition 0 led", async |c| {
+            let lines = show(c, -1).await?;
+            Ok((!lines.iter().any(|l| l.starts_with("p0 error=6"))).then_some(lines))
+        })
+        .await?;
+    for (i, line) in fresh.into_iter().enumerate() {
         c.see(format!("fresh {i}"), line);
     }
-    let (pid, epoch) = c.idempotent_producer().await?;
-    let p = c
-        .produce(
-            &t,
-            0,
-            Batch::values(3).idempotent(pid, epoch, 0).encode()?,
-            7,
-        )
-        .await?;
-    ensure!(p.error_code == 0, "produce: error {}", p.error_code);
+    let pid = write(c, &t, 3).await?;
     for (i, line) in show(c, pid).await?.into_iter().enumerate() {
         c.see(format!("after write {i}"), line);
     }
