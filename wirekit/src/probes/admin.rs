@@ -64,6 +64,10 @@ pub fn probes() -> Vec<Probe> {
         "AD-30" => elect_leaders_on_a_single_node,
         "AD-31" => partition_reassignments_on_a_single_node,
         "AD-32" => describe_producers_fresh_and_after_a_write,
+        "AD-33" => delete_topics_by_id,
+        "AD-34" => describe_configs_synonyms,
+        "AD-35" => create_topics_with_manual_assignments,
+        "AD-36" => metadata_by_topic_id,
     ]
 }
 
@@ -1338,5 +1342,186 @@ async fn describe_producers_fresh_and_after_a_write(c: &mut Ctx) -> anyhow::Resu
     for (i, line) in show(c, pid).await?.into_iter().enumerate() {
         c.see(format!("after write {i}"), line);
     }
+    Ok(())
+}
+
+async fn delete_topics_by_id(c: &mut Ctx) -> anyhow::Result<()> {
+    use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
+    let t = c.name("t");
+    c.create_topic(&t, 1, &[]).await?;
+    let r = metadata_v12(c, &t).await?;
+    let x = r.topics.first().context("no topic")?;
+    let id = x.topic_id;
+    c.see("metadata v12 gives an id", !id.is_nil());
+    let delete = async |c: &mut Ctx, state: DeleteTopicState| -> anyhow::Result<String> {
+        let req = DeleteTopicsRequest::default()
+            .with_timeout_ms(30_000)
+            .with_topics(vec![state]);
+        let r = c.call(&req, 6).await?;
+        Ok(format!(
+            "{:?}",
+            r.responses
+                .iter()
+                .map(|x| (x.error_code, x.topic_id == id))
+                .collect::<Vec<_>>()
+        ))
+    };
+    let v = delete(
+        c,
+        DeleteTopicState::default()
+            .with_name(Some(topic(&t)))
+            .with_topic_id(id),
+    )
+    .await?;
+    c.see("name and id both set (error, id echoed)", v);
+    let v = delete(c, DeleteTopicState::default().with_topic_id(id)).await?;
+    c.see("by id (error, id echoed)", v);
+    let code = c
+        .wait_until(Duration::from_secs(10), "topic gone", async |c| {
+            let (code, _) = topic_state(c, &t).await?;
+            Ok((code != 0).then_some(code))
+        })
+        .await?;
+    c.see("metadata after", code);
+    let v = delete(c, DeleteTopicState::default().with_topic_id(id)).await?;
+    c.see("same id again (error, id echoed)", v);
+    let v = delete(c, DeleteTopicState::default()).await?;
+    c.see("neither name nor id", v);
+    Ok(())
+}
+
+/// Metadata v12 of one topic by name.
+async fn metadata_v12(c: &mut Ctx, name: &str) -> anyhow::Result<MetadataResponse> {
+    let req = MetadataRequest::default()
+        .with_topics(Some(vec![
+            MetadataRequestTopic::default().with_name(Some(topic(name))),
+        ]))
+        .with_allow_auto_topic_creation(false);
+    c.call(&req, 12).await
+}
+
+async fn describe_configs_synonyms(c: &mut Ctx) -> anyhow::Result<()> {
+    let t = c.name("t");
+    c.create_topic(&t, 1, &[("retention.ms", "3600000")])
+        .await?;
+    let req = DescribeConfigsRequest::default()
+        .with_include_synonyms(true)
+        .with_resources(vec![
+            DescribeConfigsResource::default()
+                .with_resource_type(2)
+                .with_resource_name(s(&t))
+                .with_configuration_keys(Some(vec![s("retention.ms"), s("cleanup.policy")])),
+        ]);
+    let r = c.call(&req, 4).await?;
+    let x = r.results.first().context("no resource")?;
+    c.see("error", x.error_code);
+    let mut configs: Vec<_> = x.configs.iter().collect();
+    configs.sort_by(|a, b| a.name.cmp(&b.name));
+    for k in configs {
+        let syn: Vec<_> = k
+            .synonyms
+            .iter()
+            .map(|y| {
+                format!(
+                    "{}={} ({})",
+                    y.name.as_str(),
+                    y.value.as_ref().map_or("null", |v| v.as_str()),
+                    y.source
+                )
+            })
+            .collect();
+        c.see(format!("{} synonyms", k.name.as_str()), format!("{syn:?}"));
+        c.see(format!("{} type", k.name.as_str()), k.config_type);
+    }
+    Ok(())
+}
+
+async fn create_topics_with_manual_assignments(c: &mut Ctx) -> anyhow::Result<()> {
+    use kafka_protocol::messages::BrokerId;
+    use kafka_protocol::messages::create_topics_request::CreatableReplicaAssignment;
+    let node = some_node(c).await?;
+    let assign = |n: &[(i32, i32)]| {
+        n.iter()
+            .map(|&(p, b)| {
+                CreatableReplicaAssignment::default()
+                    .with_partition_index(p)
+                    .with_broker_ids(vec![BrokerId(b)])
+            })
+            .collect::<Vec<_>>()
+    };
+    let t = c.name("t");
+    let codes = create(
+        c,
+        vec![creatable(&t, -1, -1, &[]).with_assignments(assign(&[(0, node), (1, node)]))],
+        false,
+    )
+    .await?;
+    c.see("two partitions on the node", format!("{codes:?}"));
+    c.wait_for_leaders(&t, 2).await?;
+    let v = topic_state(c, &t).await?;
+    c.see("metadata", format!("{v:?}"));
+    let u = c.name("u");
+    let codes = create(
+        c,
+        vec![creatable(&u, 2, -1, &[]).with_assignments(assign(&[(0, node), (1, node)]))],
+        false,
+    )
+    .await?;
+    c.see("assignments with a partition count", format!("{codes:?}"));
+    let codes = create(
+        c,
+        vec![creatable(&u, -1, -1, &[]).with_assignments(assign(&[(0, node + 1000)]))],
+        false,
+    )
+    .await?;
+    c.see("an absent broker", format!("{codes:?}"));
+    let codes = create(
+        c,
+        vec![creatable(&u, -1, -1, &[]).with_assignments(assign(&[(0, node), (2, node)]))],
+        false,
+    )
+    .await?;
+    c.see("partition indexes with a hole", format!("{codes:?}"));
+    let v = topic_state(c, &u).await?.0;
+    c.see("refused topic's metadata", v);
+    Ok(())
+}
+
+async fn metadata_by_topic_id(c: &mut Ctx) -> anyhow::Result<()> {
+    let t = c.name("t");
+    c.create_topic(&t, 2, &[]).await?;
+    let r = metadata_v12(c, &t).await?;
+    let id = r.topics.first().context("no topic")?.topic_id;
+    let req = MetadataRequest::default()
+        .with_topics(Some(vec![
+            MetadataRequestTopic::default().with_topic_id(id),
+        ]))
+        .with_allow_auto_topic_creation(false);
+    let r = c.call(&req, 12).await?;
+    let x = r.topics.first().context("no topic")?;
+    c.see(
+        "by id",
+        format!(
+            "error={} name matches={} partitions={}",
+            x.error_code,
+            x.name.as_ref().is_some_and(|n| n.0.as_str() == t),
+            x.partitions.len()
+        ),
+    );
+    let code = delete_topics(c, &[&t]).await?;
+    c.see("delete", format!("{code:?}"));
+    let code = c
+        .wait_until(Duration::from_secs(10), "topic gone", async |c| {
+            let (code, _) = topic_state(c, &t).await?;
+            Ok((code != 0).then_some(code))
+        })
+        .await?;
+    c.see("by name after delete", code);
+    let r = c.call(&req, 12).await?;
+    let x = r.topics.first().context("no topic")?;
+    c.see(
+        "by id after delete",
+        format!("error={} name null={}", x.error_code, x.name.is_none()),
+    );
     Ok(())
 }
