@@ -15,6 +15,17 @@ use tokio::net::TcpStream;
 /// How long a response may take.
 const RESPONSE_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// What [`Client::read_frame_within`] got.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FrameRead {
+    /// A whole response frame (without its size prefix).
+    Frame(Bytes),
+    /// The broker closed the connection (or reset it).
+    Closed,
+    /// Nothing within the time allowed.
+    Silent,
+}
+
 /// A raw Kafka connection.
 #[derive(Debug)]
 pub struct Client {
@@ -58,6 +69,33 @@ impl Client {
         let mut buf = BytesMut::zeroed(len);
         self.stream.read_exact(&mut buf).await.ok()?;
         Some(buf.freeze())
+    }
+
+    /// Writes bytes as they are, without a size prefix (a malformed or
+    /// partial frame of the caller's making).
+    pub async fn write_unframed(&mut self, bytes: &[u8]) -> anyhow::Result<()> {
+        self.stream.write_all(bytes).await?;
+        Ok(())
+    }
+
+    /// Reads one response frame within `within`: the frame, `Closed` when
+    /// the broker closed the connection, `Silent` when nothing came.
+    pub async fn read_frame_within(&mut self, within: Duration) -> FrameRead {
+        let mut size = [0u8; 4];
+        match tokio::time::timeout(within, self.stream.read_exact(&mut size)).await {
+            Err(_) => return FrameRead::Silent,
+            Ok(Err(_)) => return FrameRead::Closed,
+            Ok(Ok(_)) => {}
+        }
+        let Ok(len) = usize::try_from(i32::from_be_bytes(size)) else {
+            return FrameRead::Closed;
+        };
+        let mut buf = BytesMut::zeroed(len);
+        match tokio::time::timeout(within, self.stream.read_exact(&mut buf)).await {
+            Err(_) => FrameRead::Silent,
+            Ok(Err(_)) => FrameRead::Closed,
+            Ok(Ok(_)) => FrameRead::Frame(buf.freeze()),
+        }
     }
 
     /// Encodes a request frame; returns its correlation id.

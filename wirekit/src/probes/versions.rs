@@ -12,14 +12,19 @@ pub fn probes() -> Vec<Probe> {
         "AV-01" => api_versions_ranges,
         "AV-02" => finalized_features,
         "AV-03" => api_versions_v0_and_v3_agree,
+        "AV-04" => invalid_client_software_names,
     ]
 }
 
-async fn api_versions_ranges(c: &mut Ctx) -> anyhow::Result<()> {
-    let req = ApiVersionsRequest::default()
+/// ApiVersions v3 as a client sends it (a valid software name and version).
+fn v3() -> ApiVersionsRequest {
+    ApiVersionsRequest::default()
         .with_client_software_name(s("kaas-wirekit"))
-        .with_client_software_version(s("1"));
-    let r = c.call(&req, 3).await?;
+        .with_client_software_version(s("1"))
+}
+
+async fn api_versions_ranges(c: &mut Ctx) -> anyhow::Result<()> {
+    let r = c.call(&v3(), 3).await?;
     c.see("error", r.error_code);
     let mut keys: Vec<_> = r.api_keys.iter().collect();
     keys.sort_by_key(|k| k.api_key);
@@ -35,7 +40,8 @@ async fn api_versions_ranges(c: &mut Ctx) -> anyhow::Result<()> {
 }
 
 async fn finalized_features(c: &mut Ctx) -> anyhow::Result<()> {
-    let r = c.call(&ApiVersionsRequest::default(), 3).await?;
+    let r = c.call(&v3(), 3).await?;
+    c.see("error", r.error_code);
     let mut f: Vec<_> = r
         .finalized_features
         .iter()
@@ -54,7 +60,7 @@ async fn finalized_features(c: &mut Ctx) -> anyhow::Result<()> {
 
 async fn api_versions_v0_and_v3_agree(c: &mut Ctx) -> anyhow::Result<()> {
     let v0 = c.call(&ApiVersionsRequest::default(), 0).await?;
-    let v3 = c.call(&ApiVersionsRequest::default(), 3).await?;
+    let v3 = c.call(&v3(), 3).await?;
     c.see("v0 error", v0.error_code);
     let same = v0.api_keys.len() == v3.api_keys.len()
         && v0.api_keys.iter().all(|a| {
@@ -65,5 +71,34 @@ async fn api_versions_v0_and_v3_agree(c: &mut Ctx) -> anyhow::Result<()> {
             })
         });
     c.see("v0 and v3 list the same ranges", same);
+    Ok(())
+}
+
+/// KIP-511: the client software name and version must be non-empty and of
+/// letters, digits, '-' and '.', starting and ending with a letter or
+/// digit; otherwise INVALID_REQUEST (42).
+async fn invalid_client_software_names(c: &mut Ctx) -> anyhow::Result<()> {
+    let cases = [
+        ("empty name", "", "1"),
+        ("name with a space", "bad name", "1"),
+        ("name ending in a dash", "client-", "1"),
+        ("name with dots and dashes", "my-client.x", "1.0-rc1"),
+        ("empty version", "kaas-wirekit", ""),
+        ("version with a plus", "kaas-wirekit", "1+2"),
+    ];
+    for (what, name, version) in cases {
+        let req = ApiVersionsRequest::default()
+            .with_client_software_name(s(name))
+            .with_client_software_version(s(version));
+        let r = c.call(&req, 3).await?;
+        c.see(
+            what,
+            format!(
+                "error={} keys listed={}",
+                r.error_code,
+                !r.api_keys.is_empty()
+            ),
+        );
+    }
     Ok(())
 }
