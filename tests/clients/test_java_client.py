@@ -1,9 +1,13 @@
-"""Kafka's own Java client (kafka-clients 3.9.1, scripts/setup-java) against a
-real kaas broker: admin, idempotent produce with each codec, classic
-consumer groups, KIP-848 consumer groups (group.protocol=consumer),
-transactions, zombie fencing, a KIP-447 copier SIGKILLed mid-transaction (and
-one with KIP-848 members that abandons a transaction), and SASL_SSL with
-SCRAM-SHA-256/512 and ACLs.
+"""Kafka's own Java client (kafka-clients 4.4.0 from Maven Central,
+scripts/setup-java) against a real kaas broker: admin, idempotent produce
+with each codec, consumer groups (each with classic and with KIP-848
+members, group.protocol=consumer), KIP-848 incremental rebalances,
+transactions, zombie fencing, a KIP-447 copier SIGKILLed mid-transaction
+(classic and KIP-848 members; and one with KIP-848 members that abandons a
+transaction), and SASL_SSL with SCRAM-SHA-256/512 and ACLs (its group
+members classic and KIP-848). kaas advertises Kafka 3.7's API versions and
+finalizes no transaction.version, so the 4.x producer uses the transaction
+protocol of before KIP-890 part 2.
 
 java/KaasJava.java holds the scenarios; it is compiled once per session
 (javac) and run as `java -cp ... KaasJava SCENARIO key=value...`, one JVM per
@@ -15,11 +19,27 @@ skipped a check fails. The copier's output (and `dump`'s records) are checked
 here.
 
 Each test gets its own broker, with the group flags the other group tests
-use (no initial rebalance delay, 1 s minimum session timeout); the security
-tests share one SASL_SSL broker with the ACL authorizer.
+use (no initial rebalance delay, 1 s minimum session timeout) and a 3 s
+session with 500 ms heartbeats for KIP-848 members (so that a SIGKILLed one
+is fenced as soon as a classic one); the security tests share one SASL_SSL
+broker with the ACL authorizer.
+
+Reference check: with KAFKA_REF_BOOTSTRAP=HOST:PORT the tests that need no
+security run against that broker instead of a fresh kaas (the SASL_SSL ones
+are skipped), e.g. Apache Kafka 4.4.0 started by scripts/kafka-ref with the
+same group settings:
+
+    ./scripts/kafka-ref start --dir /tmp/kref-java --tv 0 \
+        --config group.initial.rebalance.delay.ms=0 \
+        --config group.min.session.timeout.ms=1000 \
+        --config group.consumer.min.session.timeout.ms=3000 \
+        --config group.consumer.session.timeout.ms=3000 \
+        --config group.consumer.min.heartbeat.interval.ms=500 \
+        --config group.consumer.heartbeat.interval.ms=500
 """
 
 import collections
+import os
 import queue
 import subprocess
 import threading
@@ -35,7 +55,13 @@ from security_setup import make_certs, set_user
 HERE = Path(__file__).resolve().parent
 SOURCE = HERE / "java" / "KaasJava.java"
 CLASSPATH_FILE = REPO / "target" / "java" / "classpath"
-GROUP_FLAGS = ("--group-initial-rebalance-delay-ms", "0", "--group-min-session-timeout-ms", "1000")
+GROUP_FLAGS = ("--group-initial-rebalance-delay-ms", "0", "--group-min-session-timeout-ms", "1000",
+               "--group-consumer-session-timeout-ms", "3000",
+               "--group-consumer-heartbeat-interval-ms", "500")
+# Group members of each protocol: classic (JoinGroup/SyncGroup) and KIP-848.
+PROTOCOLS = ("classic", "consumer")
+# An external broker to run the plain-broker tests against (see above).
+REF_BOOTSTRAP = os.environ.get("KAFKA_REF_BOOTSTRAP")
 # Short-lived JVMs start faster with the C1 compiler only.
 JAVA = ["java", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"]
 RUN_TIMEOUT = 180.0
@@ -74,8 +100,15 @@ def run_java(classpath: str, scenario: str, checks: int | None, **args) -> list[
     return lines
 
 
+class External:
+    bootstrap = REF_BOOTSTRAP
+
+
 @pytest.fixture
 def gkaas(request, tmp_path):
+    if REF_BOOTSTRAP:
+        yield External()
+        return
     yield from _serve(request, KaasBroker(data_dir=tmp_path / "data", log_dir=tmp_path / "logs",
                                           extra_args=GROUP_FLAGS))
 
@@ -104,17 +137,21 @@ def test_java_idempotent_produce_with_each_codec_reads_back_exactly_once(
     run_java(classpath, "produce", 34, bootstrap=gkaas.bootstrap, prefix=topic_name())
 
 
+@pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_java_consumer_group_members_share_hand_over_and_resume_from_commits(
-        gkaas, classpath, topic_name):
-    """Two classic-protocol members split 4 partitions (range, 2 each) and read
-    each record once from their own partitions; describeConsumerGroups /
-    listConsumerGroups show the group stable with each member's partitions;
-    deleting it while it has members is refused (GroupNotEmptyException);
-    after both commit (listConsumerGroupOffsets and committed() agree), one
-    leaves and the other takes over at its commits; a new member after both
-    left resumes at the committed offsets; deleteConsumerGroups removes the
-    group and its offsets."""
-    run_java(classpath, "groups", 18, bootstrap=gkaas.bootstrap, prefix=topic_name())
+        gkaas, classpath, topic_name, protocol):
+    """Two members split 4 partitions (range, 2 each: the client's
+    RangeAssignor for classic members, the broker's range assignor,
+    group.remote.assignor, for KIP-848 ones) and read each record once from
+    their own partitions; describeConsumerGroups / listGroups show the group
+    (CLASSIC or CONSUMER) stable with each member's partitions; deleting it
+    while it has members is refused (GroupNotEmptyException); after both
+    commit (listConsumerGroupOffsets and committed() agree), one leaves and
+    the other takes over at its commits; a new member after both left
+    resumes at the committed offsets; deleteConsumerGroups removes the group
+    and its offsets."""
+    run_java(classpath, "groups", 18, bootstrap=gkaas.bootstrap, prefix=topic_name(),
+             protocol=protocol)
 
 
 def test_java_consumer_protocol_members_rebalance_incrementally_commit_and_describe(
@@ -202,20 +239,23 @@ class Copier:
         self.proc.wait()
 
 
+@pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_java_transactional_copier_sigkilled_mid_transaction_copies_every_record_exactly_once(
-        gkaas, classpath, topic_name):
+        gkaas, classpath, topic_name, protocol):
     """KIP-447 consume-transform-produce (sendOffsetsToTransaction with the
     consumer's group metadata): 600 records copied in -> out, one
     transaction per poll of up to 25, by a copier JVM that is SIGKILLed
     twice mid-transaction (once with its copies flushed, once with its
-    offsets sent too) and restarted. read_committed, `out` is `in` copied
-    exactly once, in order per partition; read_uncommitted it holds exactly
-    the killed transactions' copies more; the group's offsets are the input's
-    end offsets."""
+    offsets sent too) and restarted; its group member classic (2 s session)
+    or KIP-848 (the broker's 3 s session: the restarted member is given the
+    partitions once the dead one is fenced). read_committed, `out` is `in`
+    copied exactly once, in order per partition; read_uncommitted it holds
+    exactly the killed transactions' copies more; the group's offsets are
+    the input's end offsets."""
     src, dst, group, txn = topic_name("in"), topic_name("out"), topic_name("group"), topic_name("x")
     run_java(classpath, "seed", 0, bootstrap=gkaas.bootstrap, **{"in": src}, out=dst, n=COPY_N)
     args = dict(bootstrap=gkaas.bootstrap, out=dst, group=group, txn=txn, batch=COPY_BATCH,
-                pause_ms=COPY_PAUSE_MS, **{"in": src})
+                pause_ms=COPY_PAUSE_MS, protocol=protocol, **{"in": src})
     log: list[str] = []
     aborted = []  # copies each killed run left in its open transaction
     copier = None
@@ -288,8 +328,9 @@ def test_java_consumer_protocol_copier_hands_over_an_open_transaction_exactly_on
     offsets and catches up. read_committed, `out` is `in` copied exactly
     once, in order per partition; read_uncommitted it holds exactly the
     abandoned transaction's copies more; the group's offsets are the
-    input's ends. (A SIGKILLed member would hold its partitions for the
-    broker's 45 s consumer session instead: see test_consumer_protocol_confluent.py.)"""
+    input's ends. (A member that leaves hands its partitions over at once;
+    a SIGKILLed one holds them for the broker's consumer session: the
+    SIGKILL test above.)"""
     src, dst, group, txn = topic_name("in"), topic_name("out"), topic_name("group"), topic_name("x")
     run_java(classpath, "seed", 0, bootstrap=gkaas.bootstrap, **{"in": src}, out=dst, n=COPY_N)
     args = dict(bootstrap=gkaas.bootstrap, out=dst, group=group, txn=txn, batch=COPY_BATCH,
@@ -334,6 +375,8 @@ NEW_USER = ("carol", "carol-secret", "SCRAM-SHA-256")
 def secure_java(tmp_path_factory):
     """A kaas with one SASL_SSL listener, the ACL authorizer (super user
     User:admin) and USERS; the KaasJava arguments that reach it."""
+    if REF_BOOTSTRAP:
+        pytest.skip("KAFKA_REF_BOOTSTRAP: the SASL_SSL tests need a kaas of their own")
     root = tmp_path_factory.mktemp("java-security")
     certs = make_certs(root / "certs")
     data = root / "data"
@@ -380,11 +423,14 @@ def test_java_sasl_ssl_admin_acls_scram_credentials_and_authorized_operations(
     run_java(classpath, "secure-admin", 13, prefix=topic_name(), **secure_args)
 
 
-def test_java_sasl_ssl_scram_256_and_512_clients_and_refusals(secure_args, classpath, topic_name):
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_java_sasl_ssl_scram_256_and_512_clients_and_refusals(
+        secure_args, classpath, topic_name, protocol):
     """alice (SCRAM-SHA-512) and sam (SCRAM-SHA-256), with the ACLs they need,
     produce idempotently, commit a transaction and read it all read_committed
-    in a group, committing offsets; mallory, with DESCRIBE only, is refused
-    produce (TopicAuthorizationException), the group (GroupAuthorization-
-    Exception) and a transactional id (TransactionalIdAuthorizationException);
-    a wrong password is a SaslAuthenticationException for each mechanism."""
-    run_java(classpath, "secure-clients", 9, prefix=topic_name(), **secure_args)
+    in a group (classic or KIP-848 members), committing offsets; mallory,
+    with DESCRIBE only, is refused produce (TopicAuthorizationException), the
+    group (GroupAuthorizationException: JoinGroup or ConsumerGroupHeartbeat)
+    and a transactional id (TransactionalIdAuthorizationException); a wrong
+    password is a SaslAuthenticationException for each mechanism."""
+    run_java(classpath, "secure-clients", 9, prefix=topic_name(), protocol=protocol, **secure_args)

@@ -1,5 +1,6 @@
-// Kafka's own Java client (kafka-clients 3.9.1) against a kaas broker: one
-// scenario per run, driven by tests/clients/test_java_client.py.
+// Kafka's own Java client (kafka-clients 4.4.0, from Maven Central through
+// scripts/setup-java) against a kaas broker: one scenario per run, driven by
+// tests/clients/test_java_client.py. No API deprecated in 4.x is used.
 //
 // usage: java -cp CLASSPATH KaasJava SCENARIO key=value...
 //
@@ -12,7 +13,8 @@
 // Scenarios (arguments in test_java_client.py):
 //   admin         topics, configs, partitions, log dirs, the cluster
 //   produce       idempotent produce with each codec, read back
-//   groups        classic consumer groups and the group admin calls
+//   groups        consumer groups (range assignor) and the group admin calls;
+//                 protocol=classic (default) or protocol=consumer (KIP-848)
 //   consumer-protocol  KIP-848 consumer groups (group.protocol=consumer):
 //                 incremental rebalances, commits, the group admin calls
 //   transactions  commit/abort, read_committed vs read_uncommitted, and the
@@ -26,7 +28,8 @@
 //   dump          prints a topic's records and a group's offsets
 //   secure-admin  ACLs, SCRAM credentials, authorized operations (SASL_SSL)
 //   secure-clients  produce and consume over SASL_SSL with SCRAM-SHA-256 and
-//                 -512, a wrong password, and a user without ACLs
+//                 -512, a wrong password, and a user without ACLs (its group
+//                 members classic, or KIP-848 ones with protocol=consumer)
 
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
@@ -54,12 +57,12 @@ import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.Config;
 import org.apache.kafka.clients.admin.ConfigEntry;
 import org.apache.kafka.clients.admin.ConsumerGroupDescription;
-import org.apache.kafka.clients.admin.ConsumerGroupListing;
 import org.apache.kafka.clients.admin.CreateTopicsResult;
 import org.apache.kafka.clients.admin.DescribeClusterOptions;
 import org.apache.kafka.clients.admin.DescribeClusterResult;
 import org.apache.kafka.clients.admin.DescribeTopicsOptions;
-import org.apache.kafka.clients.admin.ListConsumerGroupsOptions;
+import org.apache.kafka.clients.admin.GroupListing;
+import org.apache.kafka.clients.admin.ListGroupsOptions;
 import org.apache.kafka.clients.admin.ListTransactionsOptions;
 import org.apache.kafka.clients.admin.LogDirDescription;
 import org.apache.kafka.clients.admin.MemberDescription;
@@ -76,6 +79,7 @@ import org.apache.kafka.clients.admin.TransactionState;
 import org.apache.kafka.clients.admin.UserScramCredentialDeletion;
 import org.apache.kafka.clients.admin.UserScramCredentialUpsertion;
 import org.apache.kafka.clients.admin.UserScramCredentialsDescription;
+import org.apache.kafka.clients.consumer.CloseOptions;
 import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
@@ -84,7 +88,7 @@ import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
-import org.apache.kafka.common.ConsumerGroupState;
+import org.apache.kafka.common.GroupState;
 import org.apache.kafka.common.GroupType;
 import org.apache.kafka.common.KafkaFuture;
 import org.apache.kafka.common.Node;
@@ -604,17 +608,49 @@ public class KaasJava {
         return out;
     }
 
+    /** Whether the arguments ask for KIP-848 members (protocol=consumer;
+     * protocol=classic, the default, for JoinGroup/SyncGroup ones). */
+    static boolean protocolIsConsumer() {
+        String protocol = arg.getOrDefault("protocol", "classic");
+        if (!protocol.equals("classic") && !protocol.equals("consumer")) {
+            throw new IllegalArgumentException("protocol=" + protocol);
+        }
+        return protocol.equals("consumer");
+    }
+
+    /** A group member's settings `kv`, with group.protocol=consumer added
+     * when the arguments ask for it (protocol=consumer). */
+    static String[] member(String... kv) {
+        if (!protocolIsConsumer()) return kv;
+        String[] out = Arrays.copyOf(kv, kv.length + 2);
+        out[kv.length] = "group.protocol";
+        out[kv.length + 1] = "consumer";
+        return out;
+    }
+
     static Map<Integer, Long> each(long offset) {
         Map<Integer, Long> out = new TreeMap<>();
         for (int p = 0; p < PARTITIONS; p++) out.put(p, offset);
         return out;
     }
 
+    /**
+     * Two members of a consumer group with the range assignor, then a
+     * hand-over, and a new member resuming at the commits. protocol=classic
+     * (the default): JoinGroup/SyncGroup, the client's RangeAssignor;
+     * protocol=consumer: KIP-848 (ConsumerGroupHeartbeat), the broker's range
+     * assignor (group.remote.assignor).
+     */
     static void groups() throws Exception {
         String topic = arg.get("prefix") + "-topic", group = arg.get("prefix") + "-group";
         Set<TopicPartition> everything = new HashSet<>(partitions(topic, PARTITIONS));
-        String[] member = {"group.id", group, "session.timeout.ms", "6000", "heartbeat.interval.ms", "200",
-                "client.id", ""};
+        boolean kip848 = protocolIsConsumer();
+        GroupType type = kip848 ? GroupType.CONSUMER : GroupType.CLASSIC;
+        String[] member = kip848
+                ? new String[] {"group.id", group, "group.protocol", "consumer", "group.remote.assignor", "range",
+                        "client.id", ""}
+                : new String[] {"group.id", group, "session.timeout.ms", "6000", "heartbeat.interval.ms", "200",
+                        "client.id", ""};
         try (Admin a = admin(null)) {
             createTopic(a, topic, PARTITIONS);
             member[7] = "member-a";
@@ -640,16 +676,17 @@ public class KaasJava {
                 ConsumerGroupDescription d = get(a.describeConsumerGroups(List.of(group)).all()).get(group);
                 Map<String, Set<TopicPartition>> assigned = new TreeMap<>();
                 for (MemberDescription m : d.members()) assigned.put(m.clientId(), m.assignment().topicPartitions());
-                same(List.of(ConsumerGroupState.STABLE, "range", Map.of("member-a", ca.assignment(),
+                same(List.of(type, GroupState.STABLE, "range", Map.of("member-a", ca.assignment(),
                                 "member-b", cb.assignment())),
-                        List.of(d.state(), d.partitionAssignor(), assigned),
-                        "describeConsumerGroups: stable, range, each member's partitions");
+                        List.of(d.type(), d.groupState(), d.partitionAssignor(), assigned),
+                        "describeConsumerGroups: its type, stable, range, each member's partitions");
                 same(get(a.describeCluster().controller()).id(), d.coordinator().id(),
                         "describeConsumerGroups: the coordinator");
-                Optional<ConsumerGroupListing> listing = get(a.listConsumerGroups().all()).stream()
-                        .filter(l -> l.groupId().equals(group)).findFirst();
-                same(Optional.of(ConsumerGroupState.STABLE), listing.flatMap(ConsumerGroupListing::state),
-                        "listConsumerGroups: the group, stable");
+                Optional<GroupListing> listing = get(a.listGroups(ListGroupsOptions.forConsumerGroups()).all())
+                        .stream().filter(l -> l.groupId().equals(group)).findFirst();
+                same(List.of(Optional.of(type), Optional.of(GroupState.STABLE)),
+                        List.of(listing.flatMap(GroupListing::type), listing.flatMap(GroupListing::groupState)),
+                        "listGroups (consumer groups): the group, its type, stable");
                 raises(GroupNotEmptyException.class, "deleteConsumerGroups: a group with members is NON_EMPTY_GROUP",
                         () -> get(a.deleteConsumerGroups(List.of(group)).all()));
 
@@ -685,7 +722,8 @@ public class KaasJava {
                 members.remove(ca);
 
                 ConsumerGroupDescription empty = get(a.describeConsumerGroups(List.of(group)).all()).get(group);
-                same(List.of(ConsumerGroupState.EMPTY, 0), List.of(empty.state(), empty.members().size()),
+                same(List.of(type, GroupState.EMPTY, 0),
+                        List.of(empty.type(), empty.groupState(), empty.members().size()),
                         "describeConsumerGroups: empty once both left");
                 same(each(15), committed(a, group, topic), "listConsumerGroupOffsets after the hand-over");
 
@@ -705,11 +743,11 @@ public class KaasJava {
                 members.remove(cc);
 
                 get(a.deleteConsumerGroups(List.of(group)).all());
-                boolean listed = get(a.listConsumerGroups().all()).stream().anyMatch(l -> l.groupId().equals(group));
+                boolean listed = get(a.listGroups().all()).stream().anyMatch(l -> l.groupId().equals(group));
                 same(false, listed, "deleteConsumerGroups: the group is no longer listed");
                 same(Map.of(), committed(a, group, topic), "deleteConsumerGroups: its offsets are gone");
             } finally {
-                for (KafkaConsumer<byte[], byte[]> m : members) m.close(Duration.ZERO);
+                for (KafkaConsumer<byte[], byte[]> m : members) m.close(CloseOptions.timeout(Duration.ZERO));
             }
         }
     }
@@ -773,10 +811,10 @@ public class KaasJava {
     }
 
     static Map<String, GroupType> listed(Admin a, String group, GroupType... types) throws Exception {
-        ListConsumerGroupsOptions o = new ListConsumerGroupsOptions();
+        ListGroupsOptions o = ListGroupsOptions.forConsumerGroups();
         if (types.length > 0) o = o.withTypes(Set.of(types));
         Map<String, GroupType> out = new TreeMap<>();
-        for (ConsumerGroupListing l : get(a.listConsumerGroups(o).all())) {
+        for (GroupListing l : get(a.listGroups(o).all())) {
             if (l.groupId().startsWith(group)) out.put(l.groupId(), l.type().orElse(null));
         }
         return out;
@@ -836,8 +874,8 @@ public class KaasJava {
                         "b joining: a is only revoked partitions, b only assigned", la.changes + " " + lb.changes);
 
                 ConsumerGroupDescription d = get(a.describeConsumerGroups(List.of(group)).all()).get(group);
-                same(List.of(GroupType.CONSUMER, ConsumerGroupState.STABLE, "uniform"),
-                        List.of(d.type(), d.state(), d.partitionAssignor()),
+                same(List.of(GroupType.CONSUMER, GroupState.STABLE, "uniform"),
+                        List.of(d.type(), d.groupState(), d.partitionAssignor()),
                         "describeConsumerGroups: a consumer group, stable, the uniform assignor");
                 same(Map.of("member-a", List.of(la.held, la.held), "member-b", List.of(lb.held, lb.held)),
                         describedMembers(d), "describeConsumerGroups: each member's assignment and target");
@@ -885,12 +923,12 @@ public class KaasJava {
                         .noneMatch(c -> c.startsWith("!")), "no partition was lost", la.changes + " " + lb.changes);
 
                 ConsumerGroupDescription empty = get(a.describeConsumerGroups(List.of(group)).all()).get(group);
-                same(List.of(GroupType.CONSUMER, ConsumerGroupState.EMPTY, 0),
-                        List.of(empty.type(), empty.state(), empty.members().size()),
+                same(List.of(GroupType.CONSUMER, GroupState.EMPTY, 0),
+                        List.of(empty.type(), empty.groupState(), empty.members().size()),
                         "describeConsumerGroups: empty once both left");
                 same(each(17), committed(a, group, topic), "listConsumerGroupOffsets at the end");
             } finally {
-                for (KafkaConsumer<byte[], byte[]> m : members) m.close(Duration.ZERO);
+                for (KafkaConsumer<byte[], byte[]> m : members) m.close(CloseOptions.timeout(Duration.ZERO));
             }
         }
     }
@@ -1076,7 +1114,7 @@ public class KaasJava {
         long pause = Long.parseLong(arg.get("pause_ms"));
         int leaveAfter = Integer.parseInt(arg.getOrDefault("leave_after", "-1"));
         List<TopicPartition> inputs = partitions(in, PARTITIONS);
-        String[] timing = arg.getOrDefault("protocol", "classic").equals("consumer")
+        String[] timing = protocolIsConsumer()
                 ? new String[] {"group.protocol", "consumer"}
                 : new String[] {"session.timeout.ms", "2000", "heartbeat.interval.ms", "300"};
         List<String> conf = new ArrayList<>(List.of("group.id", arg.get("group"),
@@ -1282,7 +1320,8 @@ public class KaasJava {
             t.commitTransaction();
         }
         Set<String> got = new TreeSet<>();
-        try (KafkaConsumer<byte[], byte[]> c = consumer(user, "group.id", group, "isolation.level", "read_committed")) {
+        try (KafkaConsumer<byte[], byte[]> c = consumer(user, member("group.id", group,
+                "isolation.level", "read_committed"))) {
             c.subscribe(List.of(topic));
             until(user + "'s records", TIMEOUT, () -> {
                 for (ConsumerRecord<byte[], byte[]> r : c.poll(Duration.ofMillis(100))) got.add(str(r.value()));
@@ -1315,7 +1354,7 @@ public class KaasJava {
             raises(TopicAuthorizationException.class, "mallory: produce without WRITE",
                     () -> p.send(new ProducerRecord<>(topic, 0, null, bytes("x"))).get());
         }
-        try (KafkaConsumer<byte[], byte[]> c = consumer("mallory", "group.id", group)) {
+        try (KafkaConsumer<byte[], byte[]> c = consumer("mallory", member("group.id", group))) {
             c.subscribe(List.of(topic));
             raises(GroupAuthorizationException.class, "mallory: joining a group without READ",
                     () -> c.poll(TIMEOUT));
