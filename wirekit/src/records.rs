@@ -5,13 +5,13 @@ use anyhow::Context as _;
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::indexmap::IndexMap;
 use kafka_protocol::records::{
-    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions,
-    TimestampType,
+    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
 };
 
 /// One batch to write: its records' keys and values and the producer fields.
 #[derive(Debug, Clone)]
 pub struct Batch {
+    #[allow(clippy::type_complexity)]
     pub records: Vec<(Option<Vec<u8>>, Option<Vec<u8>>)>,
     pub producer_id: i64,
     pub producer_epoch: i16,
@@ -43,7 +43,12 @@ impl Batch {
         let mut b = Batch::values(0);
         b.records = pairs
             .iter()
-            .map(|(k, v)| (Some(k.as_bytes().to_vec()), v.map(|v| v.as_bytes().to_vec())))
+            .map(|(k, v)| {
+                (
+                    Some(k.as_bytes().to_vec()),
+                    v.map(|v| v.as_bytes().to_vec()),
+                )
+            })
             .collect();
         b
     }
@@ -86,8 +91,11 @@ impl Batch {
                 producer_epoch: self.producer_epoch,
                 timestamp_type: TimestampType::Creation,
                 offset: i as i64,
+                // Without a producer the batch's base sequence is -1; the
+                // codec keeps records in one batch only while offset minus
+                // sequence stays constant, so count on from -1.
                 sequence: if self.base_sequence < 0 {
-                    -1
+                    i as i32 - 1
                 } else {
                     self.base_sequence + i as i32
                 },
@@ -122,7 +130,9 @@ pub fn decode(records: Option<&Bytes>) -> anyhow::Result<Vec<Record>> {
     // A fetch may end in a partial batch: decode whole batches only.
     while buf.len() >= 12 {
         let size = i32::from_be_bytes([buf[8], buf[9], buf[10], buf[11]]);
-        let Ok(size) = usize::try_from(size) else { break };
+        let Ok(size) = usize::try_from(size) else {
+            break;
+        };
         if buf.len() < 12 + size {
             break;
         }
