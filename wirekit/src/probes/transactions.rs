@@ -283,8 +283,16 @@ async fn wait_state(c: &mut Ctx, t: &str, state: &str, within: Duration) -> anyh
     .await
 }
 
-/// Ends the transaction and waits for its Complete state (markers written).
-async fn finish(c: &mut Ctx, t: &str, pid: i64, epoch: i16, commit: bool) -> anyhow::Result<i16> {
+/// Ends the transaction and waits for its Complete state and for its
+/// marker on partition 0 of `tp`.
+async fn finish(
+    c: &mut Ctx,
+    t: &str,
+    tp: &str,
+    pid: i64,
+    epoch: i16,
+    commit: bool,
+) -> anyhow::Result<i16> {
     let code = end_v(c, t, pid, epoch, commit, 3).await?;
     if code == 0 {
         let state = if commit {
@@ -293,8 +301,21 @@ async fn finish(c: &mut Ctx, t: &str, pid: i64, epoch: i16, commit: bool) -> any
             "CompleteAbort"
         };
         wait_state(c, t, state, Duration::from_secs(10)).await?;
+        wait_marker(c, tp, 0).await?;
     }
     Ok(code)
+}
+
+/// Waits until the last record of partition `p` of `tp` is a marker (a
+/// transaction's Complete state may be visible a moment before its
+/// markers are readable).
+async fn wait_marker(c: &mut Ctx, tp: &str, p: i32) -> anyhow::Result<()> {
+    let tp = tp.to_owned();
+    c.wait_until(Duration::from_secs(10), "the marker", async |c| {
+        let (_, recs, _, _) = read_p(c, &tp, p, 0, 0).await?;
+        Ok(recs.last().is_some_and(|r| r.control).then_some(()))
+    })
+    .await
 }
 
 /// The fetched records of partition 0 as `value` for data and `COMMIT`/`ABORT`
@@ -377,10 +398,14 @@ async fn mk(c: &mut Ctx, tp: &str, n: i32) -> anyhow::Result<()> {
 }
 
 /// Fences the ongoing transaction of `t` with a noclaim InitProducerId and
-/// waits until its abort completes: the abort's epoch.
-async fn fence(c: &mut Ctx, t: &str) -> anyhow::Result<(i16, i16)> {
+/// waits until its abort completes and its markers are on partitions
+/// `0..n` of `tp`: (the init's error, the abort's epoch).
+async fn fence(c: &mut Ctx, t: &str, tp: &str, n: i32) -> anyhow::Result<(i16, i16)> {
     let r = init_claim(c, t, (-1, -1), 4).await?;
     let epoch = wait_state(c, t, "CompleteAbort", Duration::from_secs(10)).await?;
+    for p in 0..n {
+        wait_marker(c, tp, p).await?;
+    }
     Ok((r.0, epoch))
 }
 
@@ -495,7 +520,7 @@ async fn claim_bump_after_commit_retried_is_not_bumped_twice(c: &mut Ctx) -> any
     let tp = c.name("tp");
     mk(c, &tp, 1).await?;
     let (pid, e) = open(c, &t, &tp, 1, "a").await?;
-    let code = finish(c, &t, pid, e, true).await?;
+    let code = finish(c, &t, &tp, pid, e, true).await?;
     c.see("commit", code);
     let r = init_claim(c, &t, (pid, e), 4).await?;
     c.see("claim (P,e)", rel((r.0, r.1, r.2 - e), pid));
@@ -553,7 +578,7 @@ async fn noclaim_after_abort_bumps(c: &mut Ctx) -> anyhow::Result<()> {
     let tp = c.name("tp");
     mk(c, &tp, 1).await?;
     let (pid, e) = open(c, &t, &tp, 1, "a").await?;
-    let code = finish(c, &t, pid, e, false).await?;
+    let code = finish(c, &t, &tp, pid, e, false).await?;
     c.see("abort", code);
     let r = init_claim(c, &t, (-1, -1), 4).await?;
     c.see("noclaim", rel((r.0, r.1, r.2 - e), pid));
@@ -610,6 +635,7 @@ async fn init_after_abort_waits_for_the_markers(c: &mut Ctx) -> anyhow::Result<(
         "noclaim once the markers are written",
         rel((r.0, r.1, r.2 - e), pid),
     );
+    wait_marker(c, &tp, 0).await?;
     let (vals, _, _, _) = read(c, &tp, 0, 0).await?;
     c.see("log", format!("{vals:?}"));
     Ok(())
@@ -628,7 +654,7 @@ async fn fence_aborts_every_partition_and_retry_bumps_twice(c: &mut Ctx) -> anyh
         let (code, _) = produce_txn(c, &t, &tp, p, (pid, e, 0), 2, "a").await?;
         ensure!(code == 0, "Produce: error {code}");
     }
-    let (code, ae) = fence(c, &t).await?;
+    let (code, ae) = fence(c, &t, &tp, 2).await?;
     c.see("fencing init", code);
     c.see("abort epoch", ae - e);
     for p in 0..2 {
@@ -689,7 +715,7 @@ async fn foreign_claim_mid_ongoing_is_fenced_without_abort(c: &mut Ctx) -> anyho
     c.see("claim (R,2) mid-Ongoing", rel(r, pid));
     let d = describe(c, &t).await?;
     c.see("state after", format!("{} epoch={}", d.1, d.3 - e));
-    let code = finish(c, &t, pid, e, true).await?;
+    let code = finish(c, &t, &tp, pid, e, true).await?;
     c.see("commit still", code);
     Ok(())
 }
@@ -699,7 +725,7 @@ async fn zombie_produce_after_fence_is_invalid_epoch(c: &mut Ctx) -> anyhow::Res
     let tp = c.name("tp");
     mk(c, &tp, 1).await?;
     let (pid, e) = open(c, &t, &tp, 1, "a").await?;
-    fence(c, &t).await?;
+    fence(c, &t, &tp, 1).await?;
     let (_, ne) = init(c, &t).await?;
     c.see("new epoch", ne - e);
     let (code, _) = produce_txn(c, &t, &tp, 0, (pid, e, 1), 1, "z").await?;
@@ -717,7 +743,7 @@ async fn zombie_coordinator_calls_after_fence(c: &mut Ctx) -> anyhow::Result<()>
     let tp = c.name("tp");
     mk(c, &tp, 1).await?;
     let (pid, e) = open(c, &t, &tp, 1, "a").await?;
-    fence(c, &t).await?;
+    fence(c, &t, &tp, 1).await?;
     init(c, &t).await?;
     for v in [1i16, 3] {
         let code = add1(c, &t, pid, e, &tp, v).await?;
@@ -744,7 +770,7 @@ async fn zombie_produce_to_a_new_partition_after_fence(c: &mut Ctx) -> anyhow::R
     let tp = c.name("tp");
     mk(c, &tp, 2).await?;
     let (pid, e) = open(c, &t, &tp, 1, "a").await?;
-    fence(c, &t).await?;
+    fence(c, &t, &tp, 1).await?;
     init(c, &t).await?;
     let (code, _) = produce_txn(c, &t, &tp, 1, (pid, e, 0), 1, "z").await?;
     c.see("zombie Produce to a partition never added", code);
@@ -824,7 +850,7 @@ async fn add_partitions_after_commit_starts_anew(c: &mut Ctx) -> anyhow::Result<
     let tp = c.name("tp");
     mk(c, &tp, 1).await?;
     let (pid, e) = open(c, &t, &tp, 1, "a").await?;
-    finish(c, &t, pid, e, true).await?;
+    finish(c, &t, &tp, pid, e, true).await?;
     let d = describe(c, &t).await?;
     c.see("after commit", format!("{} partitions={}", d.1, d.5.len()));
     let code = add1(c, &t, pid, e, &tp, 3).await?;
@@ -836,7 +862,7 @@ async fn add_partitions_after_commit_starts_anew(c: &mut Ctx) -> anyhow::Result<
         "state",
         format!("{} epoch={} partitions={}", d.1, d.3 - e, d.5.len()),
     );
-    let got = finish(c, &t, pid, e, true).await?;
+    let got = finish(c, &t, &tp, pid, e, true).await?;
     c.see("commit", got);
     let (vals, _, _, _) = read(c, &tp, 0, 1).await?;
     c.see("read_committed", format!("{vals:?}"));
@@ -978,7 +1004,7 @@ async fn verify_only_v4_after_abort(c: &mut Ctx) -> anyhow::Result<()> {
     let tp = c.name("tp");
     mk(c, &tp, 1).await?;
     let (pid, e) = open(c, &t, &tp, 1, "a").await?;
-    finish(c, &t, pid, e, false).await?;
+    finish(c, &t, &tp, pid, e, false).await?;
     let r = verify_only(c, &t, pid, e, &[(&tp, 0)]).await?;
     c.see("verify after abort", format!("top={} {:?}", r.0, r.1));
     let r = verify_only(c, &c.name("absent"), pid, e, &[(&tp, 0)]).await?;
@@ -1154,7 +1180,7 @@ async fn txn_offsets_visible_only_after_commit(c: &mut Ctx) -> anyhow::Result<()
     );
     let got = txn_commit(c, &t, (pid, e), &g, &tp, 9, (-1, "")).await?;
     c.see("TxnOffsetCommit 9", got);
-    finish(c, &t, pid, e, false).await?;
+    finish(c, &t, &tp, pid, e, false).await?;
     let r = offset_fetch(c, &g, &tp, true).await?;
     c.see("after an aborted 9", format!("{r:?}"));
     Ok(())
@@ -1172,7 +1198,7 @@ async fn commit_makes_records_visible_to_read_committed(c: &mut Ctx) -> anyhow::
         "read_committed before",
         format!("{vals:?} hw={hw} lso={lso}"),
     );
-    let got = finish(c, &t, pid, e, true).await?;
+    let got = finish(c, &t, &tp, pid, e, true).await?;
     c.see("commit", got);
     let (vals, _, hw, lso) = read(c, &tp, 0, 1).await?;
     c.see(
@@ -1204,7 +1230,7 @@ async fn abort_hides_records_from_read_committed(c: &mut Ctx) -> anyhow::Result<
     let tp = c.name("tp");
     mk(c, &tp, 1).await?;
     let (pid, e) = open(c, &t, &tp, 3, "a").await?;
-    let got = finish(c, &t, pid, e, false).await?;
+    let got = finish(c, &t, &tp, pid, e, false).await?;
     c.see("abort", got);
     read(c, &tp, 0, 1).await?;
     let p = c.fetch(&tp, 0, 0, 1).await?;
@@ -1239,7 +1265,7 @@ async fn commit_retried_after_commit_is_none(c: &mut Ctx) -> anyhow::Result<()> 
     let tp = c.name("tp");
     mk(c, &tp, 1).await?;
     let (pid, e) = open(c, &t, &tp, 1, "a").await?;
-    let got = finish(c, &t, pid, e, true).await?;
+    let got = finish(c, &t, &tp, pid, e, true).await?;
     c.see("commit", got);
     let got = end_v(c, &t, pid, e, true, 3).await?;
     c.see("commit again", got);
@@ -1255,7 +1281,7 @@ async fn abort_after_commit_is_invalid_txn_state(c: &mut Ctx) -> anyhow::Result<
     let tp = c.name("tp");
     mk(c, &tp, 1).await?;
     let (pid, e) = open(c, &t, &tp, 1, "a").await?;
-    finish(c, &t, pid, e, true).await?;
+    finish(c, &t, &tp, pid, e, true).await?;
     let got = end_v(c, &t, pid, e, false, 3).await?;
     c.see("abort after commit", got);
     let d = describe(c, &t).await?;
@@ -1268,7 +1294,7 @@ async fn end_txn_after_abort(c: &mut Ctx) -> anyhow::Result<()> {
     let tp = c.name("tp");
     mk(c, &tp, 1).await?;
     let (pid, e) = open(c, &t, &tp, 1, "a").await?;
-    finish(c, &t, pid, e, false).await?;
+    finish(c, &t, &tp, pid, e, false).await?;
     let got = end_v(c, &t, pid, e, false, 3).await?;
     c.see("abort again", got);
     let got = end_v(c, &t, pid, e, true, 3).await?;
@@ -1352,6 +1378,7 @@ async fn reaped(c: &mut Ctx, t: &str, tp: &str) -> anyhow::Result<(i64, i16, i16
     let (code, _) = produce_txn(c, t, tp, 0, (pid, e, 0), 2, "a").await?;
     ensure!(code == 0, "Produce: error {code}");
     let ae = wait_state(c, t, "CompleteAbort", Duration::from_secs(20)).await?;
+    wait_marker(c, tp, 0).await?;
     Ok((pid, e, ae))
 }
 
@@ -1480,7 +1507,7 @@ async fn client_markers_with_a_stale_epoch(c: &mut Ctx) -> anyhow::Result<()> {
     c.see("client WriteTxnMarkers at epoch e-1", code);
     let (vals, _, _, _) = read(c, &tp, 0, 0).await?;
     c.see("log after", format!("{vals:?}"));
-    let got = finish(c, &t, pid, e, true).await?;
+    let got = finish(c, &t, &tp, pid, e, true).await?;
     c.see("commit still", got);
     Ok(())
 }
@@ -1513,7 +1540,7 @@ async fn open_transaction_pins_the_lso(c: &mut Ctx) -> anyhow::Result<()> {
     );
     let (vals, _, _, _) = read(c, &tp, 0, 0).await?;
     c.see("read_uncommitted", format!("{vals:?}"));
-    finish(c, &t, pid, e, true).await?;
+    finish(c, &t, &tp, pid, e, true).await?;
     let (vals, _, hw, lso) = read(c, &tp, 0, 1).await?;
     c.see(
         "read_committed after commit",
@@ -1541,14 +1568,14 @@ async fn aborted_range_in_read_committed_fetch(c: &mut Ctx) -> anyhow::Result<()
             == 0,
         "plain Produce refused"
     );
-    finish(c, &t, pid, e, false).await?;
+    finish(c, &t, &tp, pid, e, false).await?;
     ensure!(
         add1(c, &t, pid, e, &tp, 3).await? == 0,
         "AddPartitionsToTxn refused"
     );
     let (code, _) = produce_txn(c, &t, &tp, 0, (pid, e, 2), 1, "y").await?;
     ensure!(code == 0, "second transaction's Produce: error {code}");
-    finish(c, &t, pid, e, true).await?;
+    finish(c, &t, &tp, pid, e, true).await?;
     read(c, &tp, 0, 1).await?;
     for from in [0i64, 2, 5, 6] {
         let p = c.fetch(&tp, 0, from, 1).await?;
@@ -1621,7 +1648,7 @@ async fn abort_marker_fences_the_zombie_on_the_partition(c: &mut Ctx) -> anyhow:
     let tp = c.name("tp");
     mk(c, &tp, 1).await?;
     let (pid, e) = open(c, &t, &tp, 1, "a").await?;
-    let (_, ae) = fence(c, &t).await?;
+    let (_, ae) = fence(c, &t, &tp, 1).await?;
     c.see("abort epoch", ae - e);
     let r = c
         .call(
@@ -1707,7 +1734,7 @@ async fn list_transactions_states(c: &mut Ctx) -> anyhow::Result<()> {
     init(c, &te).await?;
     let (pid_o, _) = open(c, &to, &tp, 1, "a").await?;
     let (pid_c, ec) = open(c, &tc, &tp, 1, "b").await?;
-    finish(c, &tc, pid_c, ec, true).await?;
+    finish(c, &tc, &tp, pid_c, ec, true).await?;
     let r = c.call(&ListTransactionsRequest::default(), 0).await?;
     c.see("error", r.error_code);
     for (name, id, pid) in [
@@ -1803,7 +1830,7 @@ async fn describe_transactions_views(c: &mut Ctx) -> anyhow::Result<()> {
             x.topics.len()
         ),
     );
-    finish(c, &t, pid, e, false).await?;
+    finish(c, &t, &tp, pid, e, false).await?;
     let r = c.call(&req, 0).await?;
     let x = &r.transaction_states[0];
     c.see(
@@ -1873,34 +1900,48 @@ async fn describe_producers_of_an_open_transaction(c: &mut Ctx) -> anyhow::Resul
     };
     let r = c.call(&req, 0).await?;
     c.see("open", format!("{:?}", show(&r)));
-    finish(c, &t, pid, e, true).await?;
+    finish(c, &t, &tp, pid, e, true).await?;
     let r = c.call(&req, 0).await?;
     c.see("committed", format!("{:?}", show(&r)));
     Ok(())
 }
 
+/// A fresh transactional id with partition 0 of `tp` added: (pid, epoch).
+async fn added(c: &mut Ctx, t: &str, tp: &str) -> anyhow::Result<(i64, i16)> {
+    let (pid, e) = init(c, t).await?;
+    let code = add1(c, t, pid, e, tp, 3).await?;
+    ensure!(code == 0, "AddPartitionsToTxn: error {code}");
+    Ok((pid, e))
+}
+
 async fn transactional_produce_needs_a_transactional_id(c: &mut Ctx) -> anyhow::Result<()> {
-    let t = c.name("t");
     let tp = c.name("tp");
     mk(c, &tp, 1).await?;
-    let (pid, e) = init(c, &t).await?;
-    ensure!(
-        add1(c, &t, pid, e, &tp, 3).await? == 0,
-        "AddPartitionsToTxn refused"
-    );
+    let t = c.name("t1");
+    let (pid, e) = added(c, &t, &tp).await?;
     let b = Batch::values(1).transactional(pid, e, 0).encode()?;
-    let r = c.produce_with(&tp, 0, Some(b.clone()), -1, None, 9).await?;
+    let r = c.produce_with(&tp, 0, Some(b), -1, None, 9).await?;
     c.see("transactional batch, null transactional id", r.error_code);
+    let t = c.name("t2");
+    let (pid, e) = added(c, &t, &tp).await?;
+    let b = Batch::values(1).transactional(pid, e, 0).encode()?;
     let r = c
-        .produce_with(&tp, 0, Some(b.clone()), -1, Some(&c.name("other")), 9)
+        .produce_with(&tp, 0, Some(b), -1, Some(&c.name("other")), 9)
         .await?;
     c.see(
-        "transactional batch, another transactional id",
+        "transactional batch, an unknown transactional id",
         r.error_code,
     );
+    let t = c.name("t3");
+    let (pid, e) = added(c, &t, &tp).await?;
     let b = Batch::values(1).transactional(pid, e, -1).encode()?;
     let r = c.produce_with(&tp, 0, Some(b), -1, Some(&t), 9).await?;
     c.see("transactional batch, sequence -1", r.error_code);
+    let b = Batch::values(1).transactional(pid, e, 0).encode()?;
+    let r = c.produce_with(&tp, 0, Some(b), -1, Some(&t), 9).await?;
+    c.see("then sequence 0", r.error_code);
+    let t = c.name("t4");
+    let (pid, e) = added(c, &t, &tp).await?;
     let b = Batch::values(1).transactional(pid, e, 0).encode()?;
     let r = c.produce_with(&tp, 0, Some(b), 1, Some(&t), 9).await?;
     c.see("transactional batch, acks 1", r.error_code);
