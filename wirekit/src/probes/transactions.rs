@@ -99,6 +99,12 @@ pub fn probes() -> Vec<Probe> {
         "TX-03" => describe_transactions_views,
         "TX-04" => describe_producers_of_an_open_transaction,
         "TX-05" => transactional_produce_needs_a_transactional_id,
+        "TX-06" => client_abort_marker_at_a_higher_epoch_fences,
+        "TX-07" => internal_topics_cannot_be_added,
+        "TX-08" => transactional_batch_at_a_future_epoch,
+        "TX-09" => interleaved_transactions_and_the_lso,
+        "TX-10" => fencing_an_offsets_only_transaction,
+        "TX-11" => empty_transaction_still_writes_markers,
     ]
 }
 
@@ -301,28 +307,31 @@ async fn finish(
             "CompleteAbort"
         };
         wait_state(c, t, state, Duration::from_secs(10)).await?;
-        wait_marker(c, tp, 0).await?;
+        wait_marker(c, tp, 0, pid).await?;
     }
     Ok(code)
 }
 
-/// Waits until the last record of partition `p` of `tp` is a marker (a
-/// transaction's Complete state may be visible a moment before its
-/// markers are readable).
-async fn wait_marker(c: &mut Ctx, tp: &str, p: i32) -> anyhow::Result<()> {
+/// Waits until the last record of partition `p` of `tp` is a marker of
+/// `pid` (a transaction's Complete state may be visible a moment before
+/// its markers are readable).
+async fn wait_marker(c: &mut Ctx, tp: &str, p: i32, pid: i64) -> anyhow::Result<()> {
     let tp = tp.to_owned();
     c.wait_until(Duration::from_secs(10), "the marker", async |c| {
         let (_, recs, _, _) = read_p(c, &tp, p, 0, 0).await?;
-        Ok(recs.last().is_some_and(|r| r.control).then_some(()))
+        let last = recs.last();
+        Ok(last
+            .is_some_and(|r| r.control && r.producer_id == pid)
+            .then_some(()))
     })
     .await
 }
 
 /// The fetched records of partition 0 as `value` for data and `COMMIT`/`ABORT`
 /// for control records, read_uncommitted (0) or read_committed (1), with the
-/// high watermark and LSO. A fetch right after an append may stop short of
-/// the bound it reports (Kafka reads up to the bound's cached position):
-/// polls until the records reach the bound (HW, or LSO for read_committed).
+/// high watermark and LSO. A Fetch may answer fewer batches than its bound
+/// allows: reads on from the last record until the records reach the bound
+/// (HW, or LSO for read_committed).
 async fn read(
     c: &mut Ctx,
     tp: &str,
@@ -403,8 +412,9 @@ async fn mk(c: &mut Ctx, tp: &str, n: i32) -> anyhow::Result<()> {
 async fn fence(c: &mut Ctx, t: &str, tp: &str, n: i32) -> anyhow::Result<(i16, i16)> {
     let r = init_claim(c, t, (-1, -1), 4).await?;
     let epoch = wait_state(c, t, "CompleteAbort", Duration::from_secs(10)).await?;
+    let pid = describe(c, t).await?.2;
     for p in 0..n {
-        wait_marker(c, tp, p).await?;
+        wait_marker(c, tp, p, pid).await?;
     }
     Ok((r.0, epoch))
 }
@@ -635,7 +645,7 @@ async fn init_after_abort_waits_for_the_markers(c: &mut Ctx) -> anyhow::Result<(
         "noclaim once the markers are written",
         rel((r.0, r.1, r.2 - e), pid),
     );
-    wait_marker(c, &tp, 0).await?;
+    wait_marker(c, &tp, 0, pid).await?;
     let (vals, _, _, _) = read(c, &tp, 0, 0).await?;
     c.see("log", format!("{vals:?}"));
     Ok(())
@@ -1378,7 +1388,7 @@ async fn reaped(c: &mut Ctx, t: &str, tp: &str) -> anyhow::Result<(i64, i16, i16
     let (code, _) = produce_txn(c, t, tp, 0, (pid, e, 0), 2, "a").await?;
     ensure!(code == 0, "Produce: error {code}");
     let ae = wait_state(c, t, "CompleteAbort", Duration::from_secs(20)).await?;
-    wait_marker(c, tp, 0).await?;
+    wait_marker(c, tp, 0, pid).await?;
     Ok((pid, e, ae))
 }
 
@@ -1509,6 +1519,20 @@ async fn client_markers_with_a_stale_epoch(c: &mut Ctx) -> anyhow::Result<()> {
     c.see("log after", format!("{vals:?}"));
     let got = finish(c, &t, &tp, pid, e, true).await?;
     c.see("commit still", got);
+    // The partition now knows the coordinator's epoch from that marker:
+    // one from a lower coordinator epoch is refused.
+    ensure!(
+        add1(c, &t, pid, e, &tp, 3).await? == 0,
+        "AddPartitionsToTxn refused"
+    );
+    let (code, _) = produce_txn(c, &t, &tp, 0, (pid, e, 1), 1, "b").await?;
+    ensure!(code == 0, "Produce: error {code}");
+    let code = write_markers(c, &tp, pid, e, false, -1).await?;
+    c.see("client WriteTxnMarkers from coordinator epoch -1", code);
+    let got = finish(c, &t, &tp, pid, e, true).await?;
+    c.see("second commit", got);
+    let (vals, _, _, _) = read(c, &tp, 0, 1).await?;
+    c.see("read_committed", format!("{vals:?}"));
     Ok(())
 }
 
@@ -1947,5 +1971,147 @@ async fn transactional_produce_needs_a_transactional_id(c: &mut Ctx) -> anyhow::
     c.see("transactional batch, acks 1", r.error_code);
     let hw = c.fetch(&tp, 0, 0, 0).await?.high_watermark;
     c.see("hw", hw);
+    Ok(())
+}
+
+async fn client_abort_marker_at_a_higher_epoch_fences(c: &mut Ctx) -> anyhow::Result<()> {
+    let t = c.name("t");
+    let tp = c.name("tp");
+    mk(c, &tp, 1).await?;
+    let (pid, e) = open(c, &t, &tp, 1, "a").await?;
+    // The coordinator's epoch as the partition last saw it: none yet.
+    let code = write_markers(c, &tp, pid, e + 1, false, 0).await?;
+    c.see("client ABORT marker at e+1", code);
+    let (vals, _, hw, lso) = read(c, &tp, 0, 1).await?;
+    c.see("read_committed", format!("{vals:?} hw={hw} lso={lso}"));
+    let (code, _) = produce_txn(c, &t, &tp, 0, (pid, e, 1), 1, "z").await?;
+    c.see("Produce at e", code);
+    let d = describe(c, &t).await?;
+    c.see("coordinator state", format!("{} epoch={}", d.1, d.3 - e));
+    let got = end_v(c, &t, pid, e, false, 3).await?;
+    c.see("EndTxn abort at e", got);
+    Ok(())
+}
+
+async fn internal_topics_cannot_be_added(c: &mut Ctx) -> anyhow::Result<()> {
+    let t = c.name("t");
+    let tp = c.name("tp");
+    let g = c.name("g");
+    mk(c, &tp, 1).await?;
+    let (pid, e) = init(c, &t).await?;
+    // Makes sure __consumer_offsets exists on every broker.
+    ensure!(
+        add_offsets(c, &t, pid, e, &g).await? == 0,
+        "AddOffsetsToTxn refused"
+    );
+    let r = add_v(c, &t, pid, e, &[("__consumer_offsets", 0), (&tp, 0)], 3).await?;
+    let shown: Vec<_> = r
+        .iter()
+        .map(|(n, p, code)| format!("{}-{p}={code}", if *n == tp { "t0" } else { n.as_str() }))
+        .collect();
+    c.see("add __consumer_offsets-0 with t0-0", format!("{shown:?}"));
+    let d = describe(c, &t).await?;
+    let has_t0 = d.5.iter().any(|x| x.starts_with(tp.as_str()));
+    c.see("t0 added", has_t0);
+    Ok(())
+}
+
+async fn transactional_batch_at_a_future_epoch(c: &mut Ctx) -> anyhow::Result<()> {
+    let t = c.name("t");
+    let tp = c.name("tp");
+    mk(c, &tp, 2).await?;
+    let (pid, e) = open(c, &t, &tp, 1, "a").await?;
+    let (code, _) = produce_txn(c, &t, &tp, 0, (pid, e + 1, 0), 1, "f").await?;
+    c.see("open partition: batch at e+1 seq 0", code);
+    ensure!(
+        add1(c, &t, pid, e, &tp, 3).await? == 0,
+        "AddPartitionsToTxn refused"
+    );
+    let r = add_v(c, &t, pid, e, &[(&tp, 1)], 3).await?;
+    ensure!(
+        r.iter().all(|x| x.2 == 0),
+        "AddPartitionsToTxn of partition 1: {r:?}"
+    );
+    let (code, _) = produce_txn(c, &t, &tp, 1, (pid, e + 1, 0), 1, "f").await?;
+    c.see("added partition without data: batch at e+1 seq 0", code);
+    let got = end_v(c, &t, pid, e, true, 3).await?;
+    c.see("commit at e", got);
+    Ok(())
+}
+
+async fn interleaved_transactions_and_the_lso(c: &mut Ctx) -> anyhow::Result<()> {
+    let (ta, tb, tp) = (c.name("ta"), c.name("tb"), c.name("tp"));
+    mk(c, &tp, 1).await?;
+    let (pa, ea) = open(c, &ta, &tp, 2, "a").await?;
+    let (pb, eb) = open(c, &tb, &tp, 2, "b").await?;
+    let (code, _) = produce_txn(c, &ta, &tp, 0, (pa, ea, 2), 1, "A").await?;
+    ensure!(code == 0, "Produce: error {code}");
+    let got = finish(c, &tb, &tp, pb, eb, true).await?;
+    c.see("commit b", got);
+    let (vals, _, hw, lso) = read(c, &tp, 0, 1).await?;
+    c.see(
+        "read_committed with a open",
+        format!("{vals:?} hw={hw} lso={lso}"),
+    );
+    let got = finish(c, &ta, &tp, pa, ea, false).await?;
+    c.see("abort a", got);
+    let (vals, _, hw, lso) = read(c, &tp, 0, 1).await?;
+    c.see(
+        "read_committed after",
+        format!("{vals:?} hw={hw} lso={lso}"),
+    );
+    let p = c.fetch(&tp, 0, 0, 1).await?;
+    let aborted: Vec<_> = p
+        .aborted_transactions
+        .iter()
+        .flatten()
+        .map(|a| format!("pid={} first={}", rp(a.producer_id.0, pa), a.first_offset))
+        .collect();
+    c.see("aborted_transactions", format!("{aborted:?}"));
+    Ok(())
+}
+
+async fn fencing_an_offsets_only_transaction(c: &mut Ctx) -> anyhow::Result<()> {
+    let (t, tp, g) = (c.name("t"), c.name("tp"), c.name("g"));
+    mk(c, &tp, 1).await?;
+    let (pid, e) = init(c, &t).await?;
+    let got = add_offsets(c, &t, pid, e, &g).await?;
+    c.see("AddOffsets on Empty", got);
+    let got = txn_commit(c, &t, (pid, e), &g, &tp, 7, (-1, "")).await?;
+    c.see("TxnOffsetCommit", got);
+    let r = init_claim(c, &t, (-1, -1), 4).await?;
+    c.see("fencing init", rel(r, pid));
+    let ae = wait_state(c, &t, "CompleteAbort", Duration::from_secs(10)).await?;
+    c.see("abort epoch", ae - e);
+    let r = offset_fetch(c, &g, &tp, true).await?;
+    c.see("offset after the abort", format!("{r:?}"));
+    let got = txn_commit(c, &t, (pid, e), &g, &tp, 8, (-1, "")).await?;
+    c.see("zombie TxnOffsetCommit", got);
+    Ok(())
+}
+
+async fn empty_transaction_still_writes_markers(c: &mut Ctx) -> anyhow::Result<()> {
+    let (t, tp) = (c.name("t"), c.name("tp"));
+    mk(c, &tp, 1).await?;
+    let (pid, e) = init(c, &t).await?;
+    ensure!(
+        add1(c, &t, pid, e, &tp, 3).await? == 0,
+        "AddPartitionsToTxn refused"
+    );
+    let got = finish(c, &t, &tp, pid, e, true).await?;
+    c.see("commit without data", got);
+    let (vals, recs, hw, lso) = read(c, &tp, 0, 0).await?;
+    c.see("log", format!("{vals:?} hw={hw} lso={lso}"));
+    let m: Vec<_> = recs
+        .iter()
+        .map(|r| {
+            format!(
+                "pid={} epoch={}",
+                rp(r.producer_id, pid),
+                r.producer_epoch - e
+            )
+        })
+        .collect();
+    c.see("marker producer", format!("{m:?}"));
     Ok(())
 }
