@@ -182,7 +182,11 @@ pub fn report(verdicts: &[Verdict]) -> String {
             let _ = writeln!(out, "DIFF     {} {}", v.id, v.name);
         }
         for l in &v.lines {
-            let mark = if l.declared.is_some() { "declared" } else { "DIFFERS " };
+            let mark = if l.declared.is_some() {
+                "declared"
+            } else {
+                "DIFFERS "
+            };
             let _ = writeln!(
                 out,
                 "    {mark} {}: kaas={} | kafka={}",
@@ -264,9 +268,24 @@ mod tests {
     fn a_declared_difference_is_clean_only_for_its_version() {
         let kaas = [outcome("A-1", &[("code", "0"), ("n", "1")])];
         let kafka = [outcome("A-1", &[("code", "3"), ("n", "1")])];
-        assert!(clean(&compare(&kaas, &kafka, &decl("A-1", "code", "4"), "4")));
-        assert!(!clean(&compare(&kaas, &kafka, &decl("A-1", "code", "4"), "3")));
-        assert!(clean(&compare(&kaas, &kafka, &decl("A-1", "co*", "4"), "4")));
+        assert!(clean(&compare(
+            &kaas,
+            &kafka,
+            &decl("A-1", "code", "4"),
+            "4"
+        )));
+        assert!(!clean(&compare(
+            &kaas,
+            &kafka,
+            &decl("A-1", "code", "4"),
+            "3"
+        )));
+        assert!(clean(&compare(
+            &kaas,
+            &kafka,
+            &decl("A-1", "co*", "4"),
+            "4"
+        )));
     }
 
     #[test]

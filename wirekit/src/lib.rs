@@ -92,7 +92,13 @@ pub fn single_report(outcomes: &[Outcome], show: bool) -> String {
     for o in outcomes {
         match &o.error {
             None => {
-                let _ = writeln!(out, "PASS {} {} ({} ms)", o.id, o.name, o.elapsed.as_millis());
+                let _ = writeln!(
+                    out,
+                    "PASS {} {} ({} ms)",
+                    o.id,
+                    o.name,
+                    o.elapsed.as_millis()
+                );
             }
             Some(e) => {
                 let _ = writeln!(out, "FAIL {} {}: {e}", o.id, o.name);
@@ -105,10 +111,6 @@ pub fn single_report(outcomes: &[Outcome], show: bool) -> String {
         }
     }
     let failed = outcomes.iter().filter(|o| o.error.is_some()).count();
-    let _ = writeln!(
-        out,
-        "{} passed, {failed} failed",
-        outcomes.len() - failed
-    );
+    let _ = writeln!(out, "{} passed, {failed} failed", outcomes.len() - failed);
     out
 }

@@ -48,7 +48,13 @@ fn main() -> anyhow::Result<ExitCode> {
         only: a.probe,
         show: a.show,
     };
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
     let (ok, _) = rt.block_on(kaas_wirekit::run_cli(&opts))?;
-    Ok(if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+    Ok(if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }

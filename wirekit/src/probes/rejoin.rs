@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use anyhow::ensure;
 use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
-use kafka_protocol::messages::{AddPartitionsToTxnRequest, EndTxnRequest, ProducerId, TransactionalId};
+use kafka_protocol::messages::{
+    AddPartitionsToTxnRequest, EndTxnRequest, ProducerId, TransactionalId,
+};
 
 use crate::ctx::{Ctx, s, topic};
 use crate::kit::Probe;
@@ -34,7 +36,12 @@ fn rel(got: (i16, i64, i16), base: i64) -> String {
     format!("error={} pid={pid} epoch={}", got.0, got.2)
 }
 
-async fn init(c: &mut Ctx, t: &str, claim: (i64, i16), version: i16) -> anyhow::Result<(i16, i64, i16)> {
+async fn init(
+    c: &mut Ctx,
+    t: &str,
+    claim: (i64, i16),
+    version: i16,
+) -> anyhow::Result<(i16, i64, i16)> {
     c.init_producer_with(Some(t), 60_000, claim, version).await
 }
 
@@ -58,7 +65,13 @@ pub async fn add(c: &mut Ctx, txn: &str, pid: i64, epoch: i16, tp: &str) -> anyh
 }
 
 /// EndTxn v3: its error.
-pub async fn end(c: &mut Ctx, txn: &str, pid: i64, epoch: i16, commit: bool) -> anyhow::Result<i16> {
+pub async fn end(
+    c: &mut Ctx,
+    txn: &str,
+    pid: i64,
+    epoch: i16,
+    commit: bool,
+) -> anyhow::Result<i16> {
     let req = EndTxnRequest::default()
         .with_transactional_id(TransactionalId(s(txn)))
         .with_producer_id(ProducerId(pid))
@@ -70,7 +83,10 @@ pub async fn end(c: &mut Ctx, txn: &str, pid: i64, epoch: i16, commit: bool) -> 
 async fn half_set_claims_are_invalid_request(c: &mut Ctx) -> anyhow::Result<()> {
     let t = c.name("t");
     let r = init(c, &t, (1000, -1), 4).await?;
-    c.see("claim (1000,-1)", format!("error={} pid={} epoch={}", r.0, r.1, r.2));
+    c.see(
+        "claim (1000,-1)",
+        format!("error={} pid={} epoch={}", r.0, r.1, r.2),
+    );
     let r = init(c, &t, (-1, 3), 4).await?;
     c.see("claim (-1,3)", r.0);
     let r = c.init_producer_with(None, 60_000, (-1, 3), 4).await?;
@@ -132,7 +148,10 @@ async fn rejoin_mid_ongoing_answers_concurrent_then_fences(c: &mut Ctx) -> anyho
             Ok((r.0 != 51).then_some(r))
         })
         .await?;
-    c.see("retry after the abort", rel((next.0, next.1, next.2 - epoch), pid));
+    c.see(
+        "retry after the abort",
+        rel((next.0, next.1, next.2 - epoch), pid),
+    );
     let code = add(c, &t, pid, epoch, &tp).await?;
     c.see("old epoch AddPartitionsToTxn", code);
     let code = end(c, &t, pid, epoch, true).await?;
@@ -153,10 +172,14 @@ async fn concurrent_transactions_while_markers_complete(c: &mut Ctx) -> anyhow::
     c.see("EndTxn COMMIT", code);
     // Until the markers land the entry is PrepareCommit: 51, then NONE (a retry).
     let last = c
-        .wait_until(Duration::from_secs(10), "the commit's completion", async |c| {
-            let code = end(c, &t, pid, epoch, true).await?;
-            Ok((code != 51).then_some(code))
-        })
+        .wait_until(
+            Duration::from_secs(10),
+            "the commit's completion",
+            async |c| {
+                let code = end(c, &t, pid, epoch, true).await?;
+                Ok((code != 51).then_some(code))
+            },
+        )
         .await?;
     c.see("EndTxn COMMIT retried until not 51", last);
     Ok(())

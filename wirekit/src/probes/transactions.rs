@@ -1183,6 +1183,7 @@ async fn txn_offsets_visible_only_after_commit(c: &mut Ctx) -> anyhow::Result<()
         })
         .await?;
     c.see("after the marker", format!("{r:?}"));
+    wait_state(c, &t, "CompleteCommit", Duration::from_secs(10)).await?;
     // A second transaction that aborts leaves the offset alone.
     ensure!(
         add_offsets(c, &t, pid, e, &g).await? == 0,
@@ -2083,7 +2084,14 @@ async fn fencing_an_offsets_only_transaction(c: &mut Ctx) -> anyhow::Result<()> 
     c.see("fencing init", rel(r, pid));
     let ae = wait_state(c, &t, "CompleteAbort", Duration::from_secs(10)).await?;
     c.see("abort epoch", ae - e);
-    let r = offset_fetch(c, &g, &tp, true).await?;
+    // The abort marker reaches the offsets partition when the abort
+    // completes; until then the pending offset is unstable (88).
+    let r = c
+        .wait_until(Duration::from_secs(10), "a stable offset", async |c| {
+            let r = offset_fetch(c, &g, &tp, true).await?;
+            Ok((r.1 != 88).then_some(r))
+        })
+        .await?;
     c.see("offset after the abort", format!("{r:?}"));
     let got = txn_commit(c, &t, (pid, e), &g, &tp, 8, (-1, "")).await?;
     c.see("zombie TxnOffsetCommit", got);

@@ -26,7 +26,10 @@ async fn api_versions_ranges(c: &mut Ctx) -> anyhow::Result<()> {
     for k in keys {
         let name = ApiKey::try_from(k.api_key)
             .map_or_else(|_| format!("key {}", k.api_key), |a| format!("{a:?}"));
-        c.see(format!("{name} ({})", k.api_key), format!("{}..={}", k.min_version, k.max_version));
+        c.see(
+            format!("{name} ({})", k.api_key),
+            format!("{}..={}", k.min_version, k.max_version),
+        );
     }
     Ok(())
 }
@@ -56,7 +59,9 @@ async fn api_versions_v0_and_v3_agree(c: &mut Ctx) -> anyhow::Result<()> {
     let same = v0.api_keys.len() == v3.api_keys.len()
         && v0.api_keys.iter().all(|a| {
             v3.api_keys.iter().any(|b| {
-                a.api_key == b.api_key && a.min_version == b.min_version && a.max_version == b.max_version
+                a.api_key == b.api_key
+                    && a.min_version == b.min_version
+                    && a.max_version == b.max_version
             })
         });
     c.see("v0 and v3 list the same ranges", same);
