@@ -105,6 +105,8 @@ pub fn probes() -> Vec<Probe> {
         "TX-09" => interleaved_transactions_and_the_lso,
         "TX-10" => fencing_an_offsets_only_transaction,
         "TX-11" => empty_transaction_still_writes_markers,
+        "TX-12" => add_partitions_v4_from_a_client,
+        "TX-13" => timeout_clock_starts_at_the_first_add,
     ]
 }
 
@@ -2121,5 +2123,71 @@ async fn empty_transaction_still_writes_markers(c: &mut Ctx) -> anyhow::Result<(
         })
         .collect();
     c.see("marker producer", format!("{m:?}"));
+    Ok(())
+}
+
+async fn add_partitions_v4_from_a_client(c: &mut Ctx) -> anyhow::Result<()> {
+    let (t, tp) = (c.name("t"), c.name("tp"));
+    mk(c, &tp, 1).await?;
+    let (pid, e) = init(c, &t).await?;
+    let absent = c.name("absent");
+    let one = |id: &str, pid: i64| {
+        AddPartitionsToTxnTransaction::default()
+            .with_transactional_id(TransactionalId(s(id)))
+            .with_producer_id(ProducerId(pid))
+            .with_producer_epoch(e)
+            .with_verify_only(false)
+            .with_topics(topics_of(&[(&tp, 0)]))
+    };
+    let req = AddPartitionsToTxnRequest::default()
+        .with_transactions(vec![one(&t, pid), one(&absent, pid)]);
+    let r = c.call(&req, 4).await?;
+    let mut per: Vec<_> = r
+        .results_by_transaction
+        .iter()
+        .map(|x| {
+            let codes: Vec<_> = x
+                .topic_results
+                .iter()
+                .flat_map(|y| {
+                    y.results_by_partition
+                        .iter()
+                        .map(|p| p.partition_error_code)
+                })
+                .collect();
+            let who = if x.transactional_id.0.as_str() == t {
+                "t"
+            } else {
+                "absent"
+            };
+            format!("{who}={codes:?}")
+        })
+        .collect();
+    per.sort();
+    c.see(
+        "v4 add (not verify-only)",
+        format!("top={} {per:?}", r.error_code),
+    );
+    let d = describe(c, &t).await?;
+    c.see("state after", format!("{} partitions={}", d.1, d.5.len()));
+    Ok(())
+}
+
+async fn timeout_clock_starts_at_the_first_add(c: &mut Ctx) -> anyhow::Result<()> {
+    let (t, tp) = (c.name("t"), c.name("tp"));
+    mk(c, &tp, 1).await?;
+    let (code, pid, e) = c.init_producer_with(Some(&t), 1000, (-1, -1), 4).await?;
+    ensure!(code == 0, "InitProducerId: error {code}");
+    // Time itself is what this probe is about: longer than the timeout in
+    // Empty, where no transaction runs and nothing expires.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let d = describe(c, &t).await?;
+    c.see("after 2.5 s in Empty", format!("{} epoch={}", d.1, d.3 - e));
+    let got = add1(c, &t, pid, e, &tp, 3).await?;
+    c.see("add", got);
+    let d = describe(c, &t).await?;
+    c.see("right after the add", d.1);
+    let ae = wait_state(c, &t, "CompleteAbort", Duration::from_secs(20)).await?;
+    c.see("then aborted at epoch", ae - e);
     Ok(())
 }
