@@ -69,6 +69,11 @@ pub fn probes() -> Vec<Probe> {
         "CG-30" => commit_during_a_rebalance,
         "CG-31" => protocol_choice_follows_every_member,
         "CG-32" => leave_group_v0_and_unknown_member,
+        "CG-33" => leave_a_static_member_by_instance_id,
+        "CG-34" => join_group_old_versions,
+        "CG-35" => offset_fetch_old_version_and_require_stable,
+        "CG-36" => static_member_heartbeat_with_a_wrong_instance,
+        "CG-37" => delete_groups_v0_batch,
     ]
 }
 
@@ -314,7 +319,7 @@ pub async fn stable_one(c: &mut Ctx) -> anyhow::Result<Stable> {
     stable_member(c, &group, &t).await
 }
 
-async fn stable_member(c: &mut Ctx, group: &str, t: &str) -> anyhow::Result<Stable> {
+pub async fn stable_member(c: &mut Ctx, group: &str, t: &str) -> anyhow::Result<Stable> {
     let r = join(&mut c.client, &Join::new(group, t)).await?;
     ensure!(r.error_code == 0, "JoinGroup: error {}", r.error_code);
     let member = r.member_id.to_string();
@@ -1589,5 +1594,172 @@ async fn leave_group_v0_and_unknown_member(c: &mut Ctx) -> anyhow::Result<()> {
         .with_member_id(s("nobody-0000"));
     let seen = c.call(&req, 0).await?.error_code;
     c.see("v0 unknown group", seen);
+    Ok(())
+}
+
+async fn leave_a_static_member_by_instance_id(c: &mut Ctx) -> anyhow::Result<()> {
+    let group = c.name("g");
+    let t = c.name("t");
+    c.create_topic(&t, 1, &[]).await?;
+    let mut j = Join::new(&group, &t);
+    j.instance = Some("instance-1".to_owned());
+    let r = c.call(&j.request(), 9).await?;
+    ensure!(r.error_code == 0, "JoinGroup: error {}", r.error_code);
+    let m = r.member_id.to_string();
+    let mut sreq = sync_req(&group, r.generation_id, &m, &[(&m, assignment(&t, &[0]))]);
+    sreq.group_instance_id = Some(s("instance-1"));
+    c.call(&sreq, 5).await?;
+    let leave_one = |member: &str, instance: &str| {
+        LeaveGroupRequest::default()
+            .with_group_id(gid(&group))
+            .with_members(vec![
+                MemberIdentity::default()
+                    .with_member_id(s(member))
+                    .with_group_instance_id(Some(s(instance))),
+            ])
+    };
+    let answer = |r: kafka_protocol::messages::LeaveGroupResponse| {
+        format!(
+            "error={} members={:?}",
+            r.error_code,
+            r.members.iter().map(|m| m.error_code).collect::<Vec<_>>()
+        )
+    };
+    let seen = answer(c.call(&leave_one("", "instance-9"), 5).await?);
+    c.see("unknown instance", seen);
+    let seen = answer(c.call(&leave_one("nobody-0000", "instance-1"), 5).await?);
+    c.see("instance with another member id", seen);
+    let d = describe(&mut c.client, &group).await?;
+    c.see("after the refused leaves", described(&d));
+    let seen = answer(c.call(&leave_one("", "instance-1"), 5).await?);
+    c.see("instance without member id", seen);
+    let d = describe(&mut c.client, &group).await?;
+    c.see("after the leave", described(&d));
+    Ok(())
+}
+
+async fn join_group_old_versions(c: &mut Ctx) -> anyhow::Result<()> {
+    let t = c.name("t");
+    c.create_topic(&t, 1, &[]).await?;
+    for v in [0i16, 1, 2, 4, 5, 6, 7, 8] {
+        let group = c.name(&format!("v{v}"));
+        let j = Join::new(&group, &t);
+        let r = c.call(&j.request(), v).await?;
+        let mut line = format!(
+            "error={} member set={} leader is self={}",
+            r.error_code,
+            !r.member_id.is_empty(),
+            r.leader == r.member_id
+        );
+        if r.error_code == 79 {
+            let mut again = j.clone();
+            again.member = r.member_id.to_string();
+            let r = c.call(&again.request(), v).await?;
+            line.push_str(&format!(
+                "; with id error={} leader is self={} members={}",
+                r.error_code,
+                r.leader == r.member_id,
+                r.members.len()
+            ));
+        }
+        c.see(format!("v{v}"), line);
+    }
+    Ok(())
+}
+
+async fn offset_fetch_old_version_and_require_stable(c: &mut Ctx) -> anyhow::Result<()> {
+    let group = c.name("g");
+    let t = c.name("t");
+    c.create_topic(&t, 2, &[]).await?;
+    commit(&mut c.client, &group, -1, "", &[(&t, 0, 8, Some("v"))]).await?;
+    let req = |stable: bool| {
+        OffsetFetchRequest::default()
+            .with_group_id(gid(&group))
+            .with_require_stable(stable)
+            .with_topics(Some(vec![
+                OffsetFetchRequestTopic::default()
+                    .with_name(topic(&t))
+                    .with_partition_indexes(vec![0, 1]),
+            ]))
+    };
+    for (label, v, stable) in [
+        ("v1", 1i16, false),
+        ("v5", 5, false),
+        ("v7 require stable", 7, true),
+    ] {
+        let r = c.call(&req(stable), v).await?;
+        let mut offs: Vec<String> = r
+            .topics
+            .iter()
+            .flat_map(|t| {
+                t.partitions.iter().map(|p| {
+                    format!(
+                        "{}={} {:?} e{}",
+                        p.partition_index,
+                        p.committed_offset,
+                        p.metadata.as_ref().map(|m| m.to_string()),
+                        p.error_code
+                    )
+                })
+            })
+            .collect();
+        offs.sort();
+        c.see(label, format!("error={} {offs:?}", r.error_code));
+    }
+    Ok(())
+}
+
+async fn static_member_heartbeat_with_a_wrong_instance(c: &mut Ctx) -> anyhow::Result<()> {
+    let group = c.name("g");
+    let t = c.name("t");
+    c.create_topic(&t, 1, &[]).await?;
+    let mut j = Join::new(&group, &t);
+    j.instance = Some("instance-1".to_owned());
+    let r = c.call(&j.request(), 9).await?;
+    ensure!(r.error_code == 0, "JoinGroup: error {}", r.error_code);
+    let m = r.member_id.to_string();
+    let generation = r.generation_id;
+    let mut sreq = sync_req(&group, generation, &m, &[(&m, assignment(&t, &[0]))]);
+    sreq.group_instance_id = Some(s("instance-1"));
+    c.call(&sreq, 5).await?;
+    let hb = |instance: Option<&str>| {
+        HeartbeatRequest::default()
+            .with_group_id(gid(&group))
+            .with_generation_id(generation)
+            .with_member_id(s(&m))
+            .with_group_instance_id(instance.map(s))
+    };
+    let seen = c.call(&hb(Some("instance-1")), 4).await?.error_code;
+    c.see("own instance", seen);
+    let seen = c.call(&hb(None), 4).await?.error_code;
+    c.see("no instance", seen);
+    let seen = c.call(&hb(Some("instance-2")), 4).await?.error_code;
+    c.see("another instance", seen);
+    let e = commit(&mut c.client, &group, generation, &m, &[(&t, 0, 1, None)]).await?;
+    c.see("commit without instance", format!("{e:?}"));
+    Ok(())
+}
+
+async fn delete_groups_v0_batch(c: &mut Ctx) -> anyhow::Result<()> {
+    let t = c.name("t");
+    c.create_topic(&t, 1, &[]).await?;
+    let a = c.name("a");
+    let b = c.name("b");
+    commit(&mut c.client, &a, -1, "", &[(&t, 0, 1, None)]).await?;
+    commit(&mut c.client, &b, -1, "", &[(&t, 0, 2, None)]).await?;
+    let req = DeleteGroupsRequest::default().with_groups_names(vec![gid(&a), gid(&b), gid(&a)]);
+    let r = c.call(&req, 0).await?;
+    let mut codes: Vec<String> = r
+        .results
+        .iter()
+        .map(|x| {
+            let who = if x.group_id.0.as_str() == a { "a" } else { "b" };
+            format!("{who}={}", x.error_code)
+        })
+        .collect();
+    codes.sort();
+    c.see("a, b, a", format!("{codes:?}"));
+    let (_, offs) = fetch_offsets(&mut c.client, &a, Some((&t, &[0]))).await?;
+    c.see("a offsets", format!("{offs:?}"));
     Ok(())
 }

@@ -47,6 +47,10 @@ pub fn probes() -> Vec<Probe> {
         "KG-14" => static_member_leaves_and_rejoins,
         "KG-15" => consumer_heartbeat_into_a_classic_group,
         "KG-16" => heartbeat_v1_requires_a_member_id,
+        "KG-17" => list_groups_v5_types_filter,
+        "KG-18" => subscription_to_a_topic_created_later,
+        "KG-19" => server_assignor_range,
+        "KG-20" => describe_v1_member_type,
     ]
 }
 
@@ -969,5 +973,173 @@ async fn heartbeat_v1_requires_a_member_id(c: &mut Ctx) -> anyhow::Result<()> {
         ),
         None => c.see("v1 with a client member id", "connection closed"),
     }
+    Ok(())
+}
+
+async fn list_groups_v5_types_filter(c: &mut Ctx) -> anyhow::Result<()> {
+    let group = c.name("g");
+    let t = c.name("t");
+    c.create_topic(&t, 1, &[]).await?;
+    let Some(_m) = join_until(c, "first", &group, &[&t], 1).await? else {
+        return Ok(());
+    };
+    let classic = c.name("classic");
+    crate::probes::classic_groups::stable_member(c, &classic, &t).await?;
+    for (label, types) in [
+        ("no filter", vec![]),
+        ("consumer", vec!["consumer"]),
+        ("classic", vec!["classic"]),
+        ("Consumer", vec!["Consumer"]),
+        ("share", vec!["share"]),
+    ] {
+        let req =
+            ListGroupsRequest::default().with_types_filter(types.iter().map(|x| s(x)).collect());
+        let r = match c.call(&req, 5).await {
+            Ok(r) => r,
+            Err(_) => {
+                c.see(label, "no answer");
+                c.reconnect().await?;
+                continue;
+            }
+        };
+        let mut mine: Vec<String> = r
+            .groups
+            .iter()
+            .filter(|g| g.group_id.0.as_str() == group || g.group_id.0.as_str() == classic)
+            .map(|g| {
+                format!(
+                    "{} type={} protocol={:?} state={}",
+                    if g.group_id.0.as_str() == group {
+                        "consumer group"
+                    } else {
+                        "classic group"
+                    },
+                    g.group_type.as_str(),
+                    g.protocol_type.as_str(),
+                    g.group_state.as_str()
+                )
+            })
+            .collect();
+        mine.sort();
+        c.see(label, format!("error={} {mine:?}", r.error_code));
+    }
+    Ok(())
+}
+
+async fn subscription_to_a_topic_created_later(c: &mut Ctx) -> anyhow::Result<()> {
+    let group = c.name("g");
+    let t = c.name("later");
+    let Some(m) = join_until(c, "first", &group, &[&t], 0).await? else {
+        return Ok(());
+    };
+    let r = c.client.call(&hb_req(&group, &m), 0).await?;
+    let mut m2 = m.clone();
+    apply(&mut m2, &r);
+    c.see(
+        "before the topic exists",
+        format!("error={} partitions={}", r.error_code, parts(&m2).len()),
+    );
+    let md = MetadataRequest::default()
+        .with_topics(Some(vec![
+            MetadataRequestTopic::default().with_name(Some(topic(&t))),
+        ]))
+        .with_allow_auto_topic_creation(false);
+    let r = c.call(&md, 12).await?;
+    c.see(
+        "topic auto-created by the subscription",
+        r.topics.first().is_some_and(|x| x.error_code == 0),
+    );
+    c.create_topic(&t, 2, &[]).await?;
+    let g = group.clone();
+    let m2 = c
+        .wait_until(
+            Duration::from_secs(10),
+            "the assignment of the new topic",
+            async |c| {
+                if parts(&m2).len() == 2 {
+                    return Ok(Some(m2.clone()));
+                }
+                let r = c.client.call(&hb_req(&g, &m2), 0).await?;
+                ensure!(r.error_code == 0, "heartbeat: error {}", r.error_code);
+                apply(&mut m2, &r);
+                Ok(None)
+            },
+        )
+        .await?;
+    c.see("after creation", format!("{:?}", parts(&m2)));
+    Ok(())
+}
+
+async fn server_assignor_range(c: &mut Ctx) -> anyhow::Result<()> {
+    let group = c.name("g");
+    let t = c.name("t");
+    c.create_topic(&t, 2, &[]).await?;
+    let addr = c.addr.clone();
+    let req = join_req(&group, &[&t]).with_server_assignor(Some(s("range")));
+    let Some(r) = call_hb(&mut c.client, &addr, &req, 0).await? else {
+        c.see("join", "connection closed");
+        return Ok(());
+    };
+    c.see("join error", r.error_code);
+    if r.error_code != 0 {
+        return Ok(());
+    }
+    let mut m = Member::default();
+    apply(&mut m, &r);
+    let g = group.clone();
+    let m = c
+        .wait_until(Duration::from_secs(10), "the assignment", async |c| {
+            if parts(&m).len() == 2 {
+                return Ok(Some(m.clone()));
+            }
+            let r = c.client.call(&hb_req(&g, &m), 0).await?;
+            ensure!(r.error_code == 0, "heartbeat: error {}", r.error_code);
+            apply(&mut m, &r);
+            Ok(None)
+        })
+        .await?;
+    c.see("assigned", format!("{:?}", parts(&m)));
+    let req = ConsumerGroupDescribeRequest::default().with_group_ids(vec![gid(&group)]);
+    let d = c.call(&req, 0).await?;
+    c.see(
+        "assignor",
+        d.groups
+            .first()
+            .map_or(String::new(), |g| g.assignor_name.to_string()),
+    );
+    Ok(())
+}
+
+async fn describe_v1_member_type(c: &mut Ctx) -> anyhow::Result<()> {
+    let group = c.name("g");
+    let t = c.name("t");
+    c.create_topic(&t, 1, &[]).await?;
+    let Some(_m) = join_until(c, "first", &group, &[&t], 1).await? else {
+        return Ok(());
+    };
+    let req = ConsumerGroupDescribeRequest::default().with_group_ids(vec![gid(&group)]);
+    let d = c.call(&req, 1).await?;
+    let g = d.groups.first();
+    c.see("error", g.map_or(-1, |g| g.error_code));
+    c.see(
+        "member types",
+        format!(
+            "{:?}",
+            g.map(|g| g.members.iter().map(|m| m.member_type).collect::<Vec<_>>())
+        ),
+    );
+    let classic = c.name("classic");
+    crate::probes::classic_groups::stable_member(c, &classic, &t).await?;
+    let req = ConsumerGroupDescribeRequest::default().with_group_ids(vec![gid(&classic)]);
+    let d = c.call(&req, 1).await?;
+    let g = d.groups.first();
+    c.see(
+        "a classic group",
+        format!(
+            "error={} message set={}",
+            g.map_or(-1, |g| g.error_code),
+            g.is_some_and(|g| g.error_message.is_some())
+        ),
+    );
     Ok(())
 }
