@@ -74,6 +74,7 @@ pub fn probes() -> Vec<Probe> {
         "CG-35" => offset_fetch_old_version_and_require_stable,
         "CG-36" => static_member_heartbeat_with_a_wrong_instance,
         "CG-37" => delete_groups_v0_batch,
+        "CG-38" => a_pending_member_is_not_described,
     ]
 }
 
@@ -1761,5 +1762,28 @@ async fn delete_groups_v0_batch(c: &mut Ctx) -> anyhow::Result<()> {
     c.see("a, b, a", format!("{codes:?}"));
     let (_, offs) = fetch_offsets(&mut c.client, &a, Some((&t, &[0]))).await?;
     c.see("a offsets", format!("{offs:?}"));
+    Ok(())
+}
+
+async fn a_pending_member_is_not_described(c: &mut Ctx) -> anyhow::Result<()> {
+    let group = c.name("g");
+    let t = c.name("t");
+    let j = Join::new(&group, &t);
+    let r = c.call(&j.request(), 9).await?;
+    c.see("first join", r.error_code);
+    let d = describe(&mut c.client, &group).await?;
+    c.see("after MEMBER_ID_REQUIRED", described(&d));
+    let pending = r.member_id.to_string();
+    let seen = heartbeat(&mut c.client, &group, 0, &pending).await?;
+    c.see("pending member heartbeat", seen);
+    let (top, each) = leave(&mut c.client, &group, &[&pending]).await?;
+    c.see(
+        "pending member leaves",
+        format!("error={top} members={each:?}"),
+    );
+    let mut again = j.clone();
+    again.member = pending;
+    let r = c.call(&again.request(), 9).await?;
+    c.see("join with the id after leaving", r.error_code);
     Ok(())
 }

@@ -15,13 +15,16 @@ use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::offset_commit_request::{
     OffsetCommitRequestPartition, OffsetCommitRequestTopic,
 };
+use kafka_protocol::messages::offset_delete_request::{
+    OffsetDeleteRequestPartition, OffsetDeleteRequestTopic,
+};
 use kafka_protocol::messages::offset_fetch_request::{
     OffsetFetchRequestGroup, OffsetFetchRequestTopics,
 };
 use kafka_protocol::messages::{
     ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse,
     DeleteGroupsRequest, DescribeGroupsRequest, ListGroupsRequest, MetadataRequest,
-    OffsetCommitRequest, OffsetFetchRequest,
+    OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest,
 };
 
 use crate::client::Client;
@@ -51,6 +54,8 @@ pub fn probes() -> Vec<Probe> {
         "KG-18" => subscription_to_a_topic_created_later,
         "KG-19" => server_assignor_range,
         "KG-20" => describe_v1_member_type,
+        "KG-21" => rejoin_with_epoch_zero_and_the_same_member_id,
+        "KG-22" => offset_delete_of_a_subscribed_topic,
     ]
 }
 
@@ -1141,5 +1146,87 @@ async fn describe_v1_member_type(c: &mut Ctx) -> anyhow::Result<()> {
             g.is_some_and(|g| g.error_message.is_some())
         ),
     );
+    Ok(())
+}
+
+async fn rejoin_with_epoch_zero_and_the_same_member_id(c: &mut Ctx) -> anyhow::Result<()> {
+    let group = c.name("g");
+    let t = c.name("t");
+    c.create_topic(&t, 2, &[]).await?;
+    let Some(m) = join_until(c, "first", &group, &[&t], 2).await? else {
+        return Ok(());
+    };
+    // As a client that lost its state: epoch 0, its member id, owns nothing.
+    let req = join_req(&group, &[&t]).with_member_id(s(&m.id));
+    let r = c.client.call(&req, 0).await?;
+    c.see(
+        "rejoin",
+        format!(
+            "error={} same member={} epoch > 0={}",
+            r.error_code,
+            r.member_id.as_ref().is_some_and(|x| x.as_str() == m.id),
+            r.member_epoch > 0
+        ),
+    );
+    let d = describe(c, &group).await?;
+    c.see("described", d);
+    Ok(())
+}
+
+async fn offset_delete_of_a_subscribed_topic(c: &mut Ctx) -> anyhow::Result<()> {
+    let group = c.name("g");
+    let t = c.name("t");
+    let other = c.name("other");
+    c.create_topic(&t, 1, &[]).await?;
+    c.create_topic(&other, 1, &[]).await?;
+    let Some(m) = join_until(c, "first", &group, &[&t], 1).await? else {
+        return Ok(());
+    };
+    for (name, offset) in [(&t, 3i64), (&other, 4)] {
+        let req = OffsetCommitRequest::default()
+            .with_group_id(gid(&group))
+            .with_generation_id_or_member_epoch(m.epoch)
+            .with_member_id(s(&m.id))
+            .with_topics(vec![
+                OffsetCommitRequestTopic::default()
+                    .with_name(topic(name))
+                    .with_partitions(vec![
+                        OffsetCommitRequestPartition::default()
+                            .with_partition_index(0)
+                            .with_committed_offset(offset)
+                            .with_committed_leader_epoch(-1),
+                    ]),
+            ]);
+        let r = c.call(&req, 9).await?;
+        let code = r
+            .topics
+            .first()
+            .and_then(|t| t.partitions.first())
+            .map_or(-1, |p| p.error_code);
+        ensure!(code == 0, "OffsetCommit: error {code}");
+    }
+    for (label, name) in [("subscribed topic", &t), ("unsubscribed topic", &other)] {
+        let req = OffsetDeleteRequest::default()
+            .with_group_id(gid(&group))
+            .with_topics(vec![
+                OffsetDeleteRequestTopic::default()
+                    .with_name(topic(name))
+                    .with_partitions(vec![
+                        OffsetDeleteRequestPartition::default().with_partition_index(0),
+                    ]),
+            ]);
+        let r = c.call(&req, 0).await?;
+        c.see(
+            label,
+            format!(
+                "error={} partitions={:?}",
+                r.error_code,
+                r.topics
+                    .iter()
+                    .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
+                    .collect::<Vec<_>>()
+            ),
+        );
+    }
     Ok(())
 }
