@@ -74,16 +74,35 @@ struct ConformanceArgs {
     /// The policy component (.wasm).
     #[arg(long, required_unless_present = "bootstrap")]
     policy: Option<PathBuf>,
-    /// Probe a live broker at HOST:PORT instead of running vectors.
-    #[arg(long, conflicts_with_all = ["policy", "suite", "expect", "against"])]
+    /// Run the wire test kit (wirekit/) against a live broker at HOST:PORT
+    /// instead of running vectors.
+    #[arg(long, conflicts_with_all = ["policy", "suite", "against"])]
     bootstrap: Option<String>,
+    /// With --bootstrap: run every probe against this broker too (Apache
+    /// Kafka) and print the differences side by side; fails on one that
+    /// --expect does not declare.
+    #[arg(long, requires = "bootstrap")]
+    against_bootstrap: Option<String>,
+    /// With --against-bootstrap: the reference's major version (3 or 4),
+    /// which selects the declarations that apply.
+    #[arg(long, default_value = "4", requires = "against_bootstrap")]
+    kafka_version: String,
+    /// With --bootstrap: only the probes whose id or name starts with this
+    /// (repeatable).
+    #[arg(long, requires = "bootstrap")]
+    probe: Vec<String>,
+    /// With --bootstrap: print every probe's observations.
+    #[arg(long, requires = "bootstrap")]
+    show: bool,
     /// A directory of *.json vector files, or one such file; may be given
     /// more than once (the cases of all, ids unique). Default tests/conformance.
     #[arg(long)]
     suite: Vec<PathBuf>,
     /// The policy's declared differences (JSON: {"policy", "differences":
     /// [{"case", "step", expected fields, "reason"}]}): those steps must
-    /// answer as declared instead of as the suite expects.
+    /// answer as declared instead of as the suite expects. With
+    /// --against-bootstrap: kaas's declared differences from Apache Kafka
+    /// (a file or a directory of them: compat/kafka/differences).
     #[arg(long, conflicts_with = "against")]
     expect: Option<PathBuf>,
     /// The differential report: run every case under --policy and this
@@ -597,13 +616,24 @@ fn conformance_cmd(args: ConformanceArgs) -> anyhow::Result<ExitCode> {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;
-        let results = rt.block_on(conformance::probes::run(&addr))?;
-        print!("{}", conformance::report(&results));
+        let opts = kaas_wirekit::Options {
+            bootstrap: addr,
+            against: args.against_bootstrap,
+            kafka_version: args.kafka_version,
+            expect: args.expect,
+            only: args.probe,
+            show: args.show,
+        };
+        let (passed, lines) = rt.block_on(kaas_wirekit::run_cli(&opts))?;
         if let Some(path) = args.junit {
-            std::fs::write(&path, conformance::junit("wire-probes", &results))
+            let results: Vec<_> = lines
+                .into_iter()
+                .map(|(id, failure)| conformance::CaseResult { id, failure })
+                .collect();
+            std::fs::write(&path, conformance::junit("wire-kit", &results))
                 .with_context(|| format!("writing {}", path.display()))?;
         }
-        return Ok(ok(results.iter().all(|r| r.failure.is_none())));
+        return Ok(ok(passed));
     }
     let policy = args
         .policy

@@ -8,7 +8,6 @@
 pub use kaas_wirekit::client;
 pub mod declared;
 pub mod diff;
-pub mod probes;
 pub mod runner;
 mod show;
 pub mod suite;
