@@ -34,7 +34,20 @@ const CONTRACT: &[(&str, &str, &str)] = &[
 
 async fn kit_runs_with(policy: &str) {
     let dir = tempfile::tempdir().expect("tmp");
-    let broker = Process::spawn_full(dir.path(), policy, &[], &[]);
+    // The timings scripts/test-wire-kit gives both kaas and Apache Kafka.
+    let broker = Process::spawn_full(
+        dir.path(),
+        policy,
+        &[
+            "--group-initial-rebalance-delay-ms",
+            "0",
+            "--group-min-session-timeout-ms",
+            "1000",
+            "--txn-reaper-interval-ms",
+            "1000",
+        ],
+        &[],
+    );
     let probes = kaas_wirekit::probes::all();
     let outcomes = kaas_wirekit::kit::run(&broker.addr, &probes)
         .await
