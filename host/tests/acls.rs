@@ -496,7 +496,7 @@ async fn api_versions_advertises_the_acl_apis_v1_to_v3() {
     let dir = tempfile::tempdir().expect("tmp");
     let b = start(dir.path(), true).await;
     let mut c = Client::connect(&b.addr.to_string()).await;
-    let v = c.call(&ApiVersionsRequest::default(), 3).await;
+    let v = c.call(&support::api_versions_v3(), 3).await;
     for key in [29, 30, 31] {
         let k = v
             .api_keys

@@ -327,7 +327,7 @@ async fn a_produce_over_the_byte_rate_is_throttled_and_its_connection_muted() {
     // The connection is muted: the next request is answered no sooner
     // than the throttle time (a lower bound: a slow machine only adds).
     let started = std::time::Instant::now();
-    let _ = c.call(&ApiVersionsRequest::default(), 3).await;
+    let _ = c.call(&support::api_versions_v3(), 3).await;
     assert!(
         started.elapsed().as_millis() as i32 >= t - 200,
         "answered after {:?}, throttle {t} ms",
@@ -511,7 +511,7 @@ async fn request_percentage_throttles_at_most_one_window() {
         .await;
     assert_eq!(r.throttle_time_ms, 1000);
     // ApiVersions is exempt.
-    let v = c.call(&ApiVersionsRequest::default(), 3).await;
+    let v = c.call(&support::api_versions_v3(), 3).await;
     assert_eq!(v.throttle_time_ms, 0);
     drop(c);
     b.stop().await;

@@ -211,7 +211,7 @@ async fn api_versions_advertises_create_partitions_v0_to_v3() {
     let dir = tempfile::tempdir().expect("tmp");
     let b = InProcess::start(dir.path(), FsyncMode::Always).await;
     let mut c = Client::connect(&b.addr.to_string()).await;
-    let v = c.call(&ApiVersionsRequest::default(), 3).await;
+    let v = c.call(&support::api_versions_v3(), 3).await;
     assert_eq!(v.error_code, NONE);
     let k = v
         .api_keys

@@ -331,7 +331,7 @@ async fn creating_many_partitions_does_not_stall_other_requests() {
         assert!(Instant::now() < deadline, "the creation never began");
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
-    let v = other.call(&ApiVersionsRequest::default(), 3).await;
+    let v = other.call(&support::api_versions_v3(), 3).await;
     assert_eq!(v.error_code, 0);
     assert!(
         !dir.path().join("big-3999").exists(),

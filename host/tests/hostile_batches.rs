@@ -368,7 +368,7 @@ async fn timestamp_lookups_do_not_stall_other_requests() {
 
     let started = Instant::now();
     let mut other = Client::connect(&addr).await;
-    let v = other.call(&ApiVersionsRequest::default(), 3).await;
+    let v = other.call(&support::api_versions_v3(), 3).await;
     let api_versions = started.elapsed();
     assert_eq!(v.error_code, 0);
 

@@ -121,7 +121,7 @@ fn proc_status_kib(field: &str) -> u64 {
 
 async fn served(addr: &str) {
     let mut c = Client::connect(addr).await;
-    let resp = c.call(&ApiVersionsRequest::default(), 3).await;
+    let resp = c.call(&support::api_versions_v3(), 3).await;
     assert_eq!(resp.error_code, 0);
 }
 

@@ -94,7 +94,7 @@ impl Proxy {
 }
 
 async fn api_versions(peers: &Peers, addr: &str) -> Result<ApiVersionsResponse, PeerError> {
-    peers.call(addr, 3, &ApiVersionsRequest::default()).await
+    peers.call(addr, 3, &support::api_versions_v3()).await
 }
 
 #[tokio::test]

@@ -49,7 +49,7 @@ async fn plain_over_handshake_v1_and_authenticate_v0_v1_v2_then_metadata_is_serv
     let (_tmp, b) = start(&[]);
     for version in 0..=2 {
         let mut w = connect(&b).await;
-        let v = w.call(&ApiVersionsRequest::default(), 3).await;
+        let v = w.call(&support::api_versions_v3(), 3).await;
         assert_eq!(v.error_code, 0);
         let h = w.call(&handshake("PLAIN"), 1).await;
         assert_eq!(h.error_code, 0);
@@ -323,7 +323,7 @@ async fn a_client_that_never_finishes_authenticating_is_closed_at_the_timeout() 
     let mut w = connect(&b).await;
     let start = Instant::now();
     loop {
-        match w.try_call(&ApiVersionsRequest::default(), 3).await {
+        match w.try_call(&support::api_versions_v3(), 3).await {
             Some(_) => tokio::time::sleep(Duration::from_millis(50)).await,
             None => break,
         }

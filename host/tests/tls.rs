@@ -55,7 +55,7 @@ async fn an_ssl_listener_serves_api_versions_and_metadata_over_tls() {
         .await
         .expect("TLS handshake");
     let mut w = Wire::new(stream);
-    let v = w.call(&ApiVersionsRequest::default(), 3).await;
+    let v = w.call(&support::api_versions_v3(), 3).await;
     assert_eq!(v.error_code, 0);
     let m = w.call(&metadata(), 12).await;
     assert_eq!(m.brokers.len(), 1);
@@ -88,11 +88,7 @@ async fn silence_garbage_and_plaintext_kafka_bytes_on_the_tls_port_are_closed_an
     b.await_metric(HANDSHAKES_FAILED, 2).await;
     // A plaintext Kafka client.
     let mut w = Wire::tcp(&addr).await;
-    assert!(
-        w.try_call(&ApiVersionsRequest::default(), 3)
-            .await
-            .is_none()
-    );
+    assert!(w.try_call(&support::api_versions_v3(), 3).await.is_none());
     b.await_metric(HANDSHAKES_FAILED, 3).await;
     // A TLS client that does not trust the broker's CA gives up itself.
     let other = Pki::new(&_tmp.path().join("other-pki"));
@@ -100,10 +96,7 @@ async fn silence_garbage_and_plaintext_kafka_bytes_on_the_tls_port_are_closed_an
     b.await_metric(HANDSHAKES_FAILED, 4).await;
     // The broker still serves.
     let mut w = Wire::new(tls_connect(&pki.client(None), &addr).await.unwrap());
-    assert_eq!(
-        w.call(&ApiVersionsRequest::default(), 3).await.error_code,
-        0
-    );
+    assert_eq!(w.call(&support::api_versions_v3(), 3).await.error_code, 0);
 }
 
 #[tokio::test]
@@ -133,22 +126,14 @@ async fn required_client_auth_refuses_a_client_without_a_certificate_and_names_a
     // handshake; the broker's refusal arrives before any answer.
     if let Ok(s) = tls_connect(&pki.client(None), &addr).await {
         let mut w = Wire::new(s);
-        assert!(
-            w.try_call(&ApiVersionsRequest::default(), 3)
-                .await
-                .is_none()
-        );
+        assert!(w.try_call(&support::api_versions_v3(), 3).await.is_none());
     }
     b.await_metric(HANDSHAKES_FAILED, 1).await;
     // A certificate from another CA: refused too.
     let c = mixed_client(&pki, &stranger, "mallory");
     if let Ok(s) = tls_connect(&c, &addr).await {
         let mut w = Wire::new(s);
-        assert!(
-            w.try_call(&ApiVersionsRequest::default(), 3)
-                .await
-                .is_none()
-        );
+        assert!(w.try_call(&support::api_versions_v3(), 3).await.is_none());
     }
     b.await_metric(HANDSHAKES_FAILED, 2).await;
     // CN=alice signed by the broker's CA: served as User:CN=alice.
@@ -190,10 +175,7 @@ async fn a_sasl_ssl_listener_authenticates_scram_end_to_end() {
     );
     let connector = pki.client(None);
     let mut w = Wire::new(tls_connect(&connector, b.addr("SECURE")).await.unwrap());
-    assert_eq!(
-        w.call(&ApiVersionsRequest::default(), 3).await.error_code,
-        0
-    );
+    assert_eq!(w.call(&support::api_versions_v3(), 3).await.error_code, 0);
     let r = scram_login(&mut w, "SCRAM-SHA-512", "alice", "alice-secret").await;
     assert_eq!(r.error_code, 0, "{r:?}");
     assert_eq!(r.session_lifetime_ms, 30_000);

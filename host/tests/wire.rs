@@ -22,7 +22,7 @@ async fn api_versions_advertises_kafka_37_ranges() {
     let dir = tempfile::tempdir().expect("tmp");
     let b = InProcess::start(dir.path(), FsyncMode::Always).await;
     let mut c = Client::connect(&b.addr.to_string()).await;
-    let resp = c.call(&ApiVersionsRequest::default(), 3).await;
+    let resp = c.call(&support::api_versions_v3(), 3).await;
     assert_eq!(resp.error_code, 0);
     let get = |k: ApiKey| {
         resp.api_keys
@@ -105,10 +105,7 @@ async fn bad_frames_close_the_connection_and_the_broker_keeps_serving() {
     .await;
     // The broker still answers.
     let mut ok = Client::connect(&addr).await;
-    assert_eq!(
-        ok.call(&ApiVersionsRequest::default(), 3).await.error_code,
-        0
-    );
+    assert_eq!(ok.call(&support::api_versions_v3(), 3).await.error_code, 0);
     b.stop().await;
 }
 

@@ -166,7 +166,7 @@ pub async fn dispatch(
     let v = req.version;
     match req.body {
         None => Handled::Now(api::api_versions::unsupported()),
-        Some(RequestKind::ApiVersions(_)) => Handled::Now(api::api_versions::handle()),
+        Some(RequestKind::ApiVersions(r)) => Handled::Now(api::api_versions::handle(&r, v)),
         Some(RequestKind::Metadata(r)) if api::metadata::may_create(broker, &r, v) => {
             let session = session.clone();
             off_runtime(

@@ -226,3 +226,13 @@ impl Client {
             .expect("a decodable response, in order")
     }
 }
+
+/// ApiVersions v3 as a client sends it: KIP-511 requires a client
+/// software name and version (an empty one is INVALID_REQUEST).
+pub fn api_versions_v3() -> kafka_protocol::messages::ApiVersionsRequest {
+    kafka_protocol::messages::ApiVersionsRequest::default()
+        .with_client_software_name(kafka_protocol::protocol::StrBytes::from_static_str(
+            "kaas-tests",
+        ))
+        .with_client_software_version(kafka_protocol::protocol::StrBytes::from_static_str("1"))
+}

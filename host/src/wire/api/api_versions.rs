@@ -4,7 +4,7 @@
 //! we speak.
 
 use kafka_protocol::messages::api_versions_response::ApiVersion;
-use kafka_protocol::messages::{ApiVersionsResponse, ResponseKind};
+use kafka_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse, ResponseKind};
 
 use crate::codes;
 use crate::wire::versions::VERSIONS;
@@ -21,7 +21,26 @@ fn table() -> Vec<ApiVersion> {
         .collect()
 }
 
-pub fn handle() -> ResponseKind {
+/// KIP-511: from v3 the client software name and version must each be
+/// `[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?`; a request naming anything
+/// else is INVALID_REQUEST with no API keys (as Kafka answers it).
+fn valid_software(v: &str) -> bool {
+    let b = v.as_bytes();
+    let edge = |c: &u8| c.is_ascii_alphanumeric();
+    b.first().is_some_and(edge)
+        && b.last().is_some_and(edge)
+        && b.iter().all(|c| edge(c) || *c == b'-' || *c == b'.')
+}
+
+pub fn handle(req: &ApiVersionsRequest, version: i16) -> ResponseKind {
+    if version >= 3
+        && !(valid_software(req.client_software_name.as_str())
+            && valid_software(req.client_software_version.as_str()))
+    {
+        return ResponseKind::ApiVersions(
+            ApiVersionsResponse::default().with_error_code(codes::INVALID_REQUEST),
+        );
+    }
     ResponseKind::ApiVersions(
         ApiVersionsResponse::default()
             .with_error_code(codes::NONE)
@@ -35,4 +54,19 @@ pub fn unsupported() -> ResponseKind {
             .with_error_code(codes::UNSUPPORTED_VERSION)
             .with_api_keys(table()),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::valid_software;
+
+    #[test]
+    fn client_software_names_are_checked_as_kip_511_says() {
+        for ok in ["a", "kaas-wirekit", "my-client.x", "1.0-rc1", "A.9"] {
+            assert!(valid_software(ok), "{ok:?}");
+        }
+        for bad in ["", "-a", "a-", ".a", "a.", "bad name", "1+2", "é"] {
+            assert!(!valid_software(bad), "{bad:?}");
+        }
+    }
 }
