@@ -3,8 +3,10 @@
 
 mod support;
 
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
+use support::records::name;
 use support::{Client, InProcess};
 
 use kaas::log::FsyncMode;
@@ -48,5 +50,60 @@ async fn api_versions_v3_refuses_an_invalid_client_software_name_or_version() {
         c.call(&ApiVersionsRequest::default(), 2).await.error_code,
         0
     );
+    b.stop().await;
+}
+
+/// Metadata v12 of topics by name, without auto-creation: (error, id) each.
+async fn metadata_by_name(c: &mut Client, names: &[&str]) -> Vec<(i16, uuid::Uuid)> {
+    let req = MetadataRequest::default()
+        .with_topics(Some(
+            names
+                .iter()
+                .map(|n| MetadataRequestTopic::default().with_name(Some(name(n))))
+                .collect(),
+        ))
+        .with_allow_auto_topic_creation(false);
+    let r = c.call(&req, 12).await;
+    r.topics
+        .iter()
+        .map(|t| (t.error_code, t.topic_id))
+        .collect()
+}
+
+/// AD-07: a name given twice in one CreateTopics is one INVALID_REQUEST
+/// result for that name, and neither entry is created; the other topics
+/// of the request are.
+#[tokio::test]
+async fn create_topics_naming_a_topic_twice_creates_neither() {
+    use kafka_protocol::messages::create_topics_request::CreatableTopic;
+    let dir = tempfile::tempdir().expect("tmp");
+    let b = InProcess::start(dir.path(), FsyncMode::Always).await;
+    let mut c = Client::connect(&b.addr.to_string()).await;
+    let topic = |n: &str, p: i32| {
+        CreatableTopic::default()
+            .with_name(name(n))
+            .with_num_partitions(p)
+            .with_replication_factor(1)
+    };
+    let r = c
+        .call(
+            &CreateTopicsRequest::default().with_topics(vec![
+                topic("twice", 1),
+                topic("twice", 2),
+                topic("other", 1),
+            ]),
+            5,
+        )
+        .await;
+    let got: Vec<_> = r
+        .topics
+        .iter()
+        .map(|t| (t.name.0.to_string(), t.error_code))
+        .collect();
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert!(got.contains(&("twice".into(), 42)), "{got:?}");
+    assert!(got.contains(&("other".into(), 0)), "{got:?}");
+    let md = metadata_by_name(&mut c, &["twice", "other"]).await;
+    assert_eq!((md[0].0, md[1].0), (3, 0));
     b.stop().await;
 }

@@ -30,10 +30,12 @@ use crate::security::Operation;
 pub fn handle(
     broker: &Arc<Broker>,
     session: &Arc<crate::security::Session>,
-    req: CreateTopicsRequest,
+    mut req: CreateTopicsRequest,
     version: i16,
     quota: &mut crate::quota::MutationQuota,
 ) -> ResponseKind {
+    // A name given more than once: none of its entries is looked at.
+    let duplicates = take_duplicates(&mut req.topics);
     // CREATE on the cluster (probe) or on each topic; whether a
     // created topic's configs are shown: DESCRIBE_CONFIGS on it.
     let mut checks = super::Checks::new(broker, session, ApiKey::CreateTopics);
@@ -68,6 +70,7 @@ pub fn handle(
                     .with_error_code(codes::POLICY_VIOLATION)
                     .with_error_message(Some(sb(&msg)))
             })
+            .chain(duplicates)
             .collect();
         return respond(results, version, 0);
     }
@@ -171,8 +174,35 @@ pub fn handle(
                 }
             }
         })
+        .chain(duplicates)
         .collect();
     respond(results, version, quota.throttle_ms())
+}
+
+/// Removes every entry of a name the request gives more than once and
+/// answers each such name once, INVALID_REQUEST (Kafka's controller
+/// creates none of them).
+fn take_duplicates(topics: &mut Vec<CreatableTopic>) -> Vec<CreatableTopicResult> {
+    let mut seen = std::collections::HashSet::new();
+    let mut twice = Vec::new();
+    for t in topics.iter() {
+        if !seen.insert(&t.name) && !twice.contains(&t.name) {
+            twice.push(t.name.clone());
+        }
+    }
+    if twice.is_empty() {
+        return Vec::new();
+    }
+    topics.retain(|t| !twice.contains(&t.name));
+    twice
+        .into_iter()
+        .map(|name| {
+            CreatableTopicResult::default()
+                .with_name(name)
+                .with_error_code(codes::INVALID_REQUEST)
+                .with_error_message(Some(sb("Duplicate topic name.")))
+        })
+        .collect()
 }
 
 /// What a topic of the request asks of its replicas: a factor, or its
@@ -277,6 +307,24 @@ mod tests {
                     })
                     .collect(),
             )
+    }
+
+    #[test]
+    fn a_name_given_twice_is_answered_once_and_not_created() {
+        use kafka_protocol::messages::TopicName;
+        let named = |n: &'static str| {
+            topic(1, 1, &[]).with_name(TopicName(
+                kafka_protocol::protocol::StrBytes::from_static_str(n),
+            ))
+        };
+        let mut topics = vec![named("a"), named("b"), named("a"), named("a")];
+        let answered = take_duplicates(&mut topics);
+        assert_eq!(topics, vec![named("b")]);
+        assert_eq!(answered.len(), 1);
+        assert_eq!(
+            (answered[0].name.0.as_str(), answered[0].error_code),
+            ("a", codes::INVALID_REQUEST)
+        );
     }
 
     #[test]
