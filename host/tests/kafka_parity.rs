@@ -107,3 +107,37 @@ async fn create_topics_naming_a_topic_twice_creates_neither() {
     assert_eq!((md[0].0, md[1].0), (3, 0));
     b.stop().await;
 }
+
+/// DescribeConfigs of one resource: the result.
+async fn describe(
+    c: &mut Client,
+    resource_type: i8,
+    resource: &str,
+    keys: Option<&[&str]>,
+    synonyms: bool,
+) -> describe_configs_response::DescribeConfigsResult {
+    use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+    let req = DescribeConfigsRequest::default()
+        .with_include_synonyms(synonyms)
+        .with_resources(vec![
+            DescribeConfigsResource::default()
+                .with_resource_type(resource_type)
+                .with_resource_name(s(resource))
+                .with_configuration_keys(keys.map(|k| k.iter().map(|k| s(k)).collect())),
+        ]);
+    c.call(&req, 4).await.results.remove(0)
+}
+
+/// AD-14: a topic resource with an empty name is INVALID_TOPIC_EXCEPTION.
+#[tokio::test]
+async fn describe_configs_of_an_empty_topic_name_is_invalid_topic() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let b = InProcess::start(dir.path(), FsyncMode::Always).await;
+    let mut c = Client::connect(&b.addr.to_string()).await;
+    assert_eq!(describe(&mut c, 2, "", None, false).await.error_code, 17);
+    assert_eq!(
+        describe(&mut c, 2, "never", None, false).await.error_code,
+        3
+    );
+    b.stop().await;
+}

@@ -263,6 +263,11 @@ pub fn handle(
                 return base.with_error_code(code).with_error_message(Some(sb(msg)));
             }
             let described = match r.resource_type {
+                TOPIC if !crate::log::valid_topic_name(&name) => {
+                    return base
+                        .with_error_code(codes::INVALID_TOPIC_EXCEPTION)
+                        .with_error_message(Some(sb(&format!("invalid topic name {name:?}"))));
+                }
                 TOPIC => match broker.logs.topic(&name) {
                     None => {
                         return base
