@@ -141,3 +141,87 @@ async fn describe_configs_of_an_empty_topic_name_is_invalid_topic() {
     );
     b.stop().await;
 }
+
+/// AD-15: the broker resource answers Kafka's common broker keys, with
+/// Kafka's defaults where kaas follows them.
+#[tokio::test]
+async fn describe_broker_configs_answers_retention_hours() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let b = InProcess::start(dir.path(), FsyncMode::Always).await;
+    let mut c = Client::connect(&b.addr.to_string()).await;
+    let node = b.broker.config.node_id.to_string();
+    let keys = ["log.retention.hours", "log.retention.ms", "log.roll.hours"];
+    let r = describe(&mut c, 4, &node, Some(&keys), false).await;
+    assert_eq!(r.error_code, 0);
+    let get = |k: &str| {
+        r.configs
+            .iter()
+            .find(|x| x.name.as_str() == k)
+            .map(|x| (x.value.as_ref().map(|v| v.to_string()), x.config_source))
+    };
+    assert_eq!(get("log.retention.hours"), Some((Some("168".into()), 5)));
+    assert_eq!(get("log.roll.hours"), Some((Some("168".into()), 5)));
+    // Kafka's log.retention.ms has no default: null.
+    assert_eq!(get("log.retention.ms"), Some((None, 5)));
+    b.stop().await;
+}
+
+/// AD-34: a topic config's synonyms list a broker name only as Kafka
+/// does: a set topic retention.ms has no default-config synonym (Kafka's
+/// log.retention.ms has no default), cleanup.policy has log.cleanup.policy.
+#[tokio::test]
+async fn describe_topic_config_synonyms_list_what_kafka_lists() {
+    use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+    let dir = tempfile::tempdir().expect("tmp");
+    let b = InProcess::start(dir.path(), FsyncMode::Always).await;
+    let mut c = Client::connect(&b.addr.to_string()).await;
+    let r = c
+        .call(
+            &CreateTopicsRequest::default().with_topics(vec![
+                CreatableTopic::default()
+                    .with_name(name("t"))
+                    .with_num_partitions(1)
+                    .with_replication_factor(1)
+                    .with_configs(vec![
+                        CreatableTopicConfig::default()
+                            .with_name(s("retention.ms"))
+                            .with_value(Some(s("3600000"))),
+                    ]),
+            ]),
+            5,
+        )
+        .await;
+    assert_eq!(r.topics[0].error_code, 0);
+    let r = describe(
+        &mut c,
+        2,
+        "t",
+        Some(&["retention.ms", "cleanup.policy", "segment.ms"]),
+        true,
+    )
+    .await;
+    let synonyms = |k: &str| -> Vec<String> {
+        r.configs
+            .iter()
+            .find(|x| x.name.as_str() == k)
+            .expect("asked key")
+            .synonyms
+            .iter()
+            .map(|y| {
+                format!(
+                    "{}={} ({})",
+                    y.name.as_str(),
+                    y.value.as_ref().map_or("null", |v| v.as_str()),
+                    y.source
+                )
+            })
+            .collect()
+    };
+    assert_eq!(synonyms("retention.ms"), ["retention.ms=3600000 (1)"]);
+    assert_eq!(
+        synonyms("cleanup.policy"),
+        ["log.cleanup.policy=delete (5)"]
+    );
+    assert!(synonyms("segment.ms").is_empty());
+    b.stop().await;
+}

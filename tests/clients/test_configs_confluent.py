@@ -204,11 +204,12 @@ def test_static_broker_defaults_apply_to_topics_and_are_described_with_their_sou
         (f,) = admin.describe_configs([ConfigResource(ResourceType.TOPIC, plain)]).values()
         d = f.result(30)
         e = d["retention.ms"]
-        assert (e.value, e.source) == ("1800000", ConfigSource.STATIC_BROKER_CONFIG.value)
-        # librdkafka asks for synonyms: every layer that sets it, highest first.
-        assert [(s.name, s.value, s.source) for s in e.synonyms.values()] == [
-            ("log.retention.minutes", "30", ConfigSource.STATIC_BROKER_CONFIG.value),
-            ("log.retention.ms", "604800000", ConfigSource.DEFAULT_CONFIG.value)]
+        # As Kafka describes it: the synonyms of log.retention.ms start at
+        # log.retention.ms itself, which is not set (and has no default), so
+        # none is listed and the source is DEFAULT_CONFIG (Kafka's
+        # ConfigHelper drops the synonyms before the config's own name).
+        assert (e.value, e.source) == ("1800000", ConfigSource.DEFAULT_CONFIG.value)
+        assert [(s.name, s.value, s.source) for s in e.synonyms.values()] == []
         assert not e.is_read_only and not e.is_sensitive
         assert d["cleanup.policy"].source == ConfigSource.DEFAULT_CONFIG.value
         assert (d["segment.bytes"].value, d["segment.bytes"].source) == (
@@ -219,9 +220,14 @@ def test_static_broker_defaults_apply_to_topics_and_are_described_with_their_sou
         # The broker's own view: the static default and whether it may change at run time.
         (f,) = admin.describe_configs([ConfigResource(ResourceType.BROKER, "1")]).values()
         d = f.result(30)
-        assert d["log.retention.ms"].value == "1800000"
-        assert d["log.retention.ms"].source == ConfigSource.STATIC_BROKER_CONFIG.value
+        # Each broker name with its own value: log.retention.ms is not set
+        # (null, as on Kafka), log.retention.minutes is.
+        assert d["log.retention.minutes"].value == "30"
+        assert d["log.retention.minutes"].source == ConfigSource.STATIC_BROKER_CONFIG.value
+        assert d["log.retention.ms"].value is None
+        assert d["log.retention.ms"].source == ConfigSource.DEFAULT_CONFIG.value
         assert not d["log.retention.ms"].is_read_only
+        assert d["log.retention.hours"].value == "168"
         assert d["log.message.format.version"].is_read_only
         assert d["num.partitions"].is_read_only
 

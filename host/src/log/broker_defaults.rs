@@ -207,10 +207,76 @@ pub struct Found {
     pub source: Source,
 }
 
-/// Every place topic config `topic` is set, highest priority first: the
-/// topic's override, then each broker name set in the dynamic and the
-/// static layer, then the built-in default (`default`) under the first
-/// broker name (or the topic name when it has none).
+/// Kafka's built-in default of broker name `syns[i]` of a topic config
+/// whose default is `default`, in that name's unit: a config with several
+/// broker names has one only under its last (`log.retention.hours` 168;
+/// `log.retention.ms` and `log.retention.minutes` have none, null).
+fn builtin(syns: &[Synonym], i: usize, default: &str) -> Option<String> {
+    let s = syns.get(i).filter(|_| i + 1 == syns.len())?;
+    if s.scale == 1 {
+        return Some(default.to_string());
+    }
+    default
+        .parse::<i64>()
+        .ok()
+        .map(|v| (v / s.scale).to_string())
+}
+
+/// Kafka's built-in default of broker name `name` (None: null, or not a
+/// broker-level topic default). `default`: the topic config's.
+pub fn builtin_of(name: &str, default: &str) -> Option<String> {
+    let (topic, _) = topic_config_of(name)?;
+    let syns = synonyms(topic);
+    let i = syns.iter().position(|s| s.name == name)?;
+    builtin(syns, i, default)
+}
+
+/// The synonyms of broker name `name` of topic config `topic` as Kafka
+/// lists them: each broker name of the config set in the dynamic layer,
+/// then in the static one, then those with a built-in default; the
+/// entries before the first one named `name` dropped (so with nothing
+/// set, `log.retention.ms` lists nothing: only `log.retention.hours` has a
+/// default).
+pub fn broker_lineage(
+    topic: &str,
+    name: &str,
+    default: &str,
+    dynamic: &Layer,
+    stat: &Layer,
+) -> Vec<Found> {
+    let syns = synonyms(topic);
+    let mut out = Vec::new();
+    for (layer, source) in [
+        (dynamic, Source::DynamicDefaultBroker),
+        (stat, Source::StaticBroker),
+    ] {
+        for s in syns {
+            if let Some(v) = layer.get(s.name) {
+                out.push(Found {
+                    name: s.name.into(),
+                    value: v.clone(),
+                    source,
+                });
+            }
+        }
+    }
+    for (i, s) in syns.iter().enumerate() {
+        if let Some(v) = builtin(syns, i, default) {
+            out.push(Found {
+                name: s.name.into(),
+                value: v,
+                source: Source::Default,
+            });
+        }
+    }
+    let first = out.iter().position(|f| f.name == name).unwrap_or(out.len());
+    out.split_off(first)
+}
+
+/// The synonyms of topic config `topic` as Kafka lists them, highest
+/// priority first: the topic's override, then its first broker name's
+/// [`broker_lineage`]. A config without broker names (such as
+/// `remote.storage.enable`) lists only its override.
 pub fn lineage(
     topic: &str,
     default: &str,
@@ -226,26 +292,9 @@ pub fn lineage(
             source: Source::DynamicTopic,
         });
     }
-    let syns = synonyms(topic);
-    for (layer, source) in [
-        (dynamic, Source::DynamicDefaultBroker),
-        (stat, Source::StaticBroker),
-    ] {
-        for s in syns {
-            if let Some(v) = layer.get(s.name) {
-                out.push(Found {
-                    name: s.name.into(),
-                    value: v.clone(),
-                    source,
-                });
-            }
-        }
+    if let Some(primary) = synonyms(topic).first() {
+        out.extend(broker_lineage(topic, primary.name, default, dynamic, stat));
     }
-    out.push(Found {
-        name: syns.first().map_or(topic, |s| s.name).into(),
-        value: default.into(),
-        source: Source::Default,
-    });
     out
 }
 
@@ -301,6 +350,12 @@ mod tests {
         assert!(!dynamic("num.partitions"));
     }
 
+    fn shape(got: &[Found]) -> Vec<(&str, &str, Source)> {
+        got.iter()
+            .map(|f| (f.name.as_str(), f.value.as_str(), f.source))
+            .collect()
+    }
+
     #[test]
     fn lineage_lists_every_layer_in_priority_order() {
         let o: BTreeMap<String, String> = layer(&[("retention.ms", "1")]);
@@ -311,17 +366,13 @@ mod tests {
             &layer(&[("log.retention.ms", "2")]),
             &layer(&[("log.retention.hours", "3")]),
         );
-        let shape: Vec<(&str, &str, Source)> = got
-            .iter()
-            .map(|f| (f.name.as_str(), f.value.as_str(), f.source))
-            .collect();
         assert_eq!(
-            shape,
+            shape(&got),
             vec![
                 ("retention.ms", "1", Source::DynamicTopic),
                 ("log.retention.ms", "2", Source::DynamicDefaultBroker),
                 ("log.retention.hours", "3", Source::StaticBroker),
-                ("log.retention.ms", "604800000", Source::Default),
+                ("log.retention.hours", "168", Source::Default),
             ]
         );
         let got = lineage(
@@ -331,7 +382,47 @@ mod tests {
             &Layer::new(),
             &Layer::new(),
         );
-        assert_eq!(got.len(), 1);
-        assert_eq!(got[0].name, "remote.storage.enable");
+        assert!(got.is_empty());
+    }
+
+    #[test]
+    fn broker_names_without_a_default_list_nothing_before_their_own_name() {
+        let none = Layer::new();
+        let o: BTreeMap<String, String> = layer(&[("retention.ms", "1")]);
+        // Kafka: only the override; log.retention.ms has no default.
+        let got = lineage("retention.ms", "604800000", Some(&o), &none, &none);
+        assert_eq!(
+            shape(&got),
+            vec![("retention.ms", "1", Source::DynamicTopic)]
+        );
+        let hours = layer(&[("log.retention.hours", "3")]);
+        assert!(lineage("retention.ms", "604800000", None, &none, &hours).is_empty());
+        assert_eq!(
+            shape(&lineage("cleanup.policy", "delete", None, &none, &none)),
+            vec![("log.cleanup.policy", "delete", Source::Default)]
+        );
+        let got = broker_lineage(
+            "retention.ms",
+            "log.retention.hours",
+            "604800000",
+            &none,
+            &hours,
+        );
+        assert_eq!(
+            shape(&got),
+            vec![
+                ("log.retention.hours", "3", Source::StaticBroker),
+                ("log.retention.hours", "168", Source::Default),
+            ]
+        );
+        assert_eq!(
+            builtin_of("log.retention.hours", "604800000").as_deref(),
+            Some("168")
+        );
+        assert_eq!(builtin_of("log.retention.ms", "604800000"), None);
+        assert_eq!(
+            builtin_of("log.roll.jitter.hours", "0").as_deref(),
+            Some("0")
+        );
     }
 }

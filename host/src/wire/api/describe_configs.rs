@@ -23,17 +23,19 @@ use crate::log::broker_defaults::{self, Found, Layer, Source};
 use crate::log::{LogConfig, config_docs, topic_config};
 use crate::security::Operation;
 
+mod flags;
+
 const TOPIC: i8 = 2;
 const BROKER: i8 = 4;
 const BROKER_LOGGER: i8 = 8;
 const TYPE_STRING: i8 = 2;
 const TYPE_INT: i8 = 3;
-const TYPE_BOOLEAN: i8 = 1;
 
 /// One config as the response reports it.
 struct Described {
     name: String,
-    value: String,
+    /// None: null (a broker name without a value or a default).
+    value: Option<String>,
     read_only: bool,
     kind: i8,
     doc: Option<&'static str>,
@@ -102,7 +104,7 @@ fn topic_configs(
             });
             Described {
                 name: d.name.into(),
-                value,
+                value: Some(value),
                 read_only: false,
                 kind: d.kind.code(),
                 doc: config_docs::doc(d.name),
@@ -112,35 +114,43 @@ fn topic_configs(
         .collect()
 }
 
-/// The broker's configs: every broker-level topic default (dynamic ones
-/// alterable on the default resource) and the settings kaas takes from
-/// its flags (read-only).
+/// The broker's configs: every broker name of every topic config (the
+/// first of each alterable on the default resource; `log.retention.hours`
+/// as well as `log.retention.ms`, each with its own value or Kafka's
+/// default, or null) and the settings kaas takes from its flags
+/// (read-only).
 fn broker_configs(broker: &Broker) -> Vec<Described> {
     let c = &broker.config;
     let dynamic = broker.logs.dynamic_defaults();
-    let mut out: Vec<Described> =
-        topic_configs(&broker.logs.defaults(), None, &dynamic, &c.log_overrides)
-            .into_iter()
-            .filter_map(|t| {
-                let primary = broker_defaults::synonyms(&t.name).first()?.name;
-                let lineage: Vec<Found> = t
-                    .lineage
-                    .into_iter()
-                    .filter(|f| f.source != Source::DynamicTopic)
-                    .collect();
-                Some(Described {
-                    name: primary.into(),
-                    value: t.value,
-                    read_only: !broker_defaults::dynamic(primary),
-                    kind: t.kind,
-                    doc: t.doc,
-                    lineage,
-                })
-            })
-            .collect();
+    let stat = &c.log_overrides;
+    let mut out = Vec::new();
+    for t in topic_configs(&broker.logs.defaults(), None, &dynamic, stat) {
+        let Some(def) = topic_config::lookup(&t.name) else {
+            continue;
+        };
+        let syns = broker_defaults::synonyms(&t.name);
+        for (i, syn) in syns.iter().enumerate() {
+            let lineage =
+                broker_defaults::broker_lineage(&t.name, syn.name, def.default, &dynamic, stat);
+            // A config with one broker name: its value as the log applies it.
+            let value = if syns.len() == 1 {
+                t.value.clone()
+            } else {
+                lineage.first().map(|f| f.value.clone())
+            };
+            out.push(Described {
+                name: syn.name.into(),
+                value,
+                read_only: !broker_defaults::dynamic(syn.name),
+                kind: if syn.scale == 1 { t.kind } else { TYPE_INT },
+                doc: if i == 0 { t.doc } else { None },
+                lineage,
+            });
+        }
+    }
     let flag = |name: &str, value: String, kind: i8, doc: &'static str| Described {
         name: name.into(),
-        value: value.clone(),
+        value: Some(value.clone()),
         read_only: true,
         kind,
         doc: Some(doc),
@@ -150,22 +160,11 @@ fn broker_configs(broker: &Broker) -> Vec<Described> {
             source: Source::StaticBroker,
         }],
     };
-    out.extend([
-        flag("auto.create.topics.enable", c.auto_create_topics.to_string(), TYPE_BOOLEAN,
-            "Whether a Metadata request creates the unknown topics it names (--no-auto-create-topics)."),
-        flag("default.replication.factor", c.default_replication_factor.to_string(), TYPE_INT,
-            "Replication factor of a topic created without one (--default-replication-factor)."),
-        flag("num.partitions", c.default_partitions.to_string(), TYPE_INT,
-            "Partitions of a topic created without a count (--default-partitions)."),
-        flag("socket.request.max.bytes", c.max_request_bytes.to_string(), TYPE_INT,
-            "Largest request frame; a larger one closes the connection (--max-request-bytes)."),
-        // What the policy is configured with (and so enforces).
-        flag("transaction.max.timeout.ms", broker.txn.limits().max_timeout_ms.to_string(), TYPE_INT,
-            "Longest transaction timeout a producer may ask for (--transaction-max-timeout-ms)."),
-        flag("broker.id", c.node_id.to_string(), TYPE_INT, "This broker's id (--node-id)."),
-        flag("log.dirs", c.data_dir.display().to_string(), TYPE_STRING,
-            "The data directory (--data-dir; the shared volume in cluster mode)."),
-    ]);
+    out.extend(
+        flags::broker_flags(c, broker.txn.limits().max_timeout_ms)
+            .into_iter()
+            .map(|(n, v, k, d)| flag(n, v, k, d)),
+    );
     out
 }
 
@@ -189,7 +188,7 @@ fn default_broker_configs(broker: &Broker) -> Vec<Described> {
                 kind: def.map_or(TYPE_STRING, |d| d.kind.code()),
                 doc: topic.and_then(config_docs::doc),
                 name,
-                value,
+                value: Some(value),
             }
         })
         .collect()
@@ -200,7 +199,7 @@ fn encode(d: Described, version: i16, synonyms: bool, docs: bool) -> DescribeCon
     let source = d.lineage.first().map_or(Source::Default, |f| f.source);
     let mut r = DescribeConfigsResourceResult::default()
         .with_name(sb(&d.name))
-        .with_value(Some(sb(&d.value)))
+        .with_value(d.value.as_deref().map(sb))
         .with_read_only(d.read_only)
         .with_config_source(source as i8)
         .with_is_sensitive(false);
