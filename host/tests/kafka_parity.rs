@@ -225,3 +225,41 @@ async fn describe_topic_config_synonyms_list_what_kafka_lists() {
     assert!(synonyms("segment.ms").is_empty());
     b.stop().await;
 }
+
+/// AD-33: a DeleteTopics v6 entry with both a name and an id, or with
+/// neither, is INVALID_REQUEST and deletes nothing.
+#[tokio::test]
+async fn delete_topics_entry_with_name_and_id_or_neither_is_invalid() {
+    use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
+    let dir = tempfile::tempdir().expect("tmp");
+    let b = InProcess::start(dir.path(), FsyncMode::Always).await;
+    let mut c = Client::connect(&b.addr.to_string()).await;
+    support::records::create(&mut c, "t", 1).await;
+    let id = metadata_by_name(&mut c, &["t"]).await[0].1;
+    assert!(!id.is_nil());
+    let delete = async |c: &mut Client, state: DeleteTopicState| {
+        let r = c
+            .call(&DeleteTopicsRequest::default().with_topics(vec![state]), 6)
+            .await;
+        r.responses
+            .iter()
+            .map(|x| (x.error_code, x.topic_id == id))
+            .collect::<Vec<_>>()
+    };
+    let both = DeleteTopicState::default()
+        .with_name(Some(name("t")))
+        .with_topic_id(id);
+    assert_eq!(delete(&mut c, both).await, [(42, true)]);
+    assert_eq!(
+        metadata_by_name(&mut c, &["t"]).await[0].0,
+        0,
+        "not deleted"
+    );
+    assert_eq!(
+        delete(&mut c, DeleteTopicState::default()).await,
+        [(42, false)]
+    );
+    let by_id = DeleteTopicState::default().with_topic_id(id);
+    assert_eq!(delete(&mut c, by_id).await, [(0, true)]);
+    b.stop().await;
+}

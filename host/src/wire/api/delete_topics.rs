@@ -39,6 +39,13 @@ pub fn handle(
     let responses = names
         .into_iter()
         .map(|(name, id)| {
+            if let Some(msg) = ambiguous(name.as_deref(), id) {
+                return DeletableTopicResult::default()
+                    .with_name(name.map(|n| TopicName(sb(&n))))
+                    .with_topic_id(id)
+                    .with_error_code(codes::INVALID_REQUEST)
+                    .with_error_message(Some(sb(msg)));
+            }
             let name = name.or_else(|| {
                 broker
                     .topic_ids
@@ -100,4 +107,28 @@ pub fn handle(
             .with_responses(responses)
             .with_throttle_time_ms(crate::quota::clamp_ms(quota.throttle_ms())),
     )
+}
+
+/// Why a v6 entry names no single topic: both a name and an id, or
+/// neither (Kafka's controller refuses both, INVALID_REQUEST).
+fn ambiguous(name: Option<&str>, id: uuid::Uuid) -> Option<&'static str> {
+    match (name, id.is_nil()) {
+        (Some(_), false) => Some("You may not specify both topic name and topic id."),
+        (None, true) => Some("Neither topic name nor id were specified."),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ambiguous;
+
+    #[test]
+    fn an_entry_must_name_exactly_one_of_name_and_id() {
+        let id = uuid::Uuid::from_u128(7);
+        assert!(ambiguous(Some("t"), id).is_some());
+        assert!(ambiguous(None, uuid::Uuid::nil()).is_some());
+        assert!(ambiguous(Some("t"), uuid::Uuid::nil()).is_none());
+        assert!(ambiguous(None, id).is_none());
+    }
 }
