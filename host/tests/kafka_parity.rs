@@ -263,3 +263,38 @@ async fn delete_topics_entry_with_name_and_id_or_neither_is_invalid() {
     assert_eq!(delete(&mut c, by_id).await, [(0, true)]);
     b.stop().await;
 }
+
+/// AD-36: Metadata v12 naming a topic by id only resolves the id; once
+/// the topic is deleted the id is UNKNOWN_TOPIC_ID with a null name.
+#[tokio::test]
+async fn metadata_v12_by_topic_id_resolves_the_id() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let b = InProcess::start(dir.path(), FsyncMode::Always).await;
+    let mut c = Client::connect(&b.addr.to_string()).await;
+    support::records::create(&mut c, "t", 2).await;
+    let id = metadata_by_name(&mut c, &["t"]).await[0].1;
+    let by_id = MetadataRequest::default()
+        .with_topics(Some(vec![
+            MetadataRequestTopic::default().with_topic_id(id),
+        ]))
+        .with_allow_auto_topic_creation(false);
+    let r = c.call(&by_id, 12).await;
+    let t = &r.topics[0];
+    assert_eq!(t.error_code, 0);
+    assert_eq!(t.name.as_ref().map(|n| n.0.as_str()), Some("t"));
+    assert_eq!((t.topic_id, t.partitions.len()), (id, 2));
+    let d = c
+        .call(
+            &DeleteTopicsRequest::default().with_topic_names(vec![name("t")]),
+            5,
+        )
+        .await;
+    assert_eq!(d.responses[0].error_code, 0);
+    let r = c.call(&by_id, 12).await;
+    let t = &r.topics[0];
+    assert_eq!(
+        (t.error_code, t.name.is_none(), t.topic_id),
+        (100, true, id)
+    );
+    b.stop().await;
+}

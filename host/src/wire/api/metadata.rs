@@ -90,14 +90,24 @@ pub fn handle(
         },
         Some(list) => {
             let mut auto = AutoCreate::default();
+            // v12: a request naming any topic id is answered by id alone,
+            // its names ignored (KIP-516, as Kafka does).
+            let by_ids = version >= 12 && list.iter().any(|t| !t.topic_id.is_nil());
             let described = list
                 .into_iter()
+                .filter(|rt| !by_ids || !rt.topic_id.is_nil())
                 .map(|rt| {
                     // v10+: a topic may be named by its id alone (KIP-516;
                     // consumers of KIP-848 assignments ask this way).
                     let by_id = || topic_name_of_id(broker, rt.topic_id.as_bytes());
-                    let Some(name) = rt.name.map(|n| n.0.to_string()).or_else(by_id) else {
+                    let name = if by_ids {
+                        by_id()
+                    } else {
+                        rt.name.map(|n| n.0.to_string()).or_else(by_id)
+                    };
+                    let Some(name) = name else {
                         return MetadataResponseTopic::default()
+                            .with_name(None)
                             .with_topic_id(rt.topic_id)
                             .with_error_code(codes::UNKNOWN_TOPIC_ID);
                     };
@@ -115,6 +125,13 @@ pub fn handle(
                         && let Some(t) = broker.logs.topic(&name)
                     {
                         return describe(&t, node);
+                    }
+                    if by_ids {
+                        // Deleted since its id was looked up.
+                        return MetadataResponseTopic::default()
+                            .with_name(None)
+                            .with_topic_id(rt.topic_id)
+                            .with_error_code(codes::UNKNOWN_TOPIC_ID);
                     }
                     let allow = version < 4 || req.allow_auto_topic_creation;
                     if !crate::log::valid_topic_name(&name) {
