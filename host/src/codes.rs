@@ -84,6 +84,16 @@ pub const THROTTLING_QUOTA_EXCEEDED: i16 = 89;
 // Fetch sessions and transaction admin.
 pub const FETCH_SESSION_ID_NOT_FOUND: i16 = 70;
 pub const TRANSACTIONAL_ID_NOT_FOUND: i16 = 105;
+// Replica management (ElectLeaders, reassignments, log dirs) and features.
+pub const REPLICA_NOT_AVAILABLE: i16 = 9;
+pub const LOG_DIR_NOT_FOUND: i16 = 57;
+pub const PREFERRED_LEADER_NOT_AVAILABLE: i16 = 80;
+pub const ELECTION_NOT_NEEDED: i16 = 84;
+pub const NO_REASSIGNMENT_IN_PROGRESS: i16 = 85;
+pub const INVALID_UPDATE_VERSION: i16 = 95;
+// Delegation tokens (kaas issues none).
+pub const DELEGATION_TOKEN_AUTH_DISABLED: i16 = 61;
+pub const DELEGATION_TOKEN_REQUEST_NOT_ALLOWED: i16 = 64;
 
 #[cfg(test)]
 mod tests {
@@ -104,6 +114,40 @@ mod tests {
             (
                 super::MISMATCHED_ENDPOINT_TYPE,
                 ResponseError::MismatchedEndpointType,
+            ),
+        ] {
+            assert_eq!(ResponseError::try_from_code(code), Some(kafka));
+        }
+    }
+
+    #[test]
+    fn replica_management_and_token_codes_are_kafkas() {
+        for (code, kafka) in [
+            (
+                super::REPLICA_NOT_AVAILABLE,
+                ResponseError::ReplicaNotAvailable,
+            ),
+            (super::LOG_DIR_NOT_FOUND, ResponseError::LogDirNotFound),
+            (
+                super::PREFERRED_LEADER_NOT_AVAILABLE,
+                ResponseError::PreferredLeaderNotAvailable,
+            ),
+            (super::ELECTION_NOT_NEEDED, ResponseError::ElectionNotNeeded),
+            (
+                super::NO_REASSIGNMENT_IN_PROGRESS,
+                ResponseError::NoReassignmentInProgress,
+            ),
+            (
+                super::INVALID_UPDATE_VERSION,
+                ResponseError::InvalidUpdateVersion,
+            ),
+            (
+                super::DELEGATION_TOKEN_AUTH_DISABLED,
+                ResponseError::DelegationTokenAuthDisabled,
+            ),
+            (
+                super::DELEGATION_TOKEN_REQUEST_NOT_ALLOWED,
+                ResponseError::DelegationTokenRequestNotAllowed,
             ),
         ] {
             assert_eq!(ResponseError::try_from_code(code), Some(kafka));

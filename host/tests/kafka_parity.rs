@@ -298,3 +298,150 @@ async fn metadata_v12_by_topic_id_resolves_the_id() {
     );
     b.stop().await;
 }
+
+/// AV-01, AD-30, AD-31: the replica-management, feature, token and
+/// client-metrics APIs of 3.7, answered in kaas's model.
+#[tokio::test]
+async fn replica_management_feature_and_token_apis_answer_as_kafka() {
+    use kafka_protocol::messages::alter_partition_reassignments_request::{
+        ReassignablePartition, ReassignableTopic,
+    };
+    use kafka_protocol::messages::alter_replica_log_dirs_request::{
+        AlterReplicaLogDir, AlterReplicaLogDirTopic,
+    };
+    use kafka_protocol::messages::elect_leaders_request::TopicPartitions;
+    use kafka_protocol::messages::update_features_request::FeatureUpdateKey;
+    let dir = tempfile::tempdir().expect("tmp");
+    let b = InProcess::start(dir.path(), FsyncMode::Always).await;
+    let mut c = Client::connect(&b.addr.to_string()).await;
+    let node = b.broker.config.node_id;
+    support::records::create(&mut c, "t", 1).await;
+
+    let av = c.call(&support::api_versions_v3(), 3).await;
+    for (key, lo, hi) in [
+        (43, 0, 2),
+        (45, 0, 0),
+        (46, 0, 0),
+        (57, 0, 1),
+        (74, 0, 0),
+        (34, 1, 2),
+    ] {
+        assert!(
+            av.api_keys
+                .iter()
+                .any(|k| (k.api_key, k.min_version, k.max_version) == (key, lo, hi)),
+            "key {key}"
+        );
+    }
+
+    let elect = |t: &str| {
+        ElectLeadersRequest::default()
+            .with_election_type(0)
+            .with_topic_partitions(Some(vec![
+                TopicPartitions::default()
+                    .with_topic(name(t))
+                    .with_partitions(vec![0]),
+            ]))
+    };
+    let codes = |r: &ElectLeadersResponse| {
+        r.replica_election_results
+            .iter()
+            .flat_map(|x| x.partition_result.iter().map(|p| p.error_code))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(codes(&c.call(&elect("t"), 1).await), [84]);
+    assert_eq!(codes(&c.call(&elect("never"), 1).await), [3]);
+    let all = c
+        .call(
+            &ElectLeadersRequest::default().with_topic_partitions(None),
+            2,
+        )
+        .await;
+    assert!(all.replica_election_results.is_empty());
+
+    let list = c
+        .call(
+            &ListPartitionReassignmentsRequest::default().with_topics(None),
+            0,
+        )
+        .await;
+    assert_eq!((list.error_code, list.topics.len()), (0, 0));
+    for (replicas, want) in [
+        (Some(vec![BrokerId(node)]), 0),
+        (None, 85),
+        (Some(vec![BrokerId(node + 1000)]), 39),
+    ] {
+        let r = c
+            .call(
+                &AlterPartitionReassignmentsRequest::default().with_topics(vec![
+                    ReassignableTopic::default()
+                        .with_name(name("t"))
+                        .with_partitions(vec![
+                            ReassignablePartition::default()
+                                .with_partition_index(0)
+                                .with_replicas(replicas),
+                        ]),
+                ]),
+                0,
+            )
+            .await;
+        assert_eq!(
+            (r.error_code, r.responses[0].partitions[0].error_code),
+            (0, want)
+        );
+    }
+
+    // PLAINTEXT: Kafka refuses the channel before the configuration.
+    let t = c
+        .call(
+            &CreateDelegationTokenRequest::default().with_max_lifetime_ms(-1),
+            3,
+        )
+        .await;
+    assert_eq!(t.error_code, 64);
+    let d = c
+        .call(
+            &DescribeDelegationTokenRequest::default().with_owners(None),
+            3,
+        )
+        .await;
+    assert_eq!(d.error_code, 64);
+
+    let u = c
+        .call(
+            &UpdateFeaturesRequest::default().with_feature_updates(vec![
+                FeatureUpdateKey::default()
+                    .with_feature(s("no.such.feature"))
+                    .with_max_version_level(3),
+            ]),
+            1,
+        )
+        .await;
+    assert_eq!((u.error_code, u.results[0].error_code), (0, 95));
+
+    let path = std::fs::canonicalize(dir.path()).expect("canonical");
+    let move_to = |p: &str| {
+        AlterReplicaLogDirsRequest::default().with_dirs(vec![
+            AlterReplicaLogDir::default()
+                .with_path(s(p))
+                .with_topics(vec![
+                    AlterReplicaLogDirTopic::default()
+                        .with_name(name("t"))
+                        .with_partitions(vec![0, 7]),
+                ]),
+        ])
+    };
+    let r = c.call(&move_to(&path.display().to_string()), 2).await;
+    let got: Vec<_> = r.results[0]
+        .partitions
+        .iter()
+        .map(|p| p.error_code)
+        .collect();
+    assert_eq!(got, [0, 9]);
+    let r = c.call(&move_to("/elsewhere"), 2).await;
+    assert_eq!(r.results[0].partitions[0].error_code, 57);
+
+    let m = c.call(&ListConfigResourcesRequest::default(), 0).await;
+    assert_eq!((m.error_code, m.config_resources.len()), (0, 0));
+    b.stop().await;
+}

@@ -16,6 +16,7 @@ use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeade
 use kafka_protocol::protocol::{Decodable, Encodable};
 
 use crate::broker::Broker;
+use crate::security::Operation;
 
 pub use handled::{Handled, Mute, Pending, Request};
 pub use versions::{VERSIONS, range};
@@ -155,6 +156,17 @@ fn mutation_quota(
     broker
         .quotas
         .mutation(user, client_id, version >= strict_since)
+}
+
+/// Whether `session` may do `op` on the cluster (decisive: a denial is
+/// audited).
+fn cluster_allows(
+    broker: &Broker,
+    session: &crate::security::Session,
+    api: ApiKey,
+    op: Operation,
+) -> bool {
+    api::Checks::new(broker, session, api).cluster(op)
 }
 
 /// Runs the handler for a request.
@@ -355,6 +367,52 @@ pub async fn dispatch(
                 move |b| api::delete_acls::handle(b, &session, r, v),
             )
             .await
+        }
+        // Replica management, features, delegation tokens, client metrics:
+        // answered in kaas's model (one copy of each partition on the shared
+        // volume, leaders agreed through etcd; fixed features; no tokens).
+        Some(RequestKind::ElectLeaders(r)) => {
+            let ok = cluster_allows(broker, session, req.api_key, Operation::Alter);
+            let placement = api::placement::Placement::new(&broker.cluster, &broker.logs);
+            Handled::Now(api::elect_leaders::handle(&placement, ok, r, v))
+        }
+        Some(RequestKind::AlterPartitionReassignments(r)) => {
+            let ok = cluster_allows(broker, session, req.api_key, Operation::Alter);
+            let placement = api::placement::Placement::new(&broker.cluster, &broker.logs);
+            Handled::Now(api::alter_partition_reassignments::handle(&placement, ok, r))
+        }
+        Some(RequestKind::ListPartitionReassignments(r)) => {
+            let ok = cluster_allows(broker, session, req.api_key, Operation::Describe);
+            Handled::Now(api::list_partition_reassignments::handle(ok, r))
+        }
+        Some(RequestKind::AlterReplicaLogDirs(r)) => {
+            let ok = cluster_allows(broker, session, req.api_key, Operation::Alter);
+            let placement = api::placement::Placement::new(&broker.cluster, &broker.logs);
+            let dir = std::fs::canonicalize(&broker.config.data_dir)
+                .unwrap_or_else(|_| broker.config.data_dir.clone());
+            let dir = dir.display().to_string();
+            Handled::Now(api::alter_replica_log_dirs::handle(&placement, &dir, ok, r))
+        }
+        Some(RequestKind::UpdateFeatures(r)) => {
+            let ok = cluster_allows(broker, session, req.api_key, Operation::Alter);
+            let finalized = api::update_features::finalized();
+            Handled::Now(api::update_features::handle(&finalized, ok, r))
+        }
+        Some(RequestKind::ListConfigResources(_)) => {
+            let ok = cluster_allows(broker, session, req.api_key, Operation::DescribeConfigs);
+            Handled::Now(api::list_client_metrics_resources::handle(ok))
+        }
+        Some(RequestKind::CreateDelegationToken(r)) => {
+            Handled::Now(api::delegation_tokens::create(session, &r))
+        }
+        Some(RequestKind::RenewDelegationToken(_)) => {
+            Handled::Now(api::delegation_tokens::renew(session))
+        }
+        Some(RequestKind::ExpireDelegationToken(_)) => {
+            Handled::Now(api::delegation_tokens::expire(session))
+        }
+        Some(RequestKind::DescribeDelegationToken(_)) => {
+            Handled::Now(api::delegation_tokens::describe(session))
         }
         // Only the APIs of VERSIONS reach here; decode refused the rest.
         Some(_) => Handled::Nothing,

@@ -65,6 +65,21 @@ pub const VERSIONS: &[(ApiKey, i16, i16)] = &[
     // Client quotas (quota::): Kafka 3.7's ranges.
     (ApiKey::DescribeClientQuotas, 0, 1),
     (ApiKey::AlterClientQuotas, 0, 1),
+    // Replica management, answered in kaas's model (one copy of each
+    // partition on the shared volume): Kafka 3.7's ranges, from what
+    // kafka-protocol decodes (AlterReplicaLogDirs 1+, tokens 1+).
+    (ApiKey::ElectLeaders, 0, 2),
+    (ApiKey::AlterPartitionReassignments, 0, 0),
+    (ApiKey::ListPartitionReassignments, 0, 0),
+    (ApiKey::AlterReplicaLogDirs, 1, 2),
+    (ApiKey::UpdateFeatures, 0, 1),
+    // Delegation tokens: refused (kaas issues none).
+    (ApiKey::CreateDelegationToken, 1, 3),
+    (ApiKey::RenewDelegationToken, 1, 2),
+    (ApiKey::ExpireDelegationToken, 1, 2),
+    (ApiKey::DescribeDelegationToken, 1, 3),
+    // ListClientMetricsResources (kafka-protocol: ListConfigResources).
+    (ApiKey::ListConfigResources, 0, 0),
 ];
 
 /// The advertised range of an API, if we implement it.
