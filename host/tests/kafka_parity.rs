@@ -445,3 +445,32 @@ async fn replica_management_feature_and_token_apis_answer_as_kafka() {
     assert_eq!((m.error_code, m.config_resources.len()), (0, 0));
     b.stop().await;
 }
+
+/// MF-11: a Metadata v1 whose topics array length is -2 is read as null
+/// (all topics), as Kafka reads any negative nullable array length.
+#[tokio::test]
+async fn metadata_v1_with_a_negative_topics_length_is_all_topics() {
+    use kafka_protocol::protocol::Decodable;
+    let dir = tempfile::tempdir().expect("tmp");
+    let b = InProcess::start(dir.path(), FsyncMode::Always).await;
+    let mut c = Client::connect(&b.addr.to_string()).await;
+    support::records::create(&mut c, "t", 1).await;
+    let mut body = Vec::new();
+    body.extend_from_slice(&3i16.to_be_bytes()); // Metadata
+    body.extend_from_slice(&1i16.to_be_bytes()); // v1
+    body.extend_from_slice(&61i32.to_be_bytes()); // correlation id
+    body.extend_from_slice(&(-1i16).to_be_bytes()); // null client id
+    body.extend_from_slice(&(-2i32).to_be_bytes()); // topics: -2
+    c.send_raw(&body).await; // the client adds the size
+    let mut resp = c.read_frame().await.expect("answered, not closed");
+    let header = ResponseHeader::decode(&mut resp, 0).expect("header");
+    assert_eq!(header.correlation_id, 61);
+    let r = MetadataResponse::decode(&mut resp, 1).expect("metadata v1");
+    let names: Vec<_> = r
+        .topics
+        .iter()
+        .filter_map(|t| t.name.as_ref().map(|n| n.0.to_string()))
+        .collect();
+    assert_eq!(names, ["t"]);
+    b.stop().await;
+}

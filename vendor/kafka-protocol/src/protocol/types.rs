@@ -995,8 +995,11 @@ impl<T, E: for<'a> Encoder<&'a T>> Encoder<&Vec<T>> for Array<E> {
 impl<T, E: Decoder<T>> Decoder<Option<Vec<T>>> for Array<E> {
     fn decode<B: ByteBuf>(&self, buf: &mut B) -> Result<Option<Vec<T>>> {
         match Int32.decode(buf)? {
-            -1 => Ok(None),
-            n if n >= 0 => {
+            // kaas patch: any negative length is null, as Kafka's generated
+            // readers take it (`if (arrayLength < 0) field = null`); a
+            // non-nullable array refuses it below.
+            n if n < 0 => Ok(None),
+            n => {
                 // kaas patch: every element takes at least one byte, so the
                 // wire count cannot reserve more than the bytes left; and at
                 // most 1024 up front, the rest growing with what decodes.
@@ -1006,9 +1009,6 @@ impl<T, E: Decoder<T>> Decoder<Option<Vec<T>>> for Array<E> {
                 }
                 Ok(Some(result))
             }
-            n => {
-                bail!("Array length is negative ({n})");
-            }
         }
     }
 }
@@ -1017,7 +1017,7 @@ impl<T, E: Decoder<T>> Decoder<Vec<T>> for Array<E> {
     fn decode<B: ByteBuf>(&self, buf: &mut B) -> Result<Vec<T>> {
         match self.decode(buf) {
             Ok(None) => {
-                bail!("Array length is negative (-1)");
+                bail!("Array length is negative: a non-nullable array serialized as null");
             }
             Ok(Some(s)) => Ok(s),
             Err(e) => Err(e),
