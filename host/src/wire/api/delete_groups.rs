@@ -1,6 +1,7 @@
 //! DeleteGroups (key 42): deletes Empty groups and their offsets
 //! (NON_EMPTY_GROUP while members remain, GROUP_ID_NOT_FOUND for unknown
-//! groups), answering once the deletion is durable.
+//! groups), once per distinct group named, answering once the deletion is
+//! durable.
 
 use std::sync::Arc;
 
@@ -14,9 +15,12 @@ use crate::wire::handled::Handled;
 pub fn handle(
     broker: &Arc<Broker>,
     session: &Arc<crate::security::Session>,
-    req: DeleteGroupsRequest,
+    mut req: DeleteGroupsRequest,
     _version: i16,
 ) -> Handled {
+    // Kafka answers once per distinct group, in the order first named.
+    let mut seen = std::collections::HashSet::new();
+    req.groups_names.retain(|g| seen.insert(g.0.clone()));
     let mut checks = super::Checks::new(broker, session, ApiKey::DeleteGroups);
     let allowed: Vec<bool> = req
         .groups_names
