@@ -10,7 +10,6 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use kafka_protocol::messages::*;
 use security::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
