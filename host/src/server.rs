@@ -68,6 +68,7 @@ use crate::wire::{self, Handled, Request};
 
 pub mod bind;
 mod read_ahead;
+mod settling;
 use read_ahead::{ReadAhead, Readiness};
 
 /// What the server reads of the broker's configuration.
@@ -726,12 +727,20 @@ where
                 Handled::Now(b) => Some(b),
                 Handled::Later(f) => Some(f.await),
                 Handled::Raw(_) => None,
-                Handled::Nothing => {
+                Handled::Nothing | Handled::NothingUntil(_) => {
                     writer_server
                         .metrics
                         .record(key as i16, started.elapsed().as_nanos() as u64);
                     done(&writer_conn);
                     continue;
+                }
+                Handled::Close => {
+                    writer_server
+                        .metrics
+                        .record(key as i16, started.elapsed().as_nanos() as u64);
+                    done(&writer_conn);
+                    let _ = wr.flush().await;
+                    return;
                 }
             };
             let frame = match body {
@@ -776,6 +785,7 @@ where
     let read_timeout = server.config.request_timeout;
     let sasl_max = server.config.security.sasl_max_receive_size;
     let mute = Arc::new(wire::Mute::default());
+    let mut settling = settling::Settlings::default();
     let result: anyhow::Result<()> = async {
         loop {
             if !unmuted(&conn, &mute).await {
@@ -916,9 +926,23 @@ where
             // Boxed: the dispatch future is the largest state of the
             // connection's task (over 10 KiB), which every idle connection
             // would otherwise hold; boxed, only a request in progress does.
+            // Anything but a Produce sees this connection's acks=0 appends.
+            if key != ApiKey::Produce && !settling.all().await {
+                anyhow::bail!("an acks=0 produce failed");
+            }
             let handled = Box::pin(server.dispatch.dispatch(&session, req, &mute)).await;
             // The request's bytes are dropped: its share of the budget is free.
             drop(held);
+            let close = matches!(handled, Handled::Close);
+            let handled = match handled {
+                Handled::NothingUntil(f) => {
+                    if !settling.push(f).await {
+                        anyhow::bail!("an acks=0 produce failed");
+                    }
+                    Handled::Nothing
+                }
+                other => other,
+            };
             if tx
                 .send(Box::new((
                     key,
@@ -929,6 +953,7 @@ where
                 )))
                 .await
                 .is_err()
+                || close
             {
                 return Ok(());
             }

@@ -10,6 +10,10 @@ use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseKind}
 /// A future resolving to a response.
 pub type Pending = Pin<Box<dyn Future<Output = ResponseKind> + Send>>;
 
+/// A future resolving once work a handler started elsewhere is done:
+/// true when it succeeded.
+pub type Settling = Pin<Box<dyn Future<Output = bool> + Send>>;
+
 /// What a handler produced.
 // Moved once per request; boxing the response would only add an allocation.
 #[allow(clippy::large_enum_variant)]
@@ -20,6 +24,16 @@ pub enum Handled {
     Later(Pending),
     /// Send nothing (Produce with acks=0).
     Nothing,
+    /// Send nothing, and handle no later request of the connection other
+    /// than a Produce until this resolves (an acks=0 Produce whose appends
+    /// become visible once durable: a later Fetch on the connection must
+    /// see them, as Kafka answers a connection's requests in order). When
+    /// it resolves false, the connection is closed instead.
+    NothingUntil(Settling),
+    /// Send nothing and close the connection once the answers before it
+    /// are written: a failed Produce with acks=0, whose client expects no
+    /// answer (Kafka closes it so).
+    Close,
     /// Send these bytes as a raw size-prefixed frame with no response
     /// header (SASL tokens after SaslHandshake v0).
     Raw(Vec<u8>),
@@ -31,6 +45,8 @@ impl std::fmt::Debug for Handled {
             Handled::Now(_) => "Handled::Now",
             Handled::Later(_) => "Handled::Later",
             Handled::Nothing => "Handled::Nothing",
+            Handled::NothingUntil(_) => "Handled::NothingUntil",
+            Handled::Close => "Handled::Close",
             Handled::Raw(_) => "Handled::Raw",
         })
     }

@@ -77,7 +77,8 @@ struct Checks {
 /// Every partition of `req` answered `code`, nothing appended.
 fn refuse_all(req: ProduceRequest, code: i16, version: i16) -> Handled {
     if req.acks == 0 {
-        return Handled::Nothing;
+        // Kafka closes the connection of a failed acks=0 produce.
+        return Handled::Close;
     }
     let topics = req
         .topic_data
@@ -211,25 +212,20 @@ pub async fn handle(
         let b = broker.clone();
         match crate::log::batch::offload(move || append_all(&b, req, &verified, &checks)).await {
             Some(t) => t,
-            None if acks == 0 => return Handled::Nothing,
+            None if acks == 0 => return Handled::Close,
             None => return Handled::Now(ResponseKind::Produce(ProduceResponse::default())),
         }
     } else {
         append_all(broker, req, &verified, &checks)
     };
-    if acks == 0 {
-        // The data is appended; durability follows the fsync mode's background path.
-        let broker = broker.clone();
-        tokio::spawn(async move {
-            let _ = wait_durable(&broker, &mut topics).await;
-        });
-        return Handled::Nothing;
-    }
     let needs_wait = broker.logs.group_commit().mode() == FsyncMode::Always
         && topics.iter().any(|(_, outs)| {
             outs.iter()
                 .any(|o| matches!(&o.result, Ok(a) if a.file.is_some()))
         });
+    if acks == 0 {
+        return acks_zero(broker, topics, needs_wait);
+    }
     if !needs_wait {
         broker.data_ready.notify_waiters();
         return Handled::Now(respond(topics, version));
@@ -250,6 +246,32 @@ pub async fn handle(
     }))
 }
 
+/// The end of an acks=0 produce, which gets no answer. A failure closes
+/// the connection, as Kafka does: the client learns of it so. Otherwise
+/// the connection's next request other than a Produce waits until the
+/// appends are visible (durable, with --fsync always): Kafka answers a
+/// connection's requests in order, so a Fetch after it sees the records.
+fn acks_zero(broker: &Arc<Broker>, mut topics: Topics, needs_wait: bool) -> Handled {
+    let failed = topics
+        .iter()
+        .any(|(_, outs)| outs.iter().any(|o| o.result.is_err()));
+    // Durability follows the fsync mode's background path.
+    let b = broker.clone();
+    let durable = tokio::spawn(async move {
+        wait_durable(&b, &mut topics).await;
+        topics
+            .iter()
+            .all(|(_, outs)| outs.iter().all(|o| o.result.is_ok()))
+    });
+    if failed {
+        Handled::Close
+    } else if needs_wait {
+        Handled::NothingUntil(Box::pin(async move { durable.await.unwrap_or(false) }))
+    } else {
+        Handled::Nothing
+    }
+}
+
 /// Whether a topic of `req` stores its batches compressed
 /// (compression.type gzip, snappy, lz4 or zstd): its uncompressed batches
 /// are compressed on append.
@@ -261,6 +283,9 @@ fn compresses(broker: &Broker, req: &ProduceRequest) -> bool {
             .is_some_and(|t| t.config.compression.is_some_and(|c| c != 0))
     })
 }
+
+/// Each topic's append outcomes, in request order.
+type Topics = Vec<(kafka_protocol::messages::TopicName, Vec<Outcome>)>;
 
 /// Verification answers from a remote coordinator, by partition.
 type Verified = BTreeMap<(String, i32), i16>;
@@ -338,7 +363,7 @@ fn append_all(
     req: ProduceRequest,
     verified: &Verified,
     checks: &Checks,
-) -> Vec<(kafka_protocol::messages::TopicName, Vec<Outcome>)> {
+) -> Topics {
     let acks = req.acks;
     let mut topics: Vec<(kafka_protocol::messages::TopicName, Vec<Outcome>)> = Vec::new();
     for t in req.topic_data {

@@ -1,0 +1,83 @@
+//! Produce, Fetch and ListOffsets where the wire test kit (wirekit, PF-xx)
+//! found kaas answering otherwise than Apache Kafka 3.7: each test pins
+//! Kafka's answer.
+
+mod support;
+
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::*;
+use support::records::{create, name, produce_request};
+use support::{Client, InProcess};
+
+use kaas::log::FsyncMode;
+use kaas::log::batch::data_batch;
+
+/// Fetch v12 of one partition from `offset`: the partition's answer.
+async fn fetch(c: &mut Client, topic: &str, offset: i64) -> fetch_response::PartitionData {
+    let req = FetchRequest::default()
+        .with_max_wait_ms(0)
+        .with_min_bytes(0)
+        .with_max_bytes(1 << 20)
+        .with_session_epoch(-1)
+        .with_topics(vec![
+            FetchTopic::default()
+                .with_topic(name(topic))
+                .with_partitions(vec![
+                    FetchPartition::default()
+                        .with_partition(0)
+                        .with_fetch_offset(offset)
+                        .with_partition_max_bytes(1 << 20),
+                ]),
+        ]);
+    c.call(&req, 12).await.responses[0].partitions[0].clone()
+}
+
+fn metadata_of(topic: &str) -> MetadataRequest {
+    MetadataRequest::default().with_topics(Some(vec![
+        MetadataRequestTopic::default().with_name(Some(name(topic))),
+    ]))
+}
+
+/// PF-05: an acks=0 produce that fails (a missing partition) gets no
+/// answer, so Kafka closes the connection to tell the client.
+#[tokio::test]
+async fn a_failed_acks_zero_produce_closes_the_connection() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let b = InProcess::start(dir.path(), FsyncMode::Always).await;
+    let mut c = Client::connect(&b.addr.to_string()).await;
+    create(&mut c, "t", 1).await;
+    let req = produce_request("t", 5, data_batch(&[(None, b"v")], 1, None, false)).with_acks(0);
+    let (_, frame) = c.frame(&req, 9);
+    c.send_raw(&frame).await;
+    let (_, frame) = c.frame(&metadata_of("t"), 9);
+    c.send_raw(&frame).await;
+    let next = tokio::time::timeout(std::time::Duration::from_secs(5), c.read_frame()).await;
+    assert!(
+        matches!(next, Ok(None)),
+        "the connection must close, got {next:?}"
+    );
+    b.stop().await;
+}
+
+/// PF-05: the records of an acks=0 produce are visible to the next request
+/// on the same connection (Kafka answers a connection's requests in order).
+#[tokio::test]
+async fn an_acks_zero_append_is_visible_to_the_next_request() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let b = InProcess::start(dir.path(), FsyncMode::Always).await;
+    let mut c = Client::connect(&b.addr.to_string()).await;
+    for i in 0..5 {
+        let t = format!("t{i}");
+        create(&mut c, &t, 1).await;
+        let batch = data_batch(&[(None, b"a"), (None, b"b")], 1, None, false);
+        let req = produce_request(&t, 0, batch).with_acks(0);
+        let (_, frame) = c.frame(&req, 9);
+        c.send_raw(&frame).await;
+        let m = c.call(&metadata_of(&t), 9).await;
+        assert_eq!(m.topics[0].error_code, 0);
+        let p = fetch(&mut c, &t, 0).await;
+        assert_eq!((p.error_code, p.high_watermark), (0, 2), "round {i}");
+    }
+    b.stop().await;
+}
