@@ -4,6 +4,7 @@
 
 mod support;
 
+use bytes::Bytes;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::*;
@@ -79,5 +80,27 @@ async fn an_acks_zero_append_is_visible_to_the_next_request() {
         let p = fetch(&mut c, &t, 0).await;
         assert_eq!((p.error_code, p.high_watermark), (0, 2), "round {i}");
     }
+    b.stop().await;
+}
+
+/// Produce v`version` (acks -1) of `records` to partition 0: (error, base).
+async fn produce_at(c: &mut Client, topic: &str, records: Bytes, version: i16) -> (i16, i64) {
+    let mut req = produce_request(topic, 0, Vec::new());
+    req.topic_data[0].partition_data[0].records = Some(records);
+    let r = c.call(&req, version).await;
+    let p = &r.responses[0].partition_responses[0];
+    (p.error_code, p.base_offset)
+}
+
+/// PF-07: records present but zero bytes long hold no batch: Kafka answers
+/// INVALID_RECORD, not CORRUPT_MESSAGE.
+#[tokio::test]
+async fn zero_byte_records_are_an_invalid_record() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let b = InProcess::start(dir.path(), FsyncMode::Always).await;
+    let mut c = Client::connect(&b.addr.to_string()).await;
+    create(&mut c, "t", 1).await;
+    assert_eq!(produce_at(&mut c, "t", Bytes::new(), 9).await, (87, -1));
+    assert_eq!(fetch(&mut c, "t", 0).await.high_watermark, 0);
     b.stop().await;
 }

@@ -384,6 +384,8 @@ fn append_all(
             } else if let Some(part) = &part {
                 match p.records {
                     None => Err(codes::INVALID_RECORD),
+                    // As Kafka: a partition's records hold one batch at least.
+                    Some(b) if b.is_empty() => Err(codes::INVALID_RECORD),
                     Some(_)
                         if let Some(m) = too_few_in_sync(broker, acks, part, &name, p.index) =>
                     {
