@@ -104,3 +104,25 @@ async fn zero_byte_records_are_an_invalid_record() {
     assert_eq!(fetch(&mut c, "t", 0).await.high_watermark, 0);
     b.stop().await;
 }
+
+/// PF-19: zstd needs Produce v7; below it Kafka answers
+/// UNSUPPORTED_COMPRESSION_TYPE and appends nothing.
+#[tokio::test]
+async fn zstd_below_produce_v7_is_refused_and_not_appended() {
+    use kaas::log::batch::{compress, encode_records, framed_batch};
+    let dir = tempfile::tempdir().expect("tmp");
+    let b = InProcess::start(dir.path(), FsyncMode::Always).await;
+    let mut c = Client::connect(&b.addr.to_string()).await;
+    create(&mut c, "t", 1).await;
+    let body = compress(4, &encode_records(&[(None, b"a"), (None, b"b")])).expect("zstd");
+    let batch = Bytes::from(framed_batch(4, &body, 2, 1000));
+    for v in [3, 6] {
+        assert_eq!(
+            produce_at(&mut c, "t", batch.clone(), v).await,
+            (76, -1),
+            "v{v}"
+        );
+    }
+    assert_eq!(produce_at(&mut c, "t", batch, 7).await, (0, 0));
+    b.stop().await;
+}

@@ -210,13 +210,15 @@ pub async fn handle(
         });
     let mut topics = if compressed || plain > OFFLOAD_PLAIN_BYTES || compresses(broker, &req) {
         let b = broker.clone();
-        match crate::log::batch::offload(move || append_all(&b, req, &verified, &checks)).await {
+        match crate::log::batch::offload(move || append_all(&b, req, version, &verified, &checks))
+            .await
+        {
             Some(t) => t,
             None if acks == 0 => return Handled::Close,
             None => return Handled::Now(ResponseKind::Produce(ProduceResponse::default())),
         }
     } else {
-        append_all(broker, req, &verified, &checks)
+        append_all(broker, req, version, &verified, &checks)
     };
     let needs_wait = broker.logs.group_commit().mode() == FsyncMode::Always
         && topics.iter().any(|(_, outs)| {
@@ -361,6 +363,7 @@ async fn verify_remotely(broker: &Arc<Broker>, req: &ProduceRequest, checks: &Ch
 fn append_all(
     broker: &Broker,
     req: ProduceRequest,
+    version: i16,
     verified: &Verified,
     checks: &Checks,
 ) -> Topics {
@@ -386,6 +389,10 @@ fn append_all(
                     None => Err(codes::INVALID_RECORD),
                     // As Kafka: a partition's records hold one batch at least.
                     Some(b) if b.is_empty() => Err(codes::INVALID_RECORD),
+                    // zstd needs Produce v7 (KIP-110), as in Kafka.
+                    Some(b) if version < 7 && is_zstd(&b) => {
+                        Err(codes::UNSUPPORTED_COMPRESSION_TYPE)
+                    }
                     Some(_)
                         if let Some(m) = too_few_in_sync(broker, acks, part, &name, p.index) =>
                     {
@@ -433,6 +440,14 @@ fn append_all(
     }
     topics
 }
+
+/// Whether `records` starts with a zstd-compressed batch.
+fn is_zstd(records: &[u8]) -> bool {
+    crate::log::batch::parse_header(records).is_some_and(|h| h.compression() == ZSTD)
+}
+
+/// Kafka's compression codec id of zstd.
+const ZSTD: i16 = 4;
 
 /// Why an acks=all append to `part` must not be written (min.insync.replicas
 /// against the ISR the cluster seam reports), or None. The default of 1 is
