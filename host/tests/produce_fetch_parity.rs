@@ -126,3 +126,28 @@ async fn zstd_below_produce_v7_is_refused_and_not_appended() {
     assert_eq!(produce_at(&mut c, "t", batch, 7).await, (0, 0));
     b.stop().await;
 }
+
+/// PF-23: a Fetch out of range reports no offsets (all -1), as Kafka.
+#[tokio::test]
+async fn a_fetch_out_of_range_reports_no_offsets() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let b = InProcess::start(dir.path(), FsyncMode::Always).await;
+    let mut c = Client::connect(&b.addr.to_string()).await;
+    create(&mut c, "t", 1).await;
+    let batch = Bytes::from(data_batch(&[(None, b"a"), (None, b"b")], 1, None, false));
+    assert_eq!(produce_at(&mut c, "t", batch, 9).await, (0, 0));
+    for at in [3, 1000, -1] {
+        let p = fetch(&mut c, "t", at).await;
+        assert_eq!(
+            (
+                p.error_code,
+                p.high_watermark,
+                p.last_stable_offset,
+                p.log_start_offset
+            ),
+            (1, -1, -1, -1),
+            "from {at}"
+        );
+    }
+    b.stop().await;
+}

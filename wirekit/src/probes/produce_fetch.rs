@@ -871,22 +871,24 @@ async fn fetch_at_the_end_and_beyond(c: &mut Ctx) -> anyhow::Result<()> {
     c.see(
         "one beyond",
         format!(
-            "error={} hw={} records={}",
+            "error={} hw={} lso={} log_start={} records={}",
             f.error_code,
             f.high_watermark,
+            f.last_stable_offset,
+            f.log_start_offset,
             decode(f.records.as_ref())?.len()
         ),
     );
-    let f = c.fetch(&t, 0, 1000, 0).await?;
-    c.see(
-        "far beyond",
-        format!("error={} hw={}", f.error_code, f.high_watermark),
-    );
-    let f = c.fetch(&t, 0, -1, 0).await?;
-    c.see(
-        "offset -1",
-        format!("error={} hw={}", f.error_code, f.high_watermark),
-    );
+    for (key, at) in [("far beyond", 1000i64), ("offset -1", -1)] {
+        let f = c.fetch(&t, 0, at, 0).await?;
+        c.see(
+            key,
+            format!(
+                "error={} hw={} lso={} log_start={}",
+                f.error_code, f.high_watermark, f.last_stable_offset, f.log_start_offset
+            ),
+        );
+    }
     Ok(())
 }
 
@@ -989,7 +991,10 @@ async fn delete_records_moves_the_log_start(c: &mut Ctx) -> anyhow::Result<()> {
     let f = c.fetch(&t, 0, 1, 0).await?;
     c.see(
         "fetch from 1",
-        format!("error={} log_start={}", f.error_code, f.log_start_offset),
+        format!(
+            "error={} hw={} lso={} log_start={}",
+            f.error_code, f.high_watermark, f.last_stable_offset, f.log_start_offset
+        ),
     );
     let lo = list_offsets(c, &t, 0, -2).await?;
     c.see("earliest", format!("error={} offset={}", lo.0, lo.1));

@@ -442,12 +442,13 @@ fn gather(
                     );
                 }
                 Err(ReadError::OutOfRange { .. }) => {
+                    // As Kafka: a failed read reports no offsets.
                     errors = true;
                     parts.push(
                         base.with_error_code(codes::OFFSET_OUT_OF_RANGE)
-                            .with_high_watermark(part.high_watermark())
-                            .with_last_stable_offset(part.last_stable_offset())
-                            .with_log_start_offset(part.log_start_offset()),
+                            .with_high_watermark(-1)
+                            .with_last_stable_offset(-1)
+                            .with_log_start_offset(-1),
                     );
                 }
                 Err(ReadError::Io(e)) => {
