@@ -151,3 +151,39 @@ async fn a_fetch_out_of_range_reports_no_offsets() {
     }
     b.stop().await;
 }
+
+/// PF-28: ListOffsets -3 answers, as Kafka 3.7, the last offset of the
+/// batch holding the largest timestamp, not the log's last offset.
+#[tokio::test]
+async fn max_timestamp_answers_the_batch_holding_it() {
+    use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+    let dir = tempfile::tempdir().expect("tmp");
+    let b = InProcess::start(dir.path(), FsyncMode::Always).await;
+    let mut c = Client::connect(&b.addr.to_string()).await;
+    create(&mut c, "t", 1).await;
+    let base = 1_700_000_000_000i64;
+    let three = [(None, &b"a"[..]), (None, b"b"), (None, b"c")];
+    for (i, ts) in [base, base + 500, base + 10, base + 500]
+        .into_iter()
+        .enumerate()
+    {
+        let batch = Bytes::from(data_batch(&three, ts, None, false));
+        assert_eq!(produce_at(&mut c, "t", batch, 9).await, (0, 3 * i as i64));
+    }
+    let req = ListOffsetsRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_topics(vec![
+            ListOffsetsTopic::default()
+                .with_name(name("t"))
+                .with_partitions(vec![
+                    ListOffsetsPartition::default()
+                        .with_partition_index(0)
+                        .with_current_leader_epoch(-1)
+                        .with_timestamp(-3),
+                ]),
+        ]);
+    let r = c.call(&req, 7).await;
+    let p = &r.topics[0].partitions[0];
+    assert_eq!((p.error_code, p.offset, p.timestamp), (0, 5, base + 500));
+    b.stop().await;
+}

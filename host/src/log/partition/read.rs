@@ -139,13 +139,25 @@ impl Partition {
     }
 
     /// The largest timestamp and its offset (ListOffsets -3).
-    pub fn max_timestamp(&self) -> (i64, i64) {
+    ///
+    /// As Kafka 3.7: the last offset of the first batch holding the largest
+    /// timestamp (not the log's last offset, nor the record's own offset,
+    /// which Kafka 4 answers).
+    pub fn max_timestamp(&self) -> io::Result<(i64, i64)> {
         let st = self.lock();
-        st.segments
-            .values()
-            .filter(|s| s.max_timestamp >= 0)
-            .map(|s| (s.max_timestamp, s.next_offset - 1))
-            .max()
-            .unwrap_or((-1, -1))
+        // The first segment holding the maximum.
+        let mut best: Option<&crate::log::segment::Segment> = None;
+        for s in st.segments.values().filter(|s| s.max_timestamp >= 0) {
+            if best.is_none_or(|b| s.max_timestamp > b.max_timestamp) {
+                best = Some(s);
+            }
+        }
+        let Some(seg) = best else {
+            return Ok((-1, -1));
+        };
+        Ok(match seg.position_for_timestamp(seg.max_timestamp)? {
+            Some((_, h)) => (seg.max_timestamp, h.last_offset()),
+            None => (seg.max_timestamp, seg.next_offset - 1),
+        })
     }
 }

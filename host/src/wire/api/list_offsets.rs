@@ -1,5 +1,6 @@
 //! ListOffsets (key 2): earliest (-2), latest (-1: the high watermark, or
-//! the last stable offset for read_committed), max timestamp (-3), or the
+//! the last stable offset for read_committed), max timestamp (-3: as Kafka
+//! 3.7, the last offset of the batch holding it), or the
 //! first offset whose timestamp is at or after a given one. From v4 the
 //! request's current_leader_epoch goes through the KIP-320 check and each
 //! answer carries a leader epoch: the current one for latest, else the
@@ -38,7 +39,7 @@ pub fn handle(
         .topics
         .iter()
         .flat_map(|t| &t.partitions)
-        .any(|p| p.timestamp >= 0 || p.timestamp < -3);
+        .any(|p| p.timestamp >= 0 || p.timestamp <= -3);
     if !by_timestamp {
         return Handled::Now(answer(broker, req, version, &denied));
     }
@@ -92,10 +93,10 @@ fn answer(
                             },
                             -1,
                         ),
-                        -3 => {
-                            let (ts, off) = part.max_timestamp();
-                            (off, ts)
-                        }
+                        -3 => match part.max_timestamp() {
+                            Ok((ts, off)) => (off, ts),
+                            Err(_) => return r.with_error_code(codes::KAFKA_STORAGE_ERROR),
+                        },
                         ts => match part.offset_for_timestamp(ts) {
                             Ok(Some((off, found))) => (off, found),
                             Ok(None) => (-1, -1),
