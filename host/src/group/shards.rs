@@ -327,6 +327,7 @@ mod tests {
 
     async fn commit(c: &GroupCoordinator, group: &str, offset: i64) -> Result<(), i16> {
         c.commit(
+            9,
             group,
             -1,
             "",
@@ -445,6 +446,7 @@ mod tests {
         // A resumes, its write already past the lease check.
         let late = za
             .commit(
+                9,
                 "my-group",
                 -1,
                 "",

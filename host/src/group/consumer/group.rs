@@ -23,6 +23,8 @@ use super::member::{self, LEFT_STATIC_EPOCH, Member, MemberState, Progress, Subs
 use crate::codes;
 use crate::group::now::Now;
 
+mod targets;
+
 /// FENCED_MEMBER_EPOCH(110).
 pub const FENCED_MEMBER_EPOCH: i16 = 110;
 /// UNRELEASED_INSTANCE_ID(111).
@@ -324,6 +326,22 @@ impl ConsumerGroup {
         self.validate_member_epoch(member_id, epoch)
     }
 
+    /// Checks an OffsetCommit at `version`: as [`Self::validate_commit`],
+    /// and a member commits with v9+ only (Kafka's UNSUPPORTED_VERSION:
+    /// the version carrying member epochs).
+    pub fn validate_offset_commit(
+        &self,
+        member_id: &str,
+        epoch: i32,
+        version: i16,
+    ) -> Result<(), i16> {
+        let outside = epoch < 0 && self.members.is_empty();
+        if !outside && version < 9 && self.members.contains_key(member_id) {
+            return Err(codes::UNSUPPORTED_VERSION);
+        }
+        self.validate_commit(member_id, epoch)
+    }
+
     /// Checks a TxnOffsetCommit: as an offset commit, except that one
     /// naming no member at all (generation -1, member id "", no instance
     /// id: a producer that sends offsets with the group id alone) is taken,
@@ -517,7 +535,8 @@ impl ConsumerGroup {
         }
         m.sub.client_id = req.client_id.clone();
         m.sub.client_host = req.client_host.clone();
-        let subscription_changed = is_new
+        // A static member taking its old place keeps the old subscription.
+        let subscription_changed = (is_new && replaced.is_none())
             || m.sub.topic_names != before.sub.topic_names
             || m.sub.topic_regex != before.sub.topic_regex;
         // A regular expression no member uses yet is resolved after this
@@ -535,7 +554,17 @@ impl ConsumerGroup {
         if let Some(old) = replaced {
             tracing::info!(group = %self.id, member = %member_id, replaced = %old,
                 "static member rejoins under a new member id");
+            // Its target moves to the new member id (Kafka recomputes it
+            // with the new member in the old one's place).
+            let target = self.targets.get(&old).cloned();
             self.remove_member(&old, changes);
+            if let Some(assignment) = target {
+                changes.push(Change::Target {
+                    member: member_id.clone(),
+                    assignment: assignment.clone(),
+                });
+                self.targets.insert(member_id.clone(), assignment);
+            }
         }
         if let Some(i) = &m.sub.instance_id {
             self.static_members.insert(i.clone(), member_id.clone());
@@ -750,6 +779,8 @@ impl ConsumerGroup {
         self.subscribed_at = None;
         if self.members.is_empty() {
             self.state_ms = now.wall_ms;
+            // Kafka computes the (empty) target assignment of the new epoch.
+            self.assignment_epoch = self.epoch;
         }
         changes.push(Change::Epochs {
             epoch: self.epoch,
@@ -791,155 +822,6 @@ impl ConsumerGroup {
         if let Some(a) = after {
             for tp in parts(a) {
                 self.owners.insert(tp, id.to_string());
-            }
-        }
-    }
-
-    fn check_regex(&mut self, r: &str, cfg: &ConsumerConfig) -> Result<(), Failure> {
-        if r.len() > cfg.max_regex_bytes {
-            return Err((
-                INVALID_REGULAR_EXPRESSION,
-                format!(
-                    "SubscribedTopicRegex is longer than {} bytes.",
-                    cfg.max_regex_bytes
-                ),
-            ));
-        }
-        if self.regexes.contains_key(r) {
-            return Ok(());
-        }
-        let in_use: BTreeSet<&str> = self
-            .members
-            .values()
-            .filter_map(|m| m.sub.topic_regex.as_deref())
-            .collect();
-        if in_use.len() >= cfg.max_regexes && !in_use.contains(r) {
-            return Err((
-                INVALID_REGULAR_EXPRESSION,
-                format!(
-                    "The group already uses {} distinct regular expressions.",
-                    cfg.max_regexes
-                ),
-            ));
-        }
-        compile(r).map(|_| ()).map_err(|e| {
-            (
-                INVALID_REGULAR_EXPRESSION,
-                format!("SubscribedTopicRegex `{r}` is not a valid regular expression: {e}."),
-            )
-        })
-    }
-
-    /// Every topic a member subscribes to, by name or regular expression.
-    fn member_topics(&self, m: &Member) -> BTreeSet<String> {
-        let mut out = m.sub.topic_names.clone();
-        if let Some(r) = &m.sub.topic_regex
-            && let Some(res) = self.regexes.get(r)
-        {
-            out.extend(res.topics.iter().cloned());
-        }
-        out
-    }
-
-    /// Resolves regular expressions (again when topics changed; `defer`,
-    /// one just introduced, on the next call), then maps every subscribed
-    /// name that exists to its id and partition count.
-    fn subscription_metadata(
-        &mut self,
-        topics: &dyn Topics,
-        defer: Option<&str>,
-    ) -> BTreeMap<String, (TopicId, i32)> {
-        let version = topics.version();
-        let wanted: BTreeSet<String> = self
-            .members
-            .values()
-            .filter_map(|m| m.sub.topic_regex.clone())
-            .collect();
-        self.regexes
-            .retain(|r, _| wanted.contains(r) && defer != Some(r.as_str()));
-        let stale: Vec<&String> = wanted
-            .iter()
-            .filter(|r| self.regexes.get(*r).is_none_or(|x| x.version != version))
-            .collect();
-        if !stale.is_empty() {
-            let names = topics.names();
-            for r in stale {
-                if defer == Some(r.as_str()) {
-                    self.regexes.insert(
-                        r.clone(),
-                        Resolved {
-                            version: UNRESOLVED,
-                            topics: BTreeSet::new(),
-                        },
-                    );
-                    continue;
-                }
-                let matched = match compile(r) {
-                    Ok(re) => names
-                        .iter()
-                        .filter(|n| re.is_match(n) && !n.starts_with("__"))
-                        .cloned()
-                        .collect(),
-                    Err(_) => BTreeSet::new(),
-                };
-                self.regexes.insert(
-                    r.clone(),
-                    Resolved {
-                        version,
-                        topics: matched,
-                    },
-                );
-            }
-        }
-        let mut out = BTreeMap::new();
-        for m in self.members.values() {
-            for name in self.member_topics(m) {
-                if out.contains_key(&name) {
-                    continue;
-                }
-                if let Some(meta) = topics.lookup(&name) {
-                    out.insert(name, meta);
-                }
-            }
-        }
-        out
-    }
-
-    fn compute_targets(&mut self, cfg: &ConsumerConfig, changes: &mut Vec<Change>) {
-        let name = self.assignor(cfg).to_string();
-        let topics_of: Vec<BTreeSet<TopicId>> = self
-            .members
-            .values()
-            .map(|m| {
-                self.member_topics(m)
-                    .iter()
-                    .filter_map(|n| self.subscribed.get(n).map(|(id, _)| *id))
-                    .collect()
-            })
-            .collect();
-        let partitions: BTreeMap<TopicId, i32> = self.subscribed.values().copied().collect();
-        let input: Vec<AssignorMember<'_>> = self
-            .members
-            .values()
-            .zip(topics_of)
-            .map(|(m, topics)| AssignorMember {
-                id: &m.id,
-                instance_id: m.sub.instance_id.as_deref(),
-                topics,
-                previous: self.targets.get(&m.id),
-            })
-            .collect();
-        let started = Instant::now();
-        let out = assignor::assign(&name, &input, &partitions);
-        tracing::info!(group = %self.id, epoch = self.epoch, assignor = %name,
-            elapsed_us = started.elapsed().as_micros() as u64, "computed a new target assignment");
-        for (member, assignment) in out {
-            if self.targets.get(&member) != Some(&assignment) {
-                changes.push(Change::Target {
-                    member: member.clone(),
-                    assignment: assignment.clone(),
-                });
-                self.targets.insert(member, assignment);
             }
         }
     }
@@ -985,14 +867,4 @@ fn check_epoch(m: &Member, received: i32, owned: Option<&Assignment>) -> Result<
         ));
     }
     Ok(())
-}
-
-/// Compiles a subscription's regular expression, bounded in size (the
-/// `regex` crate's syntax, close to the RE2/J syntax Kafka uses; always
-/// matched against the whole topic name, as Kafka does).
-fn compile(r: &str) -> Result<regex::Regex, regex::Error> {
-    regex::RegexBuilder::new(&format!("^(?:{r})$"))
-        .size_limit(1 << 20)
-        .dfa_size_limit(1 << 20)
-        .build()
 }

@@ -18,11 +18,12 @@ impl GroupCoordinator {
         }
     }
 
-    /// OffsetCommit of already checked partitions (known topic, metadata
-    /// within bounds): the write to wait for, or the code for every
-    /// partition.
+    /// OffsetCommit (at request `version`) of already checked partitions
+    /// (known topic, metadata within bounds): the write to wait for, or the
+    /// code for every partition.
     pub fn commit(
         &self,
+        version: i16,
         group_id: &str,
         generation: i32,
         member_id: &str,
@@ -37,7 +38,7 @@ impl GroupCoordinator {
         let mut st = self.inner.lock();
         let st = &mut *st;
         if let Some(c) = st.consumers.get(group_id) {
-            c.validate_commit(member_id, generation)?;
+            c.validate_offset_commit(member_id, generation, version)?;
         } else if !st.groups.contains_key(group_id) {
             if generation >= 0 {
                 // A commit from an older generation of a group that is gone.

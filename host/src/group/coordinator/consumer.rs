@@ -116,21 +116,24 @@ impl GroupCoordinator {
                 self.durable(None, Vec::new()),
             );
         }
+        // A group this heartbeat creates, and the empty classic group it
+        // replaces: both undone when the heartbeat fails (Kafka's
+        // uncommitted timeline).
+        let mut created = None;
         if !st.consumers.contains_key(group_id) {
             if req.member_epoch != 0 {
+                // Only a join (epoch 0) creates a group.
                 return (
                     fail(
-                        codes::UNKNOWN_MEMBER_ID,
-                        format!("Member {asked_id} is not a member of group {group_id}."),
+                        codes::GROUP_ID_NOT_FOUND,
+                        format!("Group {group_id} not found."),
                     ),
                     self.durable(None, Vec::new()),
                 );
             }
             // A new group, or an empty classic group converted (its
             // offsets stay where they are).
-            if st.groups.remove(group_id).is_some() {
-                tracing::info!(group = %group_id, "empty classic group converted to a consumer group");
-            }
+            created = Some(st.groups.remove(group_id));
             st.consumers
                 .insert(group_id.to_string(), ConsumerGroup::new(group_id, now));
         }
@@ -148,6 +151,18 @@ impl GroupCoordinator {
                 .trim_start_matches('-')
                 .to_string()
         });
+        if let Some(classic) = created {
+            if reply.error != codes::NONE {
+                st.consumers.remove(group_id);
+                if let Some(classic) = classic {
+                    st.groups.insert(group_id.to_string(), classic);
+                }
+                return (reply, self.durable(None, Vec::new()));
+            }
+            if classic.is_some() {
+                tracing::info!(group = %group_id, "empty classic group converted to a consumer group");
+            }
+        }
         let next = g.next_deadline();
         let mut durable = self.durable(None, Vec::new());
         if !changes.is_empty() {

@@ -89,9 +89,12 @@ pub fn handle(
                                             .map(|n| TopicName(sb(n)))
                                             .collect(),
                                     )
-                                    .with_subscribed_topic_regex(
-                                        m.sub.topic_regex.as_deref().map(sb),
-                                    )
+                                    // Kafka's is "" for a member without one.
+                                    .with_subscribed_topic_regex(Some(sb(m
+                                        .sub
+                                        .topic_regex
+                                        .as_deref()
+                                        .unwrap_or(""))))
                                     .with_assignment(assignment(&m.progress.assigned))
                                     .with_target_assignment(assignment(target))
                                     .with_member_type(1)

@@ -166,12 +166,14 @@ pub fn handle(
                     .collect(),
             )
         });
+        // Kafka's error answers carry no member id and epoch 0.
+        let ok = reply.error == codes::NONE;
         ResponseKind::ConsumerGroupHeartbeat(
             ConsumerGroupHeartbeatResponse::default()
                 .with_error_code(reply.error)
                 .with_error_message(reply.message.as_deref().map(sb))
-                .with_member_id(Some(sb(&reply.member_id)))
-                .with_member_epoch(reply.member_epoch)
+                .with_member_id(ok.then(|| sb(&reply.member_id)))
+                .with_member_epoch(if ok { reply.member_epoch } else { 0 })
                 .with_heartbeat_interval_ms(reply.heartbeat_interval_ms)
                 .with_assignment(assignment),
         )

@@ -127,6 +127,7 @@ pub fn handle(
         return Handled::Now(response(&names, &slots, codes::NOT_COORDINATOR));
     };
     match groups.commit(
+        version,
         &req.group_id.0,
         req.generation_id_or_member_epoch,
         &req.member_id,
