@@ -294,3 +294,64 @@ async fn a_static_member_rejoins_at_its_old_epoch() {
     drop(c);
     b.stop().await;
 }
+
+/// A JoinGroup v9 of a static consumer member subscribing "t".
+fn static_join(group: &str) -> JoinGroupRequest {
+    let mut sub = bytes::BytesMut::new();
+    sub.extend_from_slice(&0i16.to_be_bytes());
+    sub.extend_from_slice(&1i32.to_be_bytes());
+    sub.extend_from_slice(&1i16.to_be_bytes());
+    sub.extend_from_slice(b"t");
+    sub.extend_from_slice(&(-1i32).to_be_bytes());
+    JoinGroupRequest::default()
+        .with_group_id(gid(group))
+        .with_session_timeout_ms(10_000)
+        .with_rebalance_timeout_ms(10_000)
+        .with_member_id(s(""))
+        .with_group_instance_id(Some(s("instance-1")))
+        .with_protocol_type(s("consumer"))
+        .with_protocols(vec![
+            join_group_request::JoinGroupRequestProtocol::default()
+                .with_name(s("range"))
+                .with_metadata(sub.freeze()),
+        ])
+}
+
+/// CG-12 (KIP-814): the static leader of a Stable group rejoining with
+/// the same protocols leads again, with the members, but skips the
+/// assignment.
+#[tokio::test]
+async fn a_rejoining_static_leader_leads_and_skips_the_assignment() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let b = broker(dir.path()).await;
+    let mut c = connect(&b).await;
+    create_topic(&mut c, "t", 1).await;
+    let r = c.call(&static_join("cg"), 9).await;
+    assert_eq!(r.error_code, NONE);
+    assert_eq!(r.leader, r.member_id);
+    let first = r.member_id.to_string();
+    let sync = SyncGroupRequest::default()
+        .with_group_id(gid("cg"))
+        .with_generation_id(r.generation_id)
+        .with_member_id(s(&first))
+        .with_group_instance_id(Some(s("instance-1")))
+        .with_assignments(vec![
+            sync_group_request::SyncGroupRequestAssignment::default()
+                .with_member_id(s(&first))
+                .with_assignment(bytes::Bytes::from_static(b"assigned")),
+        ]);
+    assert_eq!(c.call(&sync, 5).await.error_code, NONE);
+    let r2 = c.call(&static_join("cg"), 9).await;
+    assert_eq!(r2.error_code, NONE);
+    assert_ne!(r2.member_id.as_str(), first);
+    assert_eq!(r2.generation_id, r.generation_id);
+    assert_eq!(r2.leader, r2.member_id);
+    assert!(r2.skip_assignment);
+    assert_eq!(r2.members.len(), 1);
+    assert_eq!(r2.members[0].member_id, r2.member_id);
+    // Below v9 there is no skip_assignment to send.
+    let r3 = c.call(&static_join("cg"), 8).await;
+    assert_eq!((r3.error_code, r3.leader == r3.member_id), (NONE, true));
+    drop(c);
+    b.stop().await;
+}

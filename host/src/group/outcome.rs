@@ -34,6 +34,9 @@ pub struct JoinOutcome {
     pub leader: String,
     /// Every member with its metadata: for the leader only.
     pub members: Vec<JoinedMember>,
+    /// KIP-814: the leader must not assign (a static leader rejoining a
+    /// Stable group it would not change).
+    pub skip_assignment: bool,
 }
 
 impl JoinOutcome {
@@ -47,6 +50,7 @@ impl JoinOutcome {
             protocol: None,
             leader: String::new(),
             members: Vec::new(),
+            skip_assignment: false,
         }
     }
 }

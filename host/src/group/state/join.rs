@@ -203,7 +203,8 @@ impl Group {
     /// A known static member rejoined with a new member id: the old id is
     /// fenced and replaced. In a Stable group whose protocol would not
     /// change this needs no rebalance (KIP-345): the member gets the current
-    /// generation and its old assignment at SyncGroup.
+    /// generation and its old assignment at SyncGroup; a replaced leader is
+    /// told to skip the assignment (KIP-814).
     pub(super) fn replace_static_member(
         &mut self,
         old_id: &str,
@@ -211,7 +212,6 @@ impl Group {
         req: JoinRequest,
         now: Now,
     ) -> Reply<JoinOutcome> {
-        let current_leader = self.leader.clone().unwrap_or_default();
         let Some(mut m) = self.members.remove(old_id) else {
             return self.add_member_and_rebalance(new_id, req, now);
         };
@@ -235,17 +235,10 @@ impl Group {
         match self.state {
             GroupState::Stable => {
                 if self.select_protocol() == self.protocol {
-                    let outcome = JoinOutcome {
-                        error: codes::NONE,
-                        member_id: new_id.clone(),
-                        generation: self.generation,
-                        protocol_type: self.protocol_type.clone(),
-                        protocol: self.protocol.clone(),
-                        // The old leader id, so a replaced leader does not
-                        // assign (a Stable group would not pass it on).
-                        leader: current_leader,
-                        members: Vec::new(),
-                    };
+                    // KIP-814: a replaced leader learns it leads (with the
+                    // members) but must not assign.
+                    let mut outcome = self.join_outcome_for(&new_id);
+                    outcome.skip_assignment = self.leader.as_deref() == Some(new_id.as_str());
                     if let Some(m) = self.members.get_mut(&new_id) {
                         m.answer_join(outcome);
                     }

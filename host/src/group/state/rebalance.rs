@@ -240,6 +240,7 @@ impl Group {
             protocol: self.protocol.clone(),
             leader,
             members,
+            skip_assignment: false,
         }
     }
 

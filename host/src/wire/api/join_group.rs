@@ -107,6 +107,7 @@ fn response(o: JoinOutcome, version: i16) -> ResponseKind {
             .with_protocol_name(protocol_name)
             .with_leader(sb(&o.leader))
             .with_member_id(sb(&o.member_id))
+            .with_skip_assignment(version >= 9 && o.skip_assignment)
             .with_members(members),
     )
 }
