@@ -355,3 +355,22 @@ async fn a_rejoining_static_leader_leads_and_skips_the_assignment() {
     drop(c);
     b.stop().await;
 }
+
+/// IT-01 / TX-03: DescribeTransactions of an id the coordinator does not
+/// know: TRANSACTIONAL_ID_NOT_FOUND with an empty state, as Kafka answers.
+#[tokio::test]
+async fn describe_transactions_of_an_unknown_id_has_an_empty_state() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let b = broker(dir.path()).await;
+    let mut c = connect(&b).await;
+    let req = DescribeTransactionsRequest::default()
+        .with_transactional_ids(vec![TransactionalId(s("nobody"))]);
+    let r = c.call(&req, 0).await;
+    let st = &r.transaction_states[0];
+    assert_eq!(
+        (st.error_code, st.transaction_state.as_str()),
+        (TRANSACTIONAL_ID_NOT_FOUND, "")
+    );
+    drop(c);
+    b.stop().await;
+}

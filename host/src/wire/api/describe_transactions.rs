@@ -56,9 +56,10 @@ pub fn handle(
             };
             let machine = c.machine();
             let Some(e) = machine.entry(&id.0) else {
+                // Kafka leaves the state empty for an id it does not know.
                 return base
                     .with_error_code(TRANSACTIONAL_ID_NOT_FOUND)
-                    .with_transaction_state(sb("Dead"));
+                    .with_transaction_state(sb(""));
             };
             let mut topics: Vec<TopicData> = Vec::new();
             for p in &e.partitions {
