@@ -54,7 +54,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use bytes::{Bytes, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::ApiKey;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
 use tokio::net::TcpListener;
@@ -645,13 +645,13 @@ async fn read_body<R: AsyncRead + Readiness + Unpin>(
     size: usize,
     conn: &Conn,
 ) -> anyhow::Result<BytesMut> {
-    let mut buf = BytesMut::zeroed(size);
-    let mut filled = 0;
-    while filled < size {
-        let rest = buf.get_mut(filled..).context("body offset")?;
-        let n = rd.read(rest).await?;
+    // Read into fresh capacity, not zero-filled first: a Produce body is
+    // up to megabytes, and zeroing it cost as much as receiving it.
+    let mut buf = BytesMut::with_capacity(size);
+    while buf.len() < size {
+        let rest = size - buf.len();
+        let n = rd.read_buf(&mut (&mut buf).limit(rest)).await?;
         anyhow::ensure!(n > 0, "the client closed the connection mid-frame");
-        filled += n;
         conn.touch();
     }
     Ok(buf)
@@ -744,21 +744,21 @@ where
                 }
             };
             let frame = match body {
-                Some(body) => match wire::encode(key, version, correlation, &body) {
+                Some(body) => match wire::frame::encode(key, version, correlation, &body) {
                     Ok(f) => f,
                     Err(e) => {
                         tracing::error!(api = ?key, version, error = %e, "encoding a response failed; closing");
                         return;
                     }
                 },
-                None => raw_frame,
+                None => raw_frame.into(),
             };
             writer_server
                 .metrics
                 .record(key as i16, started.elapsed().as_nanos() as u64);
             let flush = rx.is_empty();
             let write = async {
-                wr.write_all(&frame).await?;
+                frame.write_to(&mut wr).await?;
                 if flush {
                     wr.flush().await?;
                 }

@@ -94,6 +94,53 @@ pub fn parse_name(name: &str) -> Option<(i64, u64)> {
     }
 }
 
+/// Reads `file`'s bytes from `pos + buf.len()` on into `buf`'s spare
+/// capacity until `buf` holds `len` bytes (`buf` then holds the file's bytes
+/// `pos..pos + len`), without zero-filling that capacity first.
+/// A file that ends sooner is `UnexpectedEof`, as `read_exact_at`.
+fn read_to_len_at(file: &fs::File, buf: &mut Vec<u8>, len: usize, pos: u64) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    buf.reserve(len.saturating_sub(buf.len()));
+    while buf.len() < len {
+        let at = pos
+            .checked_add(buf.len() as u64)
+            .and_then(|a| libc::off_t::try_from(a).ok())
+            .ok_or_else(|| io::Error::other("read position past off_t"))?;
+        let missing = len - buf.len();
+        let spare = &mut buf.spare_capacity_mut()[..missing];
+        // SAFETY: pread writes at most `spare.len()` bytes to `spare`, which
+        // is this Vec's own allocated, writable capacity; the descriptor
+        // is owned by `file`, open for the whole call.
+        #[allow(unsafe_code)]
+        let n =
+            unsafe { libc::pread(file.as_raw_fd(), spare.as_mut_ptr().cast(), spare.len(), at) };
+        match n {
+            0 => {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "failed to fill whole buffer",
+                ));
+            }
+            n if n > 0 => {
+                let filled = buf.len() + n as usize;
+                // SAFETY: pread initialised the first `n` bytes of the spare
+                // capacity (`n <= spare.len()`), so `filled <= len <= capacity`.
+                #[allow(unsafe_code)]
+                unsafe {
+                    buf.set_len(filled)
+                };
+            }
+            _ => {
+                let e = io::Error::last_os_error();
+                if e.kind() != io::ErrorKind::Interrupted {
+                    return Err(e);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 impl Segment {
     fn path(&self, ext: &str) -> PathBuf {
         self.dir.join(format!(
@@ -331,19 +378,19 @@ impl Segment {
         below_offset: i64,
     ) -> io::Result<Vec<u8>> {
         let avail = self.size.saturating_sub(pos) as usize;
-        let mut want = avail.min(max_bytes.max(HEADER_LEN));
-        let mut buf = vec![0u8; want];
+        let want = avail.min(max_bytes.max(HEADER_LEN));
+        // Read into fresh capacity: a Fetch reads megabytes here, and
+        // zero-filling them first cost as much as copying them.
+        let mut buf = Vec::with_capacity(want);
         let file = self.file.get()?;
-        file.read_exact_at(&mut buf, pos)?;
+        read_to_len_at(&file, &mut buf, want, pos)?;
         // Make sure the first batch is whole even if it exceeds max_bytes.
         if min_one
             && let Some(h) = batch::parse_header(&buf)
             && h.size > want
             && h.base_offset < below_offset
         {
-            want = h.size.min(avail);
-            buf.resize(want, 0);
-            file.read_exact_at(&mut buf, pos)?;
+            read_to_len_at(&file, &mut buf, h.size.min(avail), pos)?;
         }
         // Whole batches within the buffer (which min_one sized to hold the
         // first batch) and, without min_one, within max_bytes.
@@ -513,5 +560,61 @@ impl Segment {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod read_tests {
+    use super::*;
+
+    fn file_of(bytes: &[u8]) -> (tempfile::TempDir, fs::File) {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("f");
+        fs::write(&path, bytes).expect("write");
+        let f = fs::File::open(&path).expect("open");
+        (dir, f)
+    }
+
+    #[test]
+    fn reads_into_spare_capacity_what_read_exact_at_reads() {
+        let bytes: Vec<u8> = (0..300_000u32).map(|i| (i * 7 + 3) as u8).collect();
+        let (_dir, f) = file_of(&bytes);
+        for (pos, len) in [
+            (0u64, 0usize),
+            (0, 1),
+            (5, 4096),
+            (1234, 200_000),
+            (0, 300_000),
+        ] {
+            let mut want = vec![0u8; len];
+            f.read_exact_at(&mut want, pos).expect("read_exact_at");
+            let mut got = Vec::new();
+            read_to_len_at(&f, &mut got, len, pos).expect("read");
+            assert_eq!(got, want, "pos {pos} len {len}");
+        }
+    }
+
+    #[test]
+    fn extends_a_partial_read_from_where_it_stopped() {
+        let bytes: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
+        let (_dir, f) = file_of(&bytes);
+        let mut got = Vec::new();
+        read_to_len_at(&f, &mut got, 100, 50).expect("first");
+        read_to_len_at(&f, &mut got, 9_000, 50).expect("more");
+        assert_eq!(got, bytes[50..9_050]);
+        // Already long enough: nothing read, nothing cut.
+        read_to_len_at(&f, &mut got, 10, 50).expect("none");
+        assert_eq!(got.len(), 9_000);
+    }
+
+    #[test]
+    fn a_file_ending_sooner_is_unexpected_eof() {
+        let (_dir, f) = file_of(&[1u8; 100]);
+        let mut got = Vec::new();
+        let e = read_to_len_at(&f, &mut got, 101, 0).expect_err("past the end");
+        assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof);
+        let mut got = Vec::new();
+        let e = read_to_len_at(&f, &mut got, 1, 100).expect_err("at the end");
+        assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof);
     }
 }

@@ -4,6 +4,7 @@
 //! ours (Kafka 3.7's ranges, bounded by what the codec decodes).
 
 pub mod api;
+pub mod frame;
 pub mod handled;
 pub mod throttling;
 pub mod versions;

@@ -84,7 +84,11 @@ impl Partition {
             }
             let got = seg.read(pos, room, min_one && first, upper)?;
             let whole = pos + got.len() as u64 == seg.size;
-            result.records.extend_from_slice(&got);
+            if first {
+                result.records = got; // the common case: one segment, no copy
+            } else {
+                result.records.extend_from_slice(&got);
+            }
             if !whole || seg.next_offset >= upper {
                 break;
             }
