@@ -333,9 +333,9 @@ impl Group {
     }
 
     /// TxnOffsetCommit's member checks (docs/txn-semantics.md §2.3 step 4): looser than a
-    /// plain commit. No member information is accepted in any state; a
-    /// member id or instance id given must be current, and a generation
-    /// given (≥ 0) must match.
+    /// plain commit. No member information is accepted in any state; with
+    /// a member id, instance id or generation (≥ 0) given the member must
+    /// be current, and a generation given must match.
     pub fn validate_txn_commit(
         &mut self,
         generation: i32,
@@ -346,7 +346,10 @@ impl Group {
         if self.state == GroupState::Dead {
             return Err(codes::COORDINATOR_NOT_AVAILABLE);
         }
-        if (!member_id.is_empty() || instance_id.is_some())
+        // A generation, member id or instance id given makes it a member's
+        // commit: the member must be current (Kafka 3.7's order: an unknown
+        // member before a wrong generation).
+        if (generation >= 0 || !member_id.is_empty() || instance_id.is_some())
             && let Some(e) = self.validate_current_member(member_id, instance_id)
         {
             return Err(e);

@@ -162,3 +162,21 @@ fn an_empty_group_takes_a_commit_from_outside_group_management_whatever_member_i
         Err(codes::UNKNOWN_MEMBER_ID)
     );
 }
+
+#[test]
+fn a_txn_commit_with_a_generation_names_a_current_member() {
+    // Kafka 3.7: a generation (≥ 0), member id or instance id makes it a
+    // member's commit, so an unknown member comes before the generation.
+    let base = Instant::now();
+    let mut g = Group::new("g", &cfg(0), at(base, 0));
+    let now = at(base, 1);
+    assert_eq!(
+        g.validate_txn_commit(3, "", None, now),
+        Err(codes::UNKNOWN_MEMBER_ID)
+    );
+    assert_eq!(
+        g.validate_txn_commit(3, "ghost", None, now),
+        Err(codes::UNKNOWN_MEMBER_ID)
+    );
+    assert_eq!(g.validate_txn_commit(-1, "", None, now), Ok(()));
+}
