@@ -374,3 +374,32 @@ async fn describe_transactions_of_an_unknown_id_has_an_empty_state() {
     drop(c);
     b.stop().await;
 }
+
+/// PS-16 / TX-05: a transactional batch without a transactional id is
+/// refused before anything else (Kafka's TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+/// authorizer or not), and nothing is appended.
+#[tokio::test]
+async fn a_transactional_batch_needs_a_transactional_id() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let b = broker(dir.path()).await;
+    let mut c = connect(&b).await;
+    create_topic(&mut c, "t", 1).await;
+    let batch = kaas::log::batch::data_batch(&[(None, b"v")], 1, Some((7, 0, 0)), true);
+    let req = ProduceRequest::default()
+        .with_acks(-1)
+        .with_timeout_ms(5_000)
+        .with_topic_data(vec![
+            produce_request::TopicProduceData::default()
+                .with_name(TopicName(s("t")))
+                .with_partition_data(vec![
+                    produce_request::PartitionProduceData::default()
+                        .with_index(0)
+                        .with_records(Some(bytes::Bytes::from(batch))),
+                ]),
+        ]);
+    let r = c.call(&req, 9).await;
+    let p = &r.responses[0].partition_responses[0];
+    assert_eq!(p.error_code, TRANSACTIONAL_ID_AUTHORIZATION_FAILED);
+    drop(c);
+    b.stop().await;
+}

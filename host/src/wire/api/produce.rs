@@ -108,10 +108,6 @@ async fn authorize(
     req: &ProduceRequest,
 ) -> Result<Checks, i16> {
     let mut checks = Checks::default();
-    if !broker.authz.is_enabled() {
-        return Ok(checks);
-    }
-    let mut access = super::Checks::new(broker, session, ApiKey::Produce);
     let headers = || {
         req.topic_data.iter().flat_map(|t| {
             t.partition_data.iter().filter_map(move |p| {
@@ -122,6 +118,15 @@ async fn authorize(
             })
         })
     };
+    // Kafka checks this first, authorizer or not: a transactional (or
+    // control) batch needs a transactional id.
+    if req.transactional_id.is_none() && headers().any(|(_, h)| h.is_transactional()) {
+        return Err(codes::TRANSACTIONAL_ID_AUTHORIZATION_FAILED);
+    }
+    if !broker.authz.is_enabled() {
+        return Ok(checks);
+    }
+    let mut access = super::Checks::new(broker, session, ApiKey::Produce);
     if headers().any(|(_, h)| h.is_transactional()) {
         let allowed = req
             .transactional_id
