@@ -325,6 +325,9 @@ pub async fn dispatch(
         Some(RequestKind::DescribeTransactions(r)) => {
             Handled::Now(api::describe_transactions::handle(broker, session, r, v))
         }
+        Some(RequestKind::DescribeQuorum(r)) => {
+            Handled::Now(api::describe_quorum::handle(broker, session, r, v))
+        }
         Some(RequestKind::ListTransactions(r)) => {
             Handled::Now(api::list_transactions::handle(broker, session, r, v))
         }

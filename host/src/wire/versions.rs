@@ -32,6 +32,9 @@ pub const VERSIONS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeProducers, 0, 0),
     (ApiKey::DescribeTransactions, 0, 0),
     (ApiKey::ListTransactions, 0, 0),
+    // Answered with a refusal naming etcd: kaas has no KRaft quorum
+    // (Kafka 4.x's range, so the message field, v2, reaches 4.x tools).
+    (ApiKey::DescribeQuorum, 0, 2),
     // Consumer groups (group::). Kafka 3.7's maxima; minima bounded by what
     // kafka-protocol decodes (OffsetCommit 2+, OffsetFetch 1+,
     // OffsetForLeaderEpoch 2+).

@@ -2,10 +2,23 @@
 //! implement). A request newer than v3 gets UNSUPPORTED_VERSION in the v0
 //! format plus the table (KIP-511), so the client retries with a version
 //! we speak.
+//!
+//! v3 also carries the feature flags (KIP-584) that `kafka-features.sh
+//! describe` prints, fixed for this build (so their epoch is 0):
+//! `group.version` 1, KIP-848's consumer group protocol, which kaas serves;
+//! `transaction.version` 0, the transaction protocol before KIP-890 part 2
+//! (kaas verifies partitions, part 1, but has no per-transaction epoch
+//! bump). As on Kafka, a feature at level 0 is supported but not listed as
+//! finalized (a 4.x client reads it as level 0).
+//! `metadata.version` and `kraft.version` are KRaft's: kaas has no KRaft
+//! log, so it reports neither.
 
-use kafka_protocol::messages::api_versions_response::ApiVersion;
+use kafka_protocol::messages::api_versions_response::{
+    ApiVersion, FinalizedFeatureKey, SupportedFeatureKey,
+};
 use kafka_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse, ResponseKind};
 
+use super::sb;
 use crate::codes;
 use crate::wire::versions::VERSIONS;
 
@@ -20,6 +33,10 @@ fn table() -> Vec<ApiVersion> {
         })
         .collect()
 }
+
+/// (feature, supported min, supported max, finalized level; 0: not finalized).
+pub const FEATURES: &[(&str, i16, i16, i16)] =
+    &[("group.version", 0, 1, 1), ("transaction.version", 0, 0, 0)];
 
 /// KIP-511: from v3 the client software name and version must each be
 /// `[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?`; a request naming anything
@@ -44,7 +61,31 @@ pub fn handle(req: &ApiVersionsRequest, version: i16) -> ResponseKind {
     ResponseKind::ApiVersions(
         ApiVersionsResponse::default()
             .with_error_code(codes::NONE)
-            .with_api_keys(table()),
+            .with_api_keys(table())
+            .with_supported_features(
+                FEATURES
+                    .iter()
+                    .map(|&(name, lo, hi, _)| {
+                        SupportedFeatureKey::default()
+                            .with_name(sb(name))
+                            .with_min_version(lo)
+                            .with_max_version(hi)
+                    })
+                    .collect(),
+            )
+            .with_finalized_features_epoch(0)
+            .with_finalized_features(
+                FEATURES
+                    .iter()
+                    .filter(|&&(_, _, _, level)| level > 0)
+                    .map(|&(name, _, _, level)| {
+                        FinalizedFeatureKey::default()
+                            .with_name(sb(name))
+                            .with_min_version_level(level)
+                            .with_max_version_level(level)
+                    })
+                    .collect(),
+            ),
     )
 }
 
