@@ -56,7 +56,11 @@ async fn kit_runs_with(policy: &str) {
     assert!(failed.is_empty(), "{policy}: {failed:#?}");
     for (id, key, want) in CONTRACT {
         let o = outcomes.iter().find(|o| o.id == *id).expect("probe ran");
-        let got = o.seen.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str());
+        let got = o
+            .seen
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str());
         assert_eq!(got, Some(*want), "{policy}: {id} {key}");
     }
     broker.terminate();
