@@ -356,6 +356,13 @@ async fn read_p(
     let mut pos = from;
     let (hw, lso) = loop {
         let p = c.fetch(tp, part, pos, isolation).await?;
+        // Kafka's high watermark may trail an append it has acknowledged
+        // (a marker, a batch) for a moment: a fetch from the end we read up
+        // to is then out of range until it catches up; ask again.
+        if p.error_code == 1 && pos > from && std::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            continue;
+        }
         ensure!(p.error_code == 0, "Fetch: error {}", p.error_code);
         let got = decode(p.records.as_ref())?;
         pos = got.last().map_or(pos, |r| r.offset + 1);
