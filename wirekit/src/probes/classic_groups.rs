@@ -1772,7 +1772,13 @@ async fn a_pending_member_is_not_described(c: &mut Ctx) -> anyhow::Result<()> {
     let r = c.call(&j.request(), 9).await?;
     c.see("first join", r.error_code);
     let d = describe(&mut c.client, &group).await?;
-    c.see("after MEMBER_ID_REQUIRED", described(&d));
+    // Only the members: whether the group itself shows as Empty or Dead
+    // here varies on Kafka 4.x (its new coordinator shows a group created
+    // without a record once some later write on its partition commits).
+    c.see(
+        "after MEMBER_ID_REQUIRED",
+        format!("error={} members={}", d.error_code, d.members.len()),
+    );
     let pending = r.member_id.to_string();
     let seen = heartbeat(&mut c.client, &group, 0, &pending).await?;
     c.see("pending member heartbeat", seen);
