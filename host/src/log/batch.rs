@@ -32,6 +32,9 @@ const CRC_START: usize = 21;
 pub const ATTR_COMPRESSION_MASK: i16 = 0x07;
 pub const ATTR_TRANSACTIONAL: i16 = 0x10;
 pub const ATTR_CONTROL: i16 = 0x20;
+/// The compression codec id of zstd (attributes & ATTR_COMPRESSION_MASK),
+/// which Produce below v7 and Fetch below v10 may not carry.
+pub const CODEC_ZSTD: i16 = 4;
 
 /// The fixed header of one batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -44,9 +44,6 @@ use crate::wire::handled::Handled;
 
 use crate::fetch_sessions::{Begin, PartKey, Sent, TopicRef, Wanted};
 
-/// Kafka's codec number for zstd.
-const ZSTD: i16 = 4;
-
 /// The topics (by name) the session may not read, decided once per request.
 fn refused_topics(
     broker: &Broker,
@@ -402,7 +399,7 @@ fn gather(
             }
             // As Kafka: a topic storing zstd (compression.type=zstd) is not
             // served to a Fetch older than v10, whose clients may not read it.
-            if version < 10 && part.config().compression == Some(ZSTD) {
+            if version < 10 && part.config().compression == Some(crate::log::batch::CODEC_ZSTD) {
                 errors = true;
                 parts.push(
                     base.with_error_code(codes::UNSUPPORTED_COMPRESSION_TYPE)

@@ -448,11 +448,9 @@ fn append_all(
 
 /// Whether `records` starts with a zstd-compressed batch.
 fn is_zstd(records: &[u8]) -> bool {
-    crate::log::batch::parse_header(records).is_some_and(|h| h.compression() == ZSTD)
+    crate::log::batch::parse_header(records)
+        .is_some_and(|h| h.compression() == crate::log::batch::CODEC_ZSTD)
 }
-
-/// Kafka's compression codec id of zstd.
-const ZSTD: i16 = 4;
 
 /// Why an acks=all append to `part` must not be written (min.insync.replicas
 /// against the ISR the cluster seam reports), or None. The default of 1 is
