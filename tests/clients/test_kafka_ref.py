@@ -80,3 +80,17 @@ def test_kafka_ref_runs_apache_kafka_3_7_and_refuses_tv2_there(tmp_path):
         assert probe("3", bootstrap) == "client=3.7.2 nodes=1 transaction.version=none"
     finally:
         subprocess.run([KAFKA_REF, "stop", "--dir", d], timeout=120, check=True)
+
+
+def test_cluster_ids_never_start_with_a_dash_the_storage_tool_would_read_as_an_option():
+    import base64
+    import importlib.machinery
+    import importlib.util
+    loader = importlib.machinery.SourceFileLoader("kafka_ref", str(KAFKA_REF))
+    spec = importlib.util.spec_from_loader("kafka_ref", loader)
+    mod = importlib.util.module_from_spec(spec)
+    loader.exec_module(mod)
+    ids = [mod.new_cluster_id() for _ in range(4000)]
+    assert not [i for i in ids if i.startswith("-")]
+    assert all(len(base64.urlsafe_b64decode(i + "==")) == 16 for i in ids)
+    assert len(set(ids)) == len(ids)
