@@ -6,7 +6,7 @@
 //! session; id 0 with epoch 0 asks for a new one (a full fetch, cached
 //! when a slot is free); an id with epoch -1 closes it; an id with the
 //! session's next epoch is an incremental fetch, any other epoch
-//! INVALID_FETCH_SESSION_EPOCH, an unknown id FETCH_SESSION_ID_NOT_FOUND.
+//! codes::INVALID_FETCH_SESSION_EPOCH, an unknown id codes::FETCH_SESSION_ID_NOT_FOUND.
 //!
 //! Bounded: at most `max.incremental.fetch.session.cache.slots` sessions;
 //! when they are all taken, a session idle for two minutes is evicted
@@ -16,14 +16,10 @@
 //! fetcher adding partitions fetch after fetch cannot grow the cache
 //! without end. A leaf: no broker, no wire types.
 
+use crate::codes;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
-
-/// FETCH_SESSION_ID_NOT_FOUND(70).
-pub const FETCH_SESSION_ID_NOT_FOUND: i16 = 70;
-/// INVALID_FETCH_SESSION_EPOCH(71).
-pub const INVALID_FETCH_SESSION_EPOCH: i16 = 71;
 
 /// Kafka's default `max.incremental.fetch.session.cache.slots`.
 pub const DEFAULT_SLOTS: usize = 1000;
@@ -159,15 +155,15 @@ impl FetchSessions {
             return if epoch == 0 {
                 Begin::New
             } else {
-                Begin::Refused(INVALID_FETCH_SESSION_EPOCH)
+                Begin::Refused(codes::INVALID_FETCH_SESSION_EPOCH)
             };
         }
         let total = st.partitions;
         let Some(s) = st.sessions.get_mut(&id) else {
-            return Begin::Refused(FETCH_SESSION_ID_NOT_FOUND);
+            return Begin::Refused(codes::FETCH_SESSION_ID_NOT_FOUND);
         };
         if epoch != s.next_epoch {
-            return Begin::Refused(INVALID_FETCH_SESSION_EPOCH);
+            return Begin::Refused(codes::INVALID_FETCH_SESSION_EPOCH);
         }
         let before = s.parts.len();
         if !forgotten.is_empty() {
@@ -199,7 +195,7 @@ impl FetchSessions {
                 session = id,
                 "fetch session dropped: the cache's partition cap is reached"
             );
-            return Begin::Refused(FETCH_SESSION_ID_NOT_FOUND);
+            return Begin::Refused(codes::FETCH_SESSION_ID_NOT_FOUND);
         }
         s.next_epoch = next_epoch(s.next_epoch);
         s.last_used = now;
@@ -331,15 +327,15 @@ mod tests {
         // A repeated or skipped epoch is refused; an unknown id too.
         assert!(matches!(
             c.begin(id, 1, vec![], vec![], now),
-            Begin::Refused(INVALID_FETCH_SESSION_EPOCH)
+            Begin::Refused(codes::INVALID_FETCH_SESSION_EPOCH)
         ));
         assert!(matches!(
             c.begin(id, 3, vec![], vec![], now),
-            Begin::Refused(INVALID_FETCH_SESSION_EPOCH)
+            Begin::Refused(codes::INVALID_FETCH_SESSION_EPOCH)
         ));
         assert!(matches!(
             c.begin(id ^ 1, 2, vec![], vec![], now),
-            Begin::Refused(FETCH_SESSION_ID_NOT_FOUND)
+            Begin::Refused(codes::FETCH_SESSION_ID_NOT_FOUND)
         ));
         // Forgetting a partition, then closing.
         let Begin::Incremental { parts, .. } = c.begin(id, 2, vec![], vec![key(1)], now) else {
@@ -375,7 +371,7 @@ mod tests {
         assert_ne!(d, 0);
         assert!(matches!(
             c.begin(a, 1, vec![], vec![], t0),
-            Begin::Refused(FETCH_SESSION_ID_NOT_FOUND)
+            Begin::Refused(codes::FETCH_SESSION_ID_NOT_FOUND)
         ));
         // Two minutes later b is idle and goes first.
         let later = t0 + EVICTABLE_AFTER;
@@ -387,7 +383,7 @@ mod tests {
         assert_ne!(e, 0);
         assert!(matches!(
             c.begin(b, 1, vec![], vec![], later),
-            Begin::Refused(FETCH_SESSION_ID_NOT_FOUND)
+            Begin::Refused(codes::FETCH_SESSION_ID_NOT_FOUND)
         ));
     }
 
@@ -408,7 +404,7 @@ mod tests {
         ));
         assert!(matches!(
             c.begin(id, 2, vec![(key(3), wanted(0))], vec![], now),
-            Begin::Refused(FETCH_SESSION_ID_NOT_FOUND)
+            Begin::Refused(codes::FETCH_SESSION_ID_NOT_FOUND)
         ));
         assert!(c.is_empty(), "the session that grew past the cap is gone");
         assert_eq!(

@@ -25,17 +25,6 @@ use crate::group::now::Now;
 
 mod targets;
 
-/// FENCED_MEMBER_EPOCH(110).
-pub const FENCED_MEMBER_EPOCH: i16 = 110;
-/// UNRELEASED_INSTANCE_ID(111).
-pub const UNRELEASED_INSTANCE_ID: i16 = 111;
-/// UNSUPPORTED_ASSIGNOR(112).
-pub const UNSUPPORTED_ASSIGNOR: i16 = 112;
-/// STALE_MEMBER_EPOCH(113).
-pub const STALE_MEMBER_EPOCH: i16 = 113;
-/// INVALID_REGULAR_EXPRESSION(128).
-pub const INVALID_REGULAR_EXPRESSION: i16 = 128;
-
 /// What the group needs to know about topics (the log manager in a broker).
 pub trait Topics {
     /// A topic's id and partition count.
@@ -363,7 +352,7 @@ impl ConsumerGroup {
             return Err(codes::UNKNOWN_MEMBER_ID);
         };
         if m.epoch() != epoch {
-            return Err(STALE_MEMBER_EPOCH);
+            return Err(codes::STALE_MEMBER_EPOCH);
         }
         Ok(())
     }
@@ -374,7 +363,7 @@ impl ConsumerGroup {
             None => Ok(()),
             Some((id, epoch)) => match self.members.get(id) {
                 None => Err(codes::UNKNOWN_MEMBER_ID),
-                Some(m) if m.epoch() != epoch => Err(STALE_MEMBER_EPOCH),
+                Some(m) if m.epoch() != epoch => Err(codes::STALE_MEMBER_EPOCH),
                 Some(_) => Ok(()),
             },
         }
@@ -489,7 +478,7 @@ impl ConsumerGroup {
             && !cfg.assignors.contains(a)
         {
             return Err(err((
-                UNSUPPORTED_ASSIGNOR,
+                codes::UNSUPPORTED_ASSIGNOR,
                 format!(
                     "ServerAssignor {a} is not supported. Supported assignors: {}.",
                     cfg.assignors.join(", ")
@@ -680,7 +669,7 @@ impl ConsumerGroup {
             Some(old) if joining => {
                 if old.epoch() != LEFT_STATIC_EPOCH {
                     return Err((
-                        UNRELEASED_INSTANCE_ID,
+                        codes::UNRELEASED_INSTANCE_ID,
                         format!(
                             "Static member {member_id} with instance id {instance} cannot join the \
                              group because the instance id is owned by {} member.",
@@ -845,7 +834,7 @@ fn check_epoch(m: &Member, received: i32, owned: Option<&Assignment>) -> Result<
     let known = m.epoch();
     if received > known {
         return Err((
-            FENCED_MEMBER_EPOCH,
+            codes::FENCED_MEMBER_EPOCH,
             format!(
                 "The consumer group member has a greater member epoch ({received}) than the one \
                  known by the group coordinator ({known}). The member must abandon all its \
@@ -858,7 +847,7 @@ fn check_epoch(m: &Member, received: i32, owned: Option<&Assignment>) -> Result<
             || !member::is_subset(owned, &m.progress.assigned))
     {
         return Err((
-            FENCED_MEMBER_EPOCH,
+            codes::FENCED_MEMBER_EPOCH,
             format!(
                 "The consumer group member has a smaller member epoch ({received}) than the one \
                  known by the group coordinator ({known}). The member must abandon all its \

@@ -223,7 +223,7 @@ fn stale_and_future_epochs_are_fenced_and_strangers_unknown() {
     let a = w.join(&["t"]);
     let mut req = w.request(&a, false);
     req.member_epoch = 7;
-    assert_eq!(w.send(req).error, group::FENCED_MEMBER_EPOCH);
+    assert_eq!(w.send(req).error, crate::codes::FENCED_MEMBER_EPOCH);
     let mut req = w.request(&a, false);
     req.member_id = "nobody".into();
     assert_eq!(w.send(req).error, codes::UNKNOWN_MEMBER_ID);
@@ -247,7 +247,7 @@ fn the_previous_epoch_is_accepted_when_the_answer_was_lost() {
         w.cat.id("t"),
         BTreeSet::from([0, 1, 2, 3]),
     )]));
-    assert_eq!(w.send(req).error, group::FENCED_MEMBER_EPOCH);
+    assert_eq!(w.send(req).error, crate::codes::FENCED_MEMBER_EPOCH);
     w.beat(&mut b, false);
 }
 
@@ -332,7 +332,7 @@ fn a_static_member_that_leaves_temporarily_gets_its_partitions_back() {
         topics: vec!["t".into()],
         ..Client::default()
     };
-    assert_eq!(w.beat(&mut a3, true).error, group::UNRELEASED_INSTANCE_ID);
+    assert_eq!(w.beat(&mut a3, true).error, crate::codes::UNRELEASED_INSTANCE_ID);
 }
 
 #[test]
@@ -398,7 +398,7 @@ fn a_regex_subscription_follows_topics_as_they_are_created() {
     assert!(r.assignment.unwrap_or_default().is_empty());
     let mut bad = w.request(&Client::default(), true);
     bad.topic_regex = Some("orders-(".into());
-    assert_eq!(w.send(bad).error, group::INVALID_REGULAR_EXPRESSION);
+    assert_eq!(w.send(bad).error, crate::codes::INVALID_REGULAR_EXPRESSION);
 }
 
 #[test]
@@ -418,7 +418,7 @@ fn unsupported_assignors_and_a_full_group_are_refused() {
     let mut req = w.request(&Client::default(), true);
     req.topic_names = Some(vec!["t".into()]);
     req.server_assignor = Some("sticky".into());
-    assert_eq!(w.send(req).error, group::UNSUPPORTED_ASSIGNOR);
+    assert_eq!(w.send(req).error, crate::codes::UNSUPPORTED_ASSIGNOR);
     w.cfg.max_size = 1;
     w.join(&["t"]);
     let mut req = w.request(&Client::default(), true);
@@ -449,7 +449,7 @@ fn offset_commits_need_the_current_member_epoch() {
     assert_eq!(w.g.validate_commit(&a.id, a.epoch), Ok(()));
     assert_eq!(
         w.g.validate_commit(&a.id, a.epoch - 1),
-        Err(group::STALE_MEMBER_EPOCH)
+        Err(crate::codes::STALE_MEMBER_EPOCH)
     );
     assert_eq!(w.g.validate_commit("x", 1), Err(codes::UNKNOWN_MEMBER_ID));
     assert_eq!(w.g.validate_commit("", -1), Err(codes::UNKNOWN_MEMBER_ID));
@@ -462,7 +462,7 @@ fn offset_commits_need_the_current_member_epoch() {
     );
     assert_eq!(
         w.g.validate_txn_commit(&a.id, None, a.epoch - 1),
-        Err(group::STALE_MEMBER_EPOCH)
+        Err(crate::codes::STALE_MEMBER_EPOCH)
     );
 }
 

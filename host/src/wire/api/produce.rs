@@ -470,13 +470,6 @@ fn too_few_in_sync(
     super::min_isr::refusal(acks, min, set.replicas.len(), &set.isr, topic, p)
 }
 
-/// A batch under a producer id this broker never handed out (its state
-/// could only be forged) or bound to another principal, and the test-only
-/// fault below.
-const UNKNOWN_PRODUCER_ID: i16 = codes::UNKNOWN_PRODUCER_ID;
-/// A transactional batch under such a producer id.
-const INVALID_PRODUCER_ID_MAPPING: i16 = codes::INVALID_PRODUCER_ID_MAPPING;
-
 fn append(
     broker: &Broker,
     part: &Partition,
@@ -503,9 +496,9 @@ fn append(
         crate::log::batch::validate_client_batch(&bytes, part.config().max_message_bytes)
             .map_err(|e| append_error_code(&AppendError::Batch(e)))?;
         return Err(if h.is_transactional() {
-            INVALID_PRODUCER_ID_MAPPING
+            codes::INVALID_PRODUCER_ID_MAPPING
         } else {
-            UNKNOWN_PRODUCER_ID
+            codes::UNKNOWN_PRODUCER_ID
         });
     }
     if let Some(h) = header.filter(|h| h.is_transactional()) {
@@ -515,7 +508,7 @@ fn append(
         // OUT_OF_ORDER_SEQUENCE_NUMBER on the next expected sequence as fatal
         // "sequence desynchronization", so that code cannot drive the bump.)
         if h.base_sequence > 0 && crate::fault::once("produce-unknown-producer-id-once") {
-            return Err(UNKNOWN_PRODUCER_ID);
+            return Err(codes::UNKNOWN_PRODUCER_ID);
         }
         let Some(txn_id) = transactional_id else {
             return Err(codes::INVALID_RECORD);

@@ -9,7 +9,7 @@ impl ConsumerGroup {
     pub(super) fn check_regex(&mut self, r: &str, cfg: &ConsumerConfig) -> Result<(), Failure> {
         if r.len() > cfg.max_regex_bytes {
             return Err((
-                INVALID_REGULAR_EXPRESSION,
+                crate::codes::INVALID_REGULAR_EXPRESSION,
                 format!(
                     "SubscribedTopicRegex is longer than {} bytes.",
                     cfg.max_regex_bytes
@@ -26,7 +26,7 @@ impl ConsumerGroup {
             .collect();
         if in_use.len() >= cfg.max_regexes && !in_use.contains(r) {
             return Err((
-                INVALID_REGULAR_EXPRESSION,
+                crate::codes::INVALID_REGULAR_EXPRESSION,
                 format!(
                     "The group already uses {} distinct regular expressions.",
                     cfg.max_regexes
@@ -35,7 +35,7 @@ impl ConsumerGroup {
         }
         compile(r).map(|_| ()).map_err(|e| {
             (
-                INVALID_REGULAR_EXPRESSION,
+                crate::codes::INVALID_REGULAR_EXPRESSION,
                 format!("SubscribedTopicRegex `{r}` is not a valid regular expression: {e}."),
             )
         })
