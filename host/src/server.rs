@@ -47,27 +47,29 @@
 //! [`Dispatch`] (the broker, in `broker_ports.rs`) that answers each
 //! decoded request. On shutdown it drains: see [`SHUTDOWN_DRAIN`].
 
-use std::collections::HashMap;
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::Context as _;
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::ApiKey;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
 use tokio::net::TcpListener;
-use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc};
+use tokio::sync::mpsc;
 
 use crate::metrics::Metrics;
 use crate::ratelimit::{Backoff, RateLimit};
 use crate::security::SecurityConfig;
 use crate::security::sasl::Sasl;
 use crate::wire::{self, Handled, Request};
+use budget::Budget;
+use slots::{Conn, Registered, Registry};
 
 pub mod bind;
+mod budget;
 mod read_ahead;
+mod slots;
 mod settling;
 use read_ahead::{ReadAhead, Readiness};
 
@@ -336,216 +338,6 @@ async fn accept_loop<D: Dispatch>(
                 tracing::debug!(%peer, listener = %listener.name, error = %e, "connection closed");
             }
         });
-    }
-}
-
-/// Milliseconds since the server started: progress stamps fit an atomic.
-#[derive(Debug, Clone, Copy)]
-struct Clock(Instant);
-
-impl Clock {
-    fn now_ms(self) -> u64 {
-        self.0.elapsed().as_millis() as u64
-    }
-
-    fn at(self, ms: u64) -> tokio::time::Instant {
-        tokio::time::Instant::from_std(self.0 + Duration::from_millis(ms))
-    }
-}
-
-/// One connection as the accept loop sees it.
-#[derive(Debug)]
-struct Conn {
-    id: u64,
-    clock: Clock,
-    /// When a byte last arrived or a response was last written.
-    last_progress: AtomicU64,
-    /// Requests read whose response has not been written yet.
-    in_flight: AtomicUsize,
-    /// Asks the connection's reader to stop (evicted, or its writer
-    /// stopped).
-    close: Notify,
-    /// Evicted: what it still owes its client is dropped, not written.
-    evicted: std::sync::atomic::AtomicBool,
-    /// Owes the broker bytes: connected or started a frame, and not yet
-    /// sent all of it. Such connections are evicted before complete ones,
-    /// so half-sent frames cannot push out an idle client that did
-    /// nothing wrong.
-    incomplete: std::sync::atomic::AtomicBool,
-}
-
-impl Conn {
-    fn touch(&self) {
-        self.last_progress
-            .store(self.clock.now_ms(), Ordering::Relaxed);
-    }
-}
-
-/// The open connections, for eviction at `max_connections`.
-#[derive(Debug)]
-struct Registry {
-    clock: Clock,
-    next_id: AtomicU64,
-    conns: Mutex<HashMap<u64, Arc<Conn>>>,
-    /// Woken when the last connection leaves (a shutdown waits for it).
-    emptied: Notify,
-}
-
-impl Registry {
-    fn new() -> Self {
-        Registry {
-            clock: Clock(Instant::now()),
-            next_id: AtomicU64::new(0),
-            conns: Mutex::new(HashMap::new()),
-            emptied: Notify::new(),
-        }
-    }
-
-    /// Every connection registered now.
-    fn all(&self) -> Vec<Arc<Conn>> {
-        self.conns
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .values()
-            .cloned()
-            .collect()
-    }
-
-    fn is_empty(&self) -> bool {
-        self.conns
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .is_empty()
-    }
-
-    /// Registers a new connection. At `max` connections one is told to
-    /// close and loses its slot: one that owes the broker part of a frame
-    /// (or has sent none yet) before one that does not, and among those the
-    /// one that has gone longest without progress (the oldest of equals),
-    /// sparing those with a request in flight that made progress within
-    /// `stuck`; with none to evict the new connection is refused (None).
-    fn admit(&self, max: usize, stuck: Duration, metrics: &Metrics) -> Option<Arc<Conn>> {
-        let mut conns = self.conns.lock().unwrap_or_else(|p| p.into_inner());
-        if conns.len() >= max {
-            let now = self.clock.now_ms();
-            let stuck = stuck.as_millis() as u64;
-            let victim = conns
-                .values()
-                .filter(|c| {
-                    c.in_flight.load(Ordering::Acquire) == 0
-                        || now.saturating_sub(c.last_progress.load(Ordering::Relaxed)) >= stuck
-                })
-                .min_by_key(|c| {
-                    (
-                        !c.incomplete.load(Ordering::Relaxed),
-                        c.last_progress.load(Ordering::Relaxed),
-                        c.id,
-                    )
-                })?
-                .clone();
-            conns.remove(&victim.id);
-            victim.evicted.store(true, Ordering::Release);
-            victim.close.notify_one();
-            metrics.connections_evicted.fetch_add(1, Ordering::Relaxed);
-            tracing::debug!(
-                idle_ms = self
-                    .clock
-                    .now_ms()
-                    .saturating_sub(victim.last_progress.load(Ordering::Relaxed)),
-                "connection limit reached: closing the connection idle longest"
-            );
-        }
-        let conn = Arc::new(Conn {
-            id: self.next_id.fetch_add(1, Ordering::Relaxed),
-            clock: self.clock,
-            last_progress: AtomicU64::new(self.clock.now_ms()),
-            in_flight: AtomicUsize::new(0),
-            close: Notify::new(),
-            evicted: std::sync::atomic::AtomicBool::new(false),
-            incomplete: std::sync::atomic::AtomicBool::new(true),
-        });
-        conns.insert(conn.id, conn.clone());
-        Some(conn)
-    }
-}
-
-/// A connection's slot, given back when its task ends.
-struct Registered {
-    registry: Arc<Registry>,
-    conn: Arc<Conn>,
-}
-
-impl Drop for Registered {
-    fn drop(&mut self) {
-        let mut conns = self
-            .registry
-            .conns
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        conns.remove(&self.conn.id);
-        if conns.is_empty() {
-            self.registry.emptied.notify_waiters();
-        }
-    }
-}
-
-/// queued.max.request.bytes: a semaphore counted in bytes.
-#[derive(Debug)]
-struct Budget {
-    bytes: Arc<Semaphore>,
-    total: usize,
-}
-
-impl Budget {
-    fn new(total: usize) -> Self {
-        let total = total.min(Semaphore::MAX_PERMITS);
-        Budget {
-            bytes: Arc::new(Semaphore::new(total)),
-            total,
-        }
-    }
-
-    /// Waits for `size` bytes of the budget (none for a small frame).
-    async fn acquire(&self, size: usize, metrics: &Arc<Metrics>) -> anyhow::Result<Option<Held>> {
-        if size <= SMALL_FRAME {
-            return Ok(None);
-        }
-        if size > self.total {
-            anyhow::bail!(
-                "a request of {size} bytes exceeds the whole queued.max.request.bytes budget of {}",
-                self.total
-            );
-        }
-        let permits = u32::try_from(size).context("request size")?;
-        let permit = self
-            .bytes
-            .clone()
-            .acquire_many_owned(permits)
-            .await
-            .context("the request budget is closed")?;
-        metrics
-            .queued_request_bytes
-            .fetch_add(size as u64, Ordering::Relaxed);
-        Ok(Some(Held {
-            _permit: permit,
-            bytes: size as u64,
-            metrics: metrics.clone(),
-        }))
-    }
-}
-
-/// A frame's share of the budget, given back when dropped.
-struct Held {
-    _permit: OwnedSemaphorePermit,
-    bytes: u64,
-    metrics: Arc<Metrics>,
-}
-
-impl Drop for Held {
-    fn drop(&mut self) {
-        self.metrics
-            .queued_request_bytes
-            .fetch_sub(self.bytes, Ordering::Relaxed);
     }
 }
 
