@@ -1,5 +1,5 @@
 """The reference tooling other tests and benches rely on, exactly as
-README and compat/kafka describe it: `scripts/kafka-ref start` formats a
+docs/compatibility.md and compat/kafka describe it: `scripts/kafka-ref start` formats a
 KRaft Apache Kafka, starts it on loopback and prints one `bootstrap=` line;
 `stop` returns once exactly its processes are gone; `setup-java --classpath
 4|3` prints a classpath a Java probe compiles and runs against."""

@@ -1,9 +1,9 @@
-"""etcd unavailable for longer than the lease TTL (issue 14).
+"""etcd unavailable for longer than the lease TTL, in cluster mode.
 
 etcd is stopped (SIGSTOP: its sockets stay open, so keep-alives hang rather
 than fail) while an idempotent acks=all producer writes to every partition
 and raw Produce requests go straight to each partition's leader. The claims
-(README "Cluster mode", design.md "etcd unavailable"):
+(docs/cluster.md, "Failures"; design.md, "etcd unavailable"):
 
 - within 0.8 x TTL of the pause every leader answers a Produce with
   NOT_LEADER_OR_FOLLOWER, and nothing is acknowledged while etcd is away;
