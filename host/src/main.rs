@@ -147,7 +147,7 @@ struct BrokerArgs {
     data_dir: PathBuf,
     /// Transaction-coordinator policy component; default: the embedded
     /// apache37. SIGHUP re-reads it and swaps it in once it passes the
-    /// smoke vectors (see README "Hot swap").
+    /// smoke vectors (see docs/policies.md, "Hot swap").
     #[arg(long)]
     policy: Option<PathBuf>,
     /// transaction.max.timeout.ms: the longest transaction timeout a

@@ -156,14 +156,15 @@ impl LogManager {
                     if fault_in_creation(p, count) {
                         return Err(io::Error::other("fault injection: create-partition"));
                     }
-                    Partition::create_in(
-                        &self.files,
-                        &self.root,
-                        name,
-                        index,
-                        config.clone(),
-                        immediate,
-                    )
+                    let at = At {
+                        files: &self.files,
+                        root: &self.root,
+                        topic: name,
+                        id: index,
+                        config: config.clone(),
+                        immediate_hw: immediate,
+                    };
+                    Partition::open(at, Opening::Create)
                 });
             match created {
                 Ok(mut part) => {
@@ -219,14 +220,15 @@ impl LogManager {
             if dir.exists() {
                 fs::remove_dir_all(&dir)?;
             }
-            let mut part = Partition::create_in(
-                &self.files,
-                &self.root,
-                name,
-                i,
-                t.config.clone(),
-                immediate,
-            )?;
+            let at = At {
+                files: &self.files,
+                root: &self.root,
+                topic: name,
+                id: i,
+                config: t.config.clone(),
+                immediate_hw: immediate,
+            };
+            let mut part = Partition::open(at, Opening::Create)?;
             if let Some(w) = self.wal() {
                 part = part.with_wal(w, t.id);
             }

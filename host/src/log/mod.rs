@@ -46,6 +46,7 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use serde::{Deserialize, Serialize};
 
+pub use partition::open::{At, Opening};
 pub use partition::{LogConfig, Partition};
 
 /// Cluster mode: the write-ahead logs, one directory per broker lease.
@@ -148,11 +149,20 @@ impl LogManager {
             let m = &metas[t];
             let config = parse_stored_configs(&m.name, &defaults, &m.configs);
             let dir = root.join(Partition::dir_name(&m.name, p));
-            let part = if dir.exists() {
-                Partition::open_in(&files, root, &m.name, p, config, immediate)?
+            let how = if dir.exists() {
+                Opening::Reopen
             } else {
-                Partition::create_in(&files, root, &m.name, p, config, immediate)?
+                Opening::Create
             };
+            let at = At {
+                files: &files,
+                root,
+                topic: &m.name,
+                id: p,
+                config,
+                immediate_hw: immediate,
+            };
+            let part = Partition::open(at, how)?;
             if let Some(batches) = recovered.batches.get(&(parse_id(&m.id), p)) {
                 part.recover_from_wal(batches)?;
             }

@@ -163,17 +163,17 @@ impl LogManager {
             }
         }
         let immediate = self.group_commit.mode() != FsyncMode::Always;
-        let mut part = Partition::take_over_in(
-            &self.files,
-            &self.root,
+        let at = At {
+            files: &self.files,
+            root: &self.root,
             topic,
-            p,
-            t.config.clone(),
-            immediate,
-            &batches,
-        )?
-        .with_gate(gate)
-        .with_refusals(t.refusals(p));
+            id: p,
+            config: t.config.clone(),
+            immediate_hw: immediate,
+        };
+        let mut part = Partition::open(at, Opening::TakeOver(&batches))?
+            .with_gate(gate)
+            .with_refusals(t.refusals(p));
         if let Some(w) = self.wal() {
             part = part.with_wal(w, t.id);
         }

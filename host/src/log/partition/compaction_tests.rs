@@ -1,5 +1,6 @@
 use std::collections::BTreeMap;
 
+use super::open::shorthand::*;
 use super::*;
 use crate::log::batch::{kv_batch, records};
 use crate::log::offset_map::{OffsetMap, Throttle};
@@ -79,7 +80,7 @@ fn last_values(records: &[(i64, String, Option<String>)]) -> BTreeMap<String, Op
 #[test]
 fn the_last_record_of_each_key_survives_with_its_offset() {
     let dir = tempfile::tempdir().expect("tmp");
-    let p = Partition::create(dir.path(), "t", 0, compacted(), true).expect("create");
+    let p = create(dir.path(), "t", 0, compacted(), true).expect("create");
     for i in 0..300 {
         put(
             &p,
@@ -126,7 +127,7 @@ fn the_last_record_of_each_key_survives_with_its_offset() {
 fn a_cleaned_log_reopens_the_same_after_a_crash_and_after_a_clean_close() {
     let dir = tempfile::tempdir().expect("tmp");
     let after = {
-        let p = Partition::create(dir.path(), "t", 0, compacted(), true).expect("create");
+        let p = create(dir.path(), "t", 0, compacted(), true).expect("create");
         for i in 0..200 {
             put(&p, &format!("k{}", i % 7), Some(&format!("v{i}")), 1000 + i);
         }
@@ -136,11 +137,11 @@ fn a_cleaned_log_reopens_the_same_after_a_crash_and_after_a_clean_close() {
     };
     // A pass stopped mid-write leaves a .cleaned file: never read.
     fs::write(dir.path().join("t-0/00000000000000000000.cleaned"), b"torn").expect("leftover");
-    let p = Partition::open(dir.path(), "t", 0, compacted(), true).expect("reopen");
+    let p = reopen(dir.path(), "t", 0, compacted(), true).expect("reopen");
     assert_eq!(records_of(&p, false), after);
     put(&p, "k1", Some("late"), 5000);
     p.close().expect("close");
-    let q = Partition::open(dir.path(), "t", 0, compacted(), true).expect("clean reopen");
+    let q = reopen(dir.path(), "t", 0, compacted(), true).expect("clean reopen");
     let mut expected = after.clone();
     expected.push((q.log_end_offset() - 1, "k1".into(), Some("late".into())));
     assert_eq!(records_of(&q, false), expected);
@@ -158,7 +159,7 @@ fn a_cleaned_log_reopens_the_same_after_a_crash_and_after_a_clean_close() {
 #[test]
 fn a_tombstone_stays_for_delete_retention_then_goes() {
     let dir = tempfile::tempdir().expect("tmp");
-    let p = Partition::create(dir.path(), "t", 0, compacted(), true).expect("create");
+    let p = create(dir.path(), "t", 0, compacted(), true).expect("create");
     put(&p, "gone", Some("old"), 1000);
     put(&p, "gone", None, 1001);
     for i in 0..100 {
@@ -193,7 +194,7 @@ fn a_tombstone_stays_for_delete_retention_then_goes() {
 #[test]
 fn aborted_records_go_and_a_marker_goes_once_its_records_have() {
     let dir = tempfile::tempdir().expect("tmp");
-    let p = Partition::create(dir.path(), "t", 0, compacted(), true).expect("create");
+    let p = create(dir.path(), "t", 0, compacted(), true).expect("create");
     let (pid, epoch) = (7, 0);
     let mut seq = 0;
     let mut txn = |key: &str, value: &str, commit: bool, ts: i64| {
@@ -259,14 +260,14 @@ fn aborted_records_go_and_a_marker_goes_once_its_records_have() {
         "no aborted transaction without its marker"
     );
     drop(p);
-    let q = Partition::open(dir.path(), "t", 0, compacted(), true).expect("reopen");
+    let q = reopen(dir.path(), "t", 0, compacted(), true).expect("reopen");
     assert_eq!(told(&q), vec![], "nor after a crash");
 }
 
 #[test]
 fn nothing_of_an_open_transaction_or_past_it_is_cleaned() {
     let dir = tempfile::tempdir().expect("tmp");
-    let p = Partition::create(dir.path(), "t", 0, compacted(), true).expect("create");
+    let p = create(dir.path(), "t", 0, compacted(), true).expect("create");
     for i in 0..30 {
         put(&p, "k", Some(&format!("v{i}")), 1000 + i);
     }
@@ -315,7 +316,7 @@ fn idempotent_then_superseded(p: &Partition, value: &[u8]) -> i64 {
 #[test]
 fn a_producers_last_batch_stays_as_an_empty_batch() {
     let dir = tempfile::tempdir().expect("tmp");
-    let p = Partition::create(dir.path(), "t", 0, compacted(), true).expect("create");
+    let p = create(dir.path(), "t", 0, compacted(), true).expect("create");
     let at = idempotent_then_superseded(&p, b"idem");
     let r = p.read(at, 1 << 20, false).expect("read");
     let h = batch::parse_header(&r.records).expect("a batch");
@@ -323,7 +324,7 @@ fn a_producers_last_batch_stays_as_an_empty_batch() {
     // The producer's state is rebuilt from it after a crash.
     drop(p);
     let _ = fs::remove_file(dir.path().join(seal::snapshot_name(0)));
-    let q = Partition::open(dir.path(), "t", 0, compacted(), true).expect("reopen");
+    let q = reopen(dir.path(), "t", 0, compacted(), true).expect("reopen");
     let dup = q
         .append(kv_batch(
             &[(Some(b"k"), Some(b"idem"))],
@@ -356,7 +357,7 @@ fn a_producers_last_batch_stays_as_an_empty_batch() {
 #[test]
 fn a_full_offset_map_cleans_what_it_covers_and_the_next_pass_the_rest() {
     let dir = tempfile::tempdir().expect("tmp");
-    let p = Partition::create(dir.path(), "t", 0, compacted(), true).expect("create");
+    let p = create(dir.path(), "t", 0, compacted(), true).expect("create");
     for round in 0..3 {
         for k in 0..100 {
             put(&p, &format!("k{k}"), Some(&format!("r{round}")), 1000 + k);
@@ -384,7 +385,7 @@ fn a_fetch_reads_on_past_a_segment_left_with_only_an_empty_batch() {
     // empty batch: it doubles its fetch size until it gives up
     // (MSG_SIZE_TOO_LARGE), so the read goes on into the next segment.
     let dir = tempfile::tempdir().expect("tmp");
-    let p = Partition::create(dir.path(), "t", 0, compacted(), true).expect("create");
+    let p = create(dir.path(), "t", 0, compacted(), true).expect("create");
     let at = idempotent_then_superseded(&p, &[b'i'; 1000]);
     let first = dir.path().join("t-0/00000000000000000000.log");
     assert_eq!(

@@ -3,6 +3,7 @@
 //! next batch, LogAppendTime on top, and max.message.bytes after
 //! recompression.
 
+use super::open::shorthand::*;
 use super::*;
 use crate::log::batch::records::decode;
 
@@ -47,7 +48,7 @@ fn with(compression: Option<i16>) -> LogConfig {
 #[test]
 fn a_gzip_topic_stores_every_client_batch_gzip_with_its_records() {
     let dir = tempfile::tempdir().expect("tmp");
-    let p = Partition::create(dir.path(), "t", 0, with(Some(1)), true).expect("create");
+    let p = create(dir.path(), "t", 0, with(Some(1)), true).expect("create");
     for codec in [0, 2, 3, 4, 1] {
         p.append(client(codec, &[b"one", b"two"])).expect("append");
     }
@@ -58,7 +59,7 @@ fn a_gzip_topic_stores_every_client_batch_gzip_with_its_records() {
         assert_eq!(values, vec![b"one".to_vec(), b"two".to_vec()]);
     }
     drop(p);
-    let q = Partition::open(dir.path(), "t", 0, with(Some(1)), true).expect("reopen");
+    let q = reopen(dir.path(), "t", 0, with(Some(1)), true).expect("reopen");
     assert_eq!(
         q.log_end_offset(),
         10,
@@ -69,7 +70,7 @@ fn a_gzip_topic_stores_every_client_batch_gzip_with_its_records() {
 #[test]
 fn an_idempotent_batch_recompressed_keeps_its_producer_and_sequence() {
     let dir = tempfile::tempdir().expect("tmp");
-    let p = Partition::create(dir.path(), "t", 0, with(Some(4)), true).expect("create");
+    let p = create(dir.path(), "t", 0, with(Some(4)), true).expect("create");
     let first = batch::data_batch(&[(None, b"a"), (None, b"b")], 1000, Some((7, 3, 0)), false);
     let a = p.append(first.clone()).expect("append");
     let r = p.read(0, 1 << 20, false).expect("read");
@@ -99,7 +100,7 @@ fn an_idempotent_batch_recompressed_keeps_its_producer_and_sequence() {
 #[test]
 fn a_compression_change_applies_from_the_next_batch() {
     let dir = tempfile::tempdir().expect("tmp");
-    let p = Partition::create(dir.path(), "t", 0, with(None), true).expect("create");
+    let p = create(dir.path(), "t", 0, with(None), true).expect("create");
     p.append(client(3, &[b"x"])).expect("producer's lz4");
     p.set_config(with(Some(2)));
     p.append(client(3, &[b"y"])).expect("to snappy");
@@ -118,7 +119,7 @@ fn log_append_time_is_stamped_on_the_recompressed_batch() {
         log_append_time: true,
         ..with(Some(1))
     };
-    let p = Partition::create(dir.path(), "t", 0, config, true).expect("create");
+    let p = create(dir.path(), "t", 0, config, true).expect("create");
     let a = p
         .append(batch::data_batch(&[(None, b"v")], 1000, None, false))
         .expect("append");
@@ -137,7 +138,7 @@ fn a_batch_too_large_once_decompressed_for_an_uncompressed_topic_is_refused() {
         max_message_bytes: 4096,
         ..with(Some(0))
     };
-    let p = Partition::create(dir.path(), "t", 0, config, true).expect("create");
+    let p = create(dir.path(), "t", 0, config, true).expect("create");
     let zeros = vec![0u8; 64 << 10];
     let b = client(4, &[&zeros]);
     assert!(b.len() < 4096, "it fits compressed");

@@ -7,6 +7,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use super::open::shorthand::*;
 use super::*;
 use crate::log::batch::data_batch;
 
@@ -26,7 +27,7 @@ fn batch(epoch: i16, seq: i32) -> Vec<u8> {
 fn gated(dir: &Path, written: i32) -> (Partition, Arc<AtomicBool>) {
     let open = Arc::new(AtomicBool::new(true));
     let gate = open.clone();
-    let p = Partition::create(dir, "t", 0, LogConfig::default(), true)
+    let p = create(dir, "t", 0, LogConfig::default(), true)
         .expect("create")
         .with_gate(Arc::new(move || gate.load(Ordering::SeqCst)));
     for seq in 0..written {

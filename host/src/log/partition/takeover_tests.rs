@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use super::open::shorthand::*;
 use super::*;
 use crate::log::batch::data_batch;
 
@@ -64,13 +65,13 @@ fn holds(hay: &[u8], needle: &[u8]) -> bool {
 }
 
 fn take_over(root: &Path, cfg: LogConfig, replay: &[wal::Frame]) -> Partition {
-    Partition::take_over(root, "t", 0, cfg, true, replay).expect("take over")
+    super::open::shorthand::take_over(root, "t", 0, cfg, true, replay).expect("take over")
 }
 
 #[test]
 fn a_zombie_append_after_takeover_is_never_visible() {
     let dir = tempfile::tempdir().expect("tmp");
-    let a = Partition::create(dir.path(), "t", 0, LogConfig::default(), true).expect("create");
+    let a = create(dir.path(), "t", 0, LogConfig::default(), true).expect("create");
     for i in 0..5 {
         append(&a, "a", i).expect("append");
     }
@@ -103,7 +104,7 @@ fn a_zombie_append_after_takeover_is_never_visible() {
     check(&c, "a later taker");
     c.close().expect("close");
     drop(c);
-    let d = Partition::open(dir.path(), "t", 0, LogConfig::default(), true).expect("open");
+    let d = reopen(dir.path(), "t", 0, LogConfig::default(), true).expect("open");
     check(&d, "a clean reopen");
 }
 
@@ -111,7 +112,7 @@ fn a_zombie_append_after_takeover_is_never_visible() {
 fn a_zombie_roll_cannot_write_into_the_new_leaders_segment() {
     let dir = tempfile::tempdir().expect("tmp");
     let part = dir.path().join("t-0");
-    let a = Partition::create(dir.path(), "t", 0, small_segments(), true).expect("create");
+    let a = create(dir.path(), "t", 0, small_segments(), true).expect("create");
     for i in 0..12 {
         append(&a, "a", i).expect("append");
     }
@@ -175,7 +176,7 @@ fn takeover_replays_the_dead_leaders_write_ahead_log() {
     let key = (TOPIC_ID, 0);
     {
         let log = Wal::create(&wal_dir, 1, Vec::new()).expect("wal");
-        let a = Partition::create(dir.path(), "t", 0, LogConfig::default(), true)
+        let a = create(dir.path(), "t", 0, LogConfig::default(), true)
             .expect("create")
             .with_wal(log.clone(), TOPIC_ID);
         for seq in 0..6 {
@@ -231,7 +232,7 @@ fn the_write_gate_refuses_writes_once_closed() {
         retention_bytes: 0,
         ..small_segments()
     };
-    let p = Partition::create(dir.path(), "t", 0, cfg, true)
+    let p = create(dir.path(), "t", 0, cfg, true)
         .expect("create")
         .with_gate(Arc::new(move || held.load(Ordering::SeqCst)));
     for i in 0..20 {
@@ -293,7 +294,7 @@ fn frames_past_a_seal_never_come_back() {
     let a_dir = dir.path().join(wal::DIR).join("1-a");
     let b_dir = dir.path().join(wal::DIR).join("2-b");
     let a_log = Wal::create(&a_dir, 1, Vec::new()).expect("wal");
-    let a = Partition::create(dir.path(), "t", 0, LogConfig::default(), true)
+    let a = create(dir.path(), "t", 0, LogConfig::default(), true)
         .expect("create")
         .with_wal(a_log.clone(), TOPIC_ID);
     for i in 0..3 {
@@ -356,7 +357,7 @@ fn frames_past_a_seal_never_come_back() {
     let dir2 = tempfile::tempdir().expect("tmp");
     let a2_dir = dir2.path().join(wal::DIR).join("1-a");
     let a2_log = Wal::create(&a2_dir, 1, Vec::new()).expect("wal");
-    let a2 = Partition::create(dir2.path(), "t", 0, LogConfig::default(), true)
+    let a2 = create(dir2.path(), "t", 0, LogConfig::default(), true)
         .expect("create")
         .with_wal(a2_log, TOPIC_ID);
     append(&a2, "a", 0).expect("append");

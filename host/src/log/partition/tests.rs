@@ -1,3 +1,4 @@
+use super::open::shorthand::*;
 use super::*;
 use crate::log::batch::data_batch;
 
@@ -41,7 +42,7 @@ fn values(p: &Partition, from: i64) -> Vec<i64> {
 #[test]
 fn appends_roll_segments_and_reads_cross_them() {
     let dir = tempfile::tempdir().expect("tmp");
-    let p = Partition::create(dir.path(), "t", 0, small_segments(), true).expect("create");
+    let p = create(dir.path(), "t", 0, small_segments(), true).expect("create");
     fill(&p, 100, 1000);
     assert!(p.lock().segments.len() > 3, "small segments roll");
     assert_eq!(values(&p, 0), (0..100).collect::<Vec<_>>());
@@ -54,7 +55,7 @@ fn appends_roll_segments_and_reads_cross_them() {
 fn a_torn_tail_is_truncated_on_recovery_and_the_rest_kept() {
     let dir = tempfile::tempdir().expect("tmp");
     let good = {
-        let p = Partition::create(dir.path(), "t", 0, LogConfig::default(), true).expect("create");
+        let p = create(dir.path(), "t", 0, LogConfig::default(), true).expect("create");
         fill(&p, 10, 1000);
         p.size_bytes() as usize
         // no close(): a crash
@@ -68,7 +69,7 @@ fn a_torn_tail_is_truncated_on_recovery_and_the_rest_kept() {
     let half_header = bytes[..40].to_owned();
     bytes[good..good + 40].copy_from_slice(&half_header); // a torn write
     std::fs::write(&seg, &bytes).expect("write");
-    let p = Partition::open(dir.path(), "t", 0, LogConfig::default(), true).expect("recover");
+    let p = reopen(dir.path(), "t", 0, LogConfig::default(), true).expect("recover");
     assert_eq!(p.log_end_offset(), 10);
     assert_eq!(std::fs::metadata(&seg).expect("meta").len() as usize, good);
     fill(&p, 1, 2000);
@@ -84,14 +85,14 @@ fn the_zero_filled_tail_is_cut_at_recovery_and_at_a_clean_close() {
         .join(format!("{}.log", super::super::segment::stem(0)));
     let len = || std::fs::metadata(&seg).expect("meta").len();
     let data = {
-        let p = Partition::create(dir.path(), "t", 0, LogConfig::default(), true).expect("create");
+        let p = create(dir.path(), "t", 0, LogConfig::default(), true).expect("create");
         fill(&p, 10, 1000);
         let data = p.size_bytes();
         assert!(len() > data, "zeros follow the data");
         data
         // no close(): a crash with the zeros in place
     };
-    let p = Partition::open(dir.path(), "t", 0, LogConfig::default(), true).expect("recover");
+    let p = reopen(dir.path(), "t", 0, LogConfig::default(), true).expect("recover");
     assert_eq!(p.log_end_offset(), 10);
     assert_eq!(len(), data, "recovery cut the zeros, kept every batch");
     fill(&p, 1, 2000);
@@ -99,7 +100,7 @@ fn the_zero_filled_tail_is_cut_at_recovery_and_at_a_clean_close() {
     p.close().expect("close");
     assert_eq!(len(), p.size_bytes(), "a clean close leaves no zeros");
     drop(p);
-    let p = Partition::open(dir.path(), "t", 0, LogConfig::default(), true).expect("reopen");
+    let p = reopen(dir.path(), "t", 0, LogConfig::default(), true).expect("reopen");
     assert_eq!(values(&p, 0), (0..11).collect::<Vec<_>>());
 }
 
@@ -107,7 +108,7 @@ fn the_zero_filled_tail_is_cut_at_recovery_and_at_a_clean_close() {
 fn a_corrupt_batch_ends_the_recovered_log_there() {
     let dir = tempfile::tempdir().expect("tmp");
     {
-        let p = Partition::create(dir.path(), "t", 0, LogConfig::default(), true).expect("create");
+        let p = create(dir.path(), "t", 0, LogConfig::default(), true).expect("create");
         fill(&p, 10, 1000);
     }
     let seg = dir
@@ -119,7 +120,7 @@ fn a_corrupt_batch_ends_the_recovered_log_there() {
     let at = 7 * h.size + 70; // inside the 8th batch's records
     bytes[at] ^= 0xff;
     std::fs::write(&seg, &bytes).expect("write");
-    let p = Partition::open(dir.path(), "t", 0, LogConfig::default(), true).expect("recover");
+    let p = reopen(dir.path(), "t", 0, LogConfig::default(), true).expect("recover");
     assert_eq!(
         p.log_end_offset(),
         7,
@@ -134,7 +135,7 @@ fn retention_by_size_and_time_drops_old_segments_only() {
         retention_bytes: 2048,
         ..small_segments()
     };
-    let p = Partition::create(dir.path(), "t", 0, cfg, true).expect("create");
+    let p = create(dir.path(), "t", 0, cfg, true).expect("create");
     fill(&p, 100, 1000);
     let before = p.lock().segments.len();
     assert!(p.apply_retention(2000).expect("retention") > 0);
@@ -152,7 +153,7 @@ fn retention_by_size_and_time_drops_old_segments_only() {
         retention_ms: 10,
         ..small_segments()
     };
-    let q = Partition::create(dir.path(), "u", 0, cfg, true).expect("create");
+    let q = create(dir.path(), "u", 0, cfg, true).expect("create");
     fill(&q, 50, 1000);
     q.apply_retention(1000 + 49 + 10 + 1).expect("retention");
     assert_eq!(
@@ -166,7 +167,7 @@ fn retention_by_size_and_time_drops_old_segments_only() {
 fn delete_records_moves_the_log_start_and_survives_reopen() {
     let dir = tempfile::tempdir().expect("tmp");
     {
-        let p = Partition::create(dir.path(), "t", 0, small_segments(), true).expect("create");
+        let p = create(dir.path(), "t", 0, small_segments(), true).expect("create");
         fill(&p, 40, 1000);
         assert_eq!(p.delete_records_before(25).expect("delete"), 25);
         assert!(matches!(
@@ -175,7 +176,7 @@ fn delete_records_moves_the_log_start_and_survives_reopen() {
         ));
         p.close().expect("close");
     }
-    let p = Partition::open(dir.path(), "t", 0, small_segments(), true).expect("open");
+    let p = reopen(dir.path(), "t", 0, small_segments(), true).expect("open");
     assert_eq!(p.log_start_offset(), 25);
     assert_eq!(values(&p, 25).first(), Some(&25));
 }
@@ -204,7 +205,7 @@ fn epochs_of(p: &Partition, from: i64) -> Vec<(i64, i32)> {
 #[test]
 fn data_and_marker_batches_carry_the_current_leader_epoch() {
     let dir = tempfile::tempdir().expect("tmp");
-    let p = Partition::create(dir.path(), "t", 0, LogConfig::default(), true).expect("create");
+    let p = create(dir.path(), "t", 0, LogConfig::default(), true).expect("create");
     fill(&p, 1, 1000);
     p.become_leader(3).expect("become leader");
     p.append(data_batch(&[(None, b"tx")], 1001, Some((7, 0, 0)), true))
@@ -220,13 +221,13 @@ fn data_and_marker_batches_carry_the_current_leader_epoch() {
 fn the_epoch_history_survives_reopen_and_answers_end_offsets() {
     let dir = tempfile::tempdir().expect("tmp");
     {
-        let p = Partition::create(dir.path(), "t", 0, small_segments(), true).expect("create");
+        let p = create(dir.path(), "t", 0, small_segments(), true).expect("create");
         fill(&p, 5, 1000);
         p.become_leader(2).expect("become leader");
         fill(&p, 3, 2000);
         p.close().expect("close");
     }
-    let p = Partition::open(dir.path(), "t", 0, small_segments(), true).expect("open");
+    let p = reopen(dir.path(), "t", 0, small_segments(), true).expect("open");
     assert_eq!(p.leader_epoch(), 2);
     assert_eq!(p.end_offset_for_epoch(0), (0, 5));
     assert_eq!(p.end_offset_for_epoch(1), (0, 5));
@@ -241,7 +242,7 @@ fn the_epoch_history_survives_reopen_and_answers_end_offsets() {
 #[test]
 fn batches_taken_back_from_the_wal_keep_the_epoch_they_were_written_with() {
     let dir = tempfile::tempdir().expect("tmp");
-    let a = Partition::create(dir.path(), "a", 0, LogConfig::default(), true).expect("create");
+    let a = create(dir.path(), "a", 0, LogConfig::default(), true).expect("create");
     a.become_leader(1).expect("become leader");
     fill(&a, 2, 1000);
     let r = a.read(0, 1 << 20, false).expect("read");
@@ -251,7 +252,7 @@ fn batches_taken_back_from_the_wal_keep_the_epoch_they_were_written_with() {
         frames.push(rest[..h.size].to_vec());
         rest = &rest[h.size..];
     }
-    let b = Partition::create(dir.path(), "b", 0, LogConfig::default(), true).expect("create");
+    let b = create(dir.path(), "b", 0, LogConfig::default(), true).expect("create");
     b.become_leader(4).expect("become leader");
     assert_eq!(b.recover_from_wal(&frames).expect("recover"), 2);
     assert_eq!(epochs_of(&b, 0), vec![(0, 1), (1, 1)]);
@@ -260,7 +261,7 @@ fn batches_taken_back_from_the_wal_keep_the_epoch_they_were_written_with() {
 #[test]
 fn moving_the_log_start_leaves_the_epochs_alone() {
     let dir = tempfile::tempdir().expect("tmp");
-    let p = Partition::create(dir.path(), "t", 0, small_segments(), true).expect("create");
+    let p = create(dir.path(), "t", 0, small_segments(), true).expect("create");
     fill(&p, 20, 1000);
     p.become_leader(1).expect("become leader");
     fill(&p, 20, 2000);
@@ -278,7 +279,7 @@ fn an_epoch_whose_start_a_crash_lost_restarts_at_the_first_new_batch() {
         .join("t-0")
         .join(format!("{}.log", super::super::segment::stem(0)));
     let kept = {
-        let p = Partition::create(dir.path(), "t", 0, LogConfig::default(), true).expect("create");
+        let p = create(dir.path(), "t", 0, LogConfig::default(), true).expect("create");
         fill(&p, 3, 1000);
         let kept = p.size_bytes();
         fill(&p, 2, 1100);
@@ -293,7 +294,7 @@ fn an_epoch_whose_start_a_crash_lost_restarts_at_the_first_new_batch() {
         .expect("segment")
         .set_len(kept)
         .expect("truncate");
-    let p = Partition::open(dir.path(), "t", 0, LogConfig::default(), true).expect("recover");
+    let p = reopen(dir.path(), "t", 0, LogConfig::default(), true).expect("recover");
     assert_eq!(p.log_end_offset(), 3);
     assert_eq!(p.leader_epoch(), 2, "the epoch never goes down");
     assert_eq!(p.end_offset_for_epoch(0), (0, 3));
@@ -309,7 +310,7 @@ fn an_epoch_whose_start_a_crash_lost_restarts_at_the_first_new_batch() {
 #[test]
 fn the_high_watermark_waits_for_durability_when_fsync_is_always() {
     let dir = tempfile::tempdir().expect("tmp");
-    let p = Partition::create(dir.path(), "t", 0, LogConfig::default(), false).expect("create");
+    let p = create(dir.path(), "t", 0, LogConfig::default(), false).expect("create");
     let a = p
         .append(data_batch(&[(None, b"v")], 1, None, false))
         .expect("append");
@@ -336,7 +337,7 @@ fn the_active_segment_rolls_once_a_batch_is_segment_ms_past_its_first() {
         segment_ms: 1000,
         ..LogConfig::default()
     };
-    let p = Partition::create(dir.path(), "t", 0, cfg.clone(), true).expect("create");
+    let p = create(dir.path(), "t", 0, cfg.clone(), true).expect("create");
     let at = |ts: i64| data_batch(&[(None, b"v".as_slice())], ts, None, false);
     p.append(at(10_000)).expect("first");
     age_active_segment(&p, 5_000);
@@ -360,7 +361,7 @@ fn the_active_segment_rolls_once_a_batch_is_segment_ms_past_its_first() {
     // After a clean reopen the segment still counts from its first batch.
     p.close().expect("close");
     drop(p);
-    let p = Partition::open(dir.path(), "t", 0, cfg, true).expect("open");
+    let p = reopen(dir.path(), "t", 0, cfg, true).expect("open");
     age_active_segment(&p, 5_000);
     p.append(at(11_700))
         .expect("within segment.ms of the reopened segment's first");
@@ -377,7 +378,7 @@ fn a_log_append_time_topic_stamps_each_batch_with_the_brokers_clock() {
         log_append_time: true,
         ..LogConfig::default()
     };
-    let p = Partition::create(dir.path(), "t", 0, config, true).expect("create");
+    let p = create(dir.path(), "t", 0, config, true).expect("create");
     let before = crate::clock::now_ms();
     let a = p
         .append(batch::kv_batch(
@@ -397,7 +398,7 @@ fn a_log_append_time_topic_stamps_each_batch_with_the_brokers_clock() {
         "the stamp keeps the CRC right"
     );
     drop(p);
-    let q = Partition::open(dir.path(), "t", 0, LogConfig::default(), true).expect("reopen");
+    let q = reopen(dir.path(), "t", 0, LogConfig::default(), true).expect("reopen");
     assert_eq!(q.log_end_offset(), 1, "the stamped batch survives a crash");
 }
 
@@ -409,7 +410,7 @@ fn records_outside_the_timestamp_bounds_are_refused_one_by_one() {
         timestamp_after_max_ms: 60_000,
         ..LogConfig::default()
     };
-    let p = Partition::create(dir.path(), "t", 0, config, true).expect("create");
+    let p = create(dir.path(), "t", 0, config, true).expect("create");
     let now = crate::clock::now_ms();
     assert!(
         p.append(batch::kv_batch(
@@ -461,8 +462,7 @@ fn partitions_sharing_a_small_open_file_cache_keep_every_batch() {
     let n = 5 * MIN_MAX_OPEN;
     let parts: Vec<Partition> = (0..n)
         .map(|i| {
-            Partition::create_in(&files, dir.path(), "t", i as i32, small_segments(), true)
-                .expect("create")
+            create_in(&files, dir.path(), "t", i as i32, small_segments(), true).expect("create")
         })
         .collect();
     for round in 0..30 {
@@ -489,8 +489,7 @@ fn partitions_sharing_a_small_open_file_cache_keep_every_batch() {
     drop(parts);
     assert_eq!(files.open_count(), 0);
     for i in 0..n {
-        let p = Partition::open_in(&files, dir.path(), "t", i as i32, small_segments(), true)
-            .expect("open");
+        let p = reopen_in(&files, dir.path(), "t", i as i32, small_segments(), true).expect("open");
         assert_eq!(values(&p, 0), (0..30).collect::<Vec<_>>());
         fill(&p, 1, 2000);
         assert_eq!(p.log_end_offset(), 31);
@@ -505,18 +504,15 @@ fn closing_an_untouched_partition_opens_and_syncs_nothing() {
     use crate::log::open_files::{MIN_MAX_OPEN, OpenFiles};
     let dir = tempfile::tempdir().expect("tmp");
     {
-        let p = Partition::create(dir.path(), "t", 0, small_segments(), true).expect("create");
+        let p = create(dir.path(), "t", 0, small_segments(), true).expect("create");
         fill(&p, 20, 1000);
         p.close().expect("close");
     }
     let files = OpenFiles::new(MIN_MAX_OPEN);
-    let p = Partition::open_in(&files, dir.path(), "t", 0, small_segments(), true).expect("open");
+    let p = reopen_in(&files, dir.path(), "t", 0, small_segments(), true).expect("open");
     // Push every segment of the partition out of the cache.
     let _others: Vec<Partition> = (1..=2 * MIN_MAX_OPEN as i32)
-        .map(|i| {
-            Partition::create_in(&files, dir.path(), "o", i, small_segments(), true)
-                .expect("create")
-        })
+        .map(|i| create_in(&files, dir.path(), "o", i, small_segments(), true).expect("create"))
         .collect();
     assert!(
         p.lock()
@@ -541,7 +537,7 @@ fn the_clean_marker_stays_until_the_first_write_after_open() {
     let dir = tempfile::tempdir().expect("tmp");
     let marker = dir.path().join("t-0").join(seal::clean_name(0));
     {
-        let p = Partition::create(dir.path(), "t", 0, small_segments(), true).expect("create");
+        let p = create(dir.path(), "t", 0, small_segments(), true).expect("create");
         fill(&p, 20, 1000);
         p.close().expect("close");
     }
@@ -550,7 +546,7 @@ fn the_clean_marker_stays_until_the_first_write_after_open() {
         .and_then(|m| m.modified())
         .expect("snapshot");
     {
-        let p = Partition::open(dir.path(), "t", 0, small_segments(), true).expect("open");
+        let p = reopen(dir.path(), "t", 0, small_segments(), true).expect("open");
         assert!(marker.exists(), "an open alone keeps the marker");
         assert_eq!(values(&p, 0), (0..20).collect::<Vec<_>>());
         p.close().expect("close");
@@ -564,12 +560,12 @@ fn the_clean_marker_stays_until_the_first_write_after_open() {
         "closing an unwritten partition rewrites no snapshot"
     );
     {
-        let p = Partition::open(dir.path(), "t", 0, small_segments(), true).expect("open");
+        let p = reopen(dir.path(), "t", 0, small_segments(), true).expect("open");
         fill(&p, 1, 3000);
         assert!(!marker.exists(), "the first write removes the marker");
         // no close(): a crash
     }
-    let p = Partition::open(dir.path(), "t", 0, small_segments(), true).expect("open");
+    let p = reopen(dir.path(), "t", 0, small_segments(), true).expect("open");
     assert_eq!(values(&p, 0), (0..21).collect::<Vec<_>>());
     p.close().expect("close");
     assert!(marker.exists());
@@ -606,7 +602,7 @@ fn aborted_transactions(p: &Partition, pids: std::ops::Range<i64>) {
 fn aborted_transactions_below_the_log_start_leave_the_index() {
     let dir = tempfile::tempdir().expect("tmp");
     {
-        let p = Partition::create(dir.path(), "t", 0, small_segments(), true).expect("create");
+        let p = create(dir.path(), "t", 0, small_segments(), true).expect("create");
         aborted_transactions(&p, 100..110);
         assert_eq!(aborted_index(&p).len(), 10);
         let start = p
@@ -620,7 +616,7 @@ fn aborted_transactions_below_the_log_start_leave_the_index() {
         assert!(kept.iter().all(|&(_, last)| last >= start), "{kept:?}");
         p.close().expect("close");
     }
-    let p = Partition::open(dir.path(), "t", 0, small_segments(), true).expect("open");
+    let p = reopen(dir.path(), "t", 0, small_segments(), true).expect("open");
     let start = p.log_start_offset();
     let kept = aborted_index(&p);
     assert!(
