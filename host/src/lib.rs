@@ -38,6 +38,7 @@ pub mod fault;
 pub mod fd_budget;
 pub mod fetch_sessions;
 pub mod group;
+pub mod invariant;
 pub mod lease_gate;
 pub mod log;
 pub mod metrics;

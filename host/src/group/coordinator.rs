@@ -18,6 +18,8 @@
 
 mod committed;
 mod consumer;
+#[cfg(test)]
+mod records_first_tests;
 
 pub use consumer::ConsumerDescription;
 
@@ -210,8 +212,8 @@ impl Inner {
     }
 
     /// Appends records no reply waits for; their fsync rides along with the
-    /// next one (or runs in the background).
-    fn append_in_background(&self, st: &mut State, records: &[Record]) {
+    /// next one (or runs in the background). False if the write failed.
+    fn append_in_background(&self, st: &mut State, records: &[Record]) -> bool {
         match st.journal.append(records) {
             Ok((file, _)) => {
                 if self.group_commit.mode() != FsyncMode::Never
@@ -224,8 +226,12 @@ impl Inner {
                         }
                     });
                 }
+                true
             }
-            Err(e) => tracing::error!(error = %e, "offsets journal append failed"),
+            Err(e) => {
+                tracing::error!(error = %e, "offsets journal append failed");
+                false
+            }
         }
     }
 
@@ -295,12 +301,7 @@ impl Inner {
             .map(|(id, _)| id.clone())
             .collect();
         for id in due {
-            let changes = st
-                .consumers
-                .get_mut(&id)
-                .map(|g| g.tick(now))
-                .unwrap_or_default();
-            self.journal_consumer_changes(st, &id, changes);
+            self.tick_consumer(st, &id, now);
         }
         if now.at >= st.next_retention {
             self.expire_offsets(st, now);
@@ -475,10 +476,7 @@ impl GroupCoordinator {
             if let Some(c) = &g.consumer {
                 let group = crate::group::consumer::ConsumerGroup::restore(
                     name,
-                    c.epochs,
-                    c.metadata.clone(),
-                    c.members.values().cloned(),
-                    c.targets.iter().map(|(m, a)| (m.clone(), a.clone())),
+                    &c.model,
                     &config.consumer,
                     now,
                 );
@@ -536,6 +534,18 @@ impl GroupCoordinator {
         };
         self.inner.wake.notify_one();
         file.sync_data()
+    }
+
+    /// Makes the next journal write fail, nothing written (test builds).
+    #[cfg(any(test, feature = "fault-injection"))]
+    pub fn fail_next_journal_write(&self) {
+        self.inner.lock().journal.fail_next_append();
+    }
+
+    /// A copy of a consumer group as it is in memory now (test builds).
+    #[cfg(any(test, feature = "fault-injection"))]
+    pub fn consumer_group(&self, id: &str) -> Option<crate::group::consumer::ConsumerGroup> {
+        self.inner.lock().consumers.get(id).cloned()
     }
 
     /// Gives the shard up after the lease was lost: nothing more is

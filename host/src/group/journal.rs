@@ -82,6 +82,9 @@ pub struct Journal {
     /// Set when a failed append could not be undone: the file's tail is
     /// unknown, so nothing more is appended.
     broken: Option<String>,
+    /// Test builds: the next append fails as a failed write would
+    /// ([`Journal::fail_next_append`]).
+    fail_next: bool,
     compact_bytes: u64,
 }
 
@@ -356,6 +359,7 @@ impl Journal {
                 live: r.live,
                 aside: None,
                 broken: None,
+                fail_next: false,
                 compact_bytes,
             },
             truncated: r.truncated,
@@ -392,6 +396,9 @@ impl Journal {
         if !(self.gate)() {
             return Err(gate_closed("appending to the offsets journal"));
         }
+        if std::mem::take(&mut self.fail_next) {
+            return Err(io::Error::other("injected offsets journal write failure"));
+        }
         let mut buf = Vec::with_capacity(records.len() * 64);
         for r in records {
             r.encode_into(&mut buf);
@@ -420,6 +427,13 @@ impl Journal {
             self.next_seq += 1;
         }
         Ok((self.file.clone(), seqs))
+    }
+
+    /// Makes the next append fail as a failed write does, nothing written
+    /// (test builds: the records-first tests of the group coordinator).
+    #[cfg(any(test, feature = "fault-injection"))]
+    pub fn fail_next_append(&mut self) {
+        self.fail_next = true;
     }
 
     /// Whether the file holds much more than the live state.

@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use super::consumer::{Assignment, Member};
+use super::consumer::ConsumerModel;
 use super::record::{Committed, ConsumerRecord, GroupMeta, MAGIC, Record};
 
 /// A key of a committed offset within a group.
@@ -24,15 +24,12 @@ pub struct LiveGroup {
     pub consumer: Option<LiveConsumer>,
 }
 
-/// A consumer-protocol group as the journal holds it.
+/// A consumer-protocol group as the journal holds it: its model, changed
+/// by the same [`ConsumerModel::apply`] as the running group, and the bytes
+/// its records take.
 #[derive(Debug, Clone, Default)]
 pub struct LiveConsumer {
-    /// (group epoch, assignment epoch).
-    pub epochs: (i32, i32),
-    /// The subscribed topics as last seen: name → (id, partitions).
-    pub metadata: BTreeMap<String, (super::consumer::TopicId, i32)>,
-    pub members: BTreeMap<String, Member>,
-    pub targets: BTreeMap<String, Assignment>,
+    pub model: ConsumerModel,
     /// Bytes its records take when written out.
     pub bytes: u64,
     has_epochs: bool,
@@ -51,60 +48,30 @@ impl LiveConsumer {
     /// Applies one change; returns the bytes before and after.
     fn apply(&mut self, group: &str, change: &ConsumerRecord) -> (u64, u64) {
         let before = self.bytes;
+        let old = self.model.apply(change);
+        let add = match change {
+            ConsumerRecord::Epochs { .. } if self.has_epochs => 0,
+            ConsumerRecord::Removed { .. } | ConsumerRecord::Dropped => 0,
+            _ => Self::len_of(group, change.clone()),
+        };
+        if matches!(change, ConsumerRecord::Epochs { .. }) {
+            self.has_epochs = true;
+        }
         let mut sub = 0;
-        let mut add = 0;
-        match change {
-            ConsumerRecord::Epochs {
-                epoch,
-                assignment_epoch,
-            } => {
-                if !self.has_epochs {
-                    add = Self::len_of(group, change.clone());
-                    self.has_epochs = true;
+        if let Some(m) = old.member {
+            sub += Self::len_of(group, ConsumerRecord::Member(Box::new(m)));
+        }
+        if let Some(assignment) = old.target {
+            let member = match change {
+                ConsumerRecord::Target { member, .. } | ConsumerRecord::Removed { member } => {
+                    member.clone()
                 }
-                self.epochs = (*epoch, *assignment_epoch);
-            }
-            ConsumerRecord::Member(m) => {
-                add = Self::len_of(group, change.clone());
-                if let Some(old) = self.members.insert(m.id.clone(), (**m).clone()) {
-                    sub = Self::len_of(group, ConsumerRecord::Member(Box::new(old)));
-                }
-            }
-            ConsumerRecord::Target { member, assignment } => {
-                add = Self::len_of(group, change.clone());
-                if let Some(old) = self.targets.insert(member.clone(), assignment.clone()) {
-                    sub = Self::len_of(
-                        group,
-                        ConsumerRecord::Target {
-                            member: member.clone(),
-                            assignment: old,
-                        },
-                    );
-                }
-            }
-            ConsumerRecord::Dropped => {}
-            ConsumerRecord::Metadata(m) => {
-                add = Self::len_of(group, change.clone());
-                sub = Self::len_of(group, ConsumerRecord::Metadata(self.metadata.clone()));
-                if self.metadata.is_empty() {
-                    sub = 0;
-                }
-                self.metadata = m.clone();
-            }
-            ConsumerRecord::Removed { member } => {
-                if let Some(old) = self.members.remove(member) {
-                    sub += Self::len_of(group, ConsumerRecord::Member(Box::new(old)));
-                }
-                if let Some(old) = self.targets.remove(member) {
-                    sub += Self::len_of(
-                        group,
-                        ConsumerRecord::Target {
-                            member: member.clone(),
-                            assignment: old,
-                        },
-                    );
-                }
-            }
+                _ => String::new(),
+            };
+            sub += Self::len_of(group, ConsumerRecord::Target { member, assignment });
+        }
+        if let Some(m) = old.subscribed.filter(|m| !m.is_empty()) {
+            sub += Self::len_of(group, ConsumerRecord::Metadata(m));
         }
         self.bytes = self.bytes.saturating_sub(sub) + add;
         (before, self.bytes)
@@ -112,26 +79,11 @@ impl LiveConsumer {
 
     /// The records that rebuild it.
     fn snapshot_into(&self, group: &str, out: &mut Vec<u8>) {
-        let rec = |change| Record::Consumer {
-            group: group.to_string(),
-            change,
-        };
-        rec(ConsumerRecord::Epochs {
-            epoch: self.epochs.0,
-            assignment_epoch: self.epochs.1,
-        })
-        .encode_into(out);
-        if !self.metadata.is_empty() {
-            rec(ConsumerRecord::Metadata(self.metadata.clone())).encode_into(out);
-        }
-        for m in self.members.values() {
-            rec(ConsumerRecord::Member(Box::new(m.clone()))).encode_into(out);
-        }
-        for (member, assignment) in &self.targets {
-            rec(ConsumerRecord::Target {
-                member: member.clone(),
-                assignment: assignment.clone(),
-            })
+        for change in self.model.records() {
+            Record::Consumer {
+                group: group.to_string(),
+                change,
+            }
             .encode_into(out);
         }
     }

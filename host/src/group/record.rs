@@ -125,27 +125,9 @@ pub enum Record {
     },
 }
 
-/// A consumer-protocol group's part of a record (kinds 8–11).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ConsumerRecord {
-    Epochs {
-        epoch: i32,
-        assignment_epoch: i32,
-    },
-    Member(Box<Member>),
-    Target {
-        member: String,
-        assignment: Assignment,
-    },
-    Removed {
-        member: String,
-    },
-    /// The subscribed topics that exist: name → (id, partitions).
-    Metadata(std::collections::BTreeMap<String, (TopicId, i32)>),
-    /// The group is no longer a consumer group (an empty one converted to
-    /// classic); its offsets stay.
-    Dropped,
-}
+/// A consumer-protocol group's part of a record (kinds 8–11): the group
+/// model's own change type.
+pub use super::consumer::model::ConsumerRecord;
 
 /// Why a frame could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

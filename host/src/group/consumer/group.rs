@@ -11,15 +11,20 @@
 //! ends, or that do not revoke within their rebalance timeout, are fenced
 //! (removed), which also bumps the epoch.
 //!
-//! Every change the coordinator must journal comes back as a [`Change`];
-//! [`ConsumerGroup::restore`] rebuilds a group from the last of them after a
-//! restart or a shard takeover. Time is passed in; nothing here blocks.
+//! Every change the coordinator must journal comes back as a
+//! [`ConsumerRecord`]. The coordinator runs an operation on a copy of the
+//! group, journals its records, and only then changes the group itself by
+//! applying them ([`ConsumerGroup::apply`], the same [`ConsumerModel::apply`]
+//! a load replays); a failed write leaves the group as it was.
+//! [`ConsumerGroup::restore`] rebuilds a group from its model after a restart
+//! or a shard takeover. Time is passed in; nothing here blocks.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
 use super::assignor::{self, Assignment, AssignorMember, TopicId};
 use super::member::{self, LEFT_STATIC_EPOCH, Member, MemberState, Progress, Subscription};
+use super::model::{ConsumerModel, ConsumerRecord};
 use crate::codes;
 use crate::group::now::Now;
 
@@ -94,25 +99,6 @@ pub struct Reply {
     pub assignment: Option<Assignment>,
 }
 
-/// What must be journaled after an operation, in order.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Change {
-    /// The group's epoch and the epoch of its target assignment.
-    Epochs { epoch: i32, assignment_epoch: i32 },
-    /// A member as it is now.
-    Member(Box<Member>),
-    /// A member's target assignment.
-    Target {
-        member: String,
-        assignment: Assignment,
-    },
-    /// A member was removed (its target with it).
-    Removed(String),
-    /// The subscribed topics that exist, with their ids and partition
-    /// counts (the group epoch moved because they changed).
-    Metadata(BTreeMap<String, (TopicId, i32)>),
-}
-
 /// Kafka's consumer group states.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ConsumerState {
@@ -154,23 +140,24 @@ const UNRESOLVED: u64 = u64::MAX;
 type Failure = (i16, String);
 
 /// One consumer-protocol group.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct ConsumerGroup {
     id: String,
-    epoch: i32,
-    assignment_epoch: i32,
-    members: BTreeMap<String, Member>,
-    /// instance id → member id.
+    /// What its records say; changed only by [`Self::apply`].
+    model: ConsumerModel,
+    /// Derived from the members: instance id → member id.
     static_members: HashMap<String, String>,
-    targets: HashMap<String, Assignment>,
-    /// Who owns each partition now (assigned or pending revocation).
+    /// Derived from the members: who owns each partition now (assigned or
+    /// pending revocation).
     owners: HashMap<(TopicId, i32), String>,
-    /// The subscribed topics that exist: name → (id, partitions).
-    subscribed: BTreeMap<String, (TopicId, i32)>,
-    /// The topics version `subscribed` was computed at (None: recompute).
+    /// Not journaled: the topics version `subscribed` was computed at (None:
+    /// recompute).
     subscribed_at: Option<u64>,
+    /// Not journaled: resolved regular expressions.
     regexes: HashMap<String, Resolved>,
+    /// Not journaled: each member's session and revocation deadlines.
     deadlines: HashMap<String, Deadlines>,
+    /// Not journaled: when the group last changed state (a load restarts it).
     state_ms: i64,
 }
 
@@ -179,13 +166,9 @@ impl ConsumerGroup {
     pub fn new(id: &str, now: Now) -> ConsumerGroup {
         ConsumerGroup {
             id: id.to_string(),
-            epoch: 0,
-            assignment_epoch: 0,
-            members: BTreeMap::new(),
+            model: ConsumerModel::default(),
             static_members: HashMap::new(),
-            targets: HashMap::new(),
             owners: HashMap::new(),
-            subscribed: BTreeMap::new(),
             subscribed_at: None,
             regexes: HashMap::new(),
             deadlines: HashMap::new(),
@@ -193,41 +176,81 @@ impl ConsumerGroup {
         }
     }
 
-    /// A group as its journaled changes left it: every member gets a fresh
-    /// session (as Kafka does when a coordinator loads a group).
+    /// A group as its journaled records left it: the model's records
+    /// replayed through [`Self::apply`], every member with a fresh session
+    /// (as Kafka does when a coordinator loads a group).
     pub fn restore(
         id: &str,
-        epochs: (i32, i32),
-        metadata: BTreeMap<String, (TopicId, i32)>,
-        members: impl IntoIterator<Item = Member>,
-        targets: impl IntoIterator<Item = (String, Assignment)>,
+        model: &ConsumerModel,
         cfg: &ConsumerConfig,
         now: Now,
     ) -> ConsumerGroup {
         let mut g = ConsumerGroup::new(id, now);
-        (g.epoch, g.assignment_epoch) = epochs;
-        g.subscribed = metadata;
-        for m in members {
+        for rec in model.records() {
+            g.apply(&rec);
+        }
+        for m in g.model.members.values() {
             g.deadlines.insert(
                 m.id.clone(),
                 Deadlines {
                     session: now.at + cfg.session_timeout,
                     revocation: (m.progress.state == MemberState::UnrevokedPartitions)
-                        .then(|| now.at + rebalance_timeout(&m)),
+                        .then(|| now.at + rebalance_timeout(m)),
                 },
             );
-            if let Some(i) = &m.sub.instance_id {
-                g.static_members.insert(i.clone(), m.id.clone());
-            }
-            g.set_owners(&m.id, None, Some(&m.progress));
-            g.members.insert(m.id.clone(), m);
-        }
-        for (m, a) in targets {
-            if g.members.contains_key(&m) {
-                g.targets.insert(m, a);
-            }
         }
         g
+    }
+
+    /// Applies one of its records: the model, and what is derived from the
+    /// members (static instance ids, partition owners). The one way the
+    /// group's durable state changes.
+    pub fn apply(&mut self, rec: &ConsumerRecord) {
+        let old = self.model.apply(rec);
+        match rec {
+            ConsumerRecord::Member(m) => {
+                let before = old.member.as_ref().map(|o| &o.progress);
+                self.set_owners(&m.id, before, Some(&m.progress));
+                if let Some(i) = &m.sub.instance_id {
+                    self.static_members.insert(i.clone(), m.id.clone());
+                }
+            }
+            ConsumerRecord::Removed { member } => {
+                if let Some(old) = &old.member {
+                    if let Some(i) = &old.sub.instance_id
+                        && self.static_members.get(i).is_some_and(|x| x == member)
+                    {
+                        self.static_members.remove(i);
+                    }
+                    self.set_owners(member, Some(&old.progress), None);
+                }
+                self.deadlines.remove(member);
+            }
+            _ => {}
+        }
+    }
+
+    /// After `scratch`'s records were applied here: takes what is not
+    /// journaled from it (sessions and revocation deadlines, resolved
+    /// expressions, when the state last changed).
+    pub fn adopt_unjournaled(&mut self, scratch: ConsumerGroup) {
+        self.subscribed_at = scratch.subscribed_at;
+        self.regexes = scratch.regexes;
+        self.deadlines = scratch.deadlines;
+        self.state_ms = scratch.state_ms;
+    }
+
+    /// Whether `other` holds the same durable state and what derives from
+    /// it (applying a scratch copy's records must reproduce the copy).
+    pub fn same_state(&self, other: &ConsumerGroup) -> bool {
+        self.model == other.model
+            && self.owners == other.owners
+            && self.static_members == other.static_members
+    }
+
+    /// What its records say.
+    pub fn model(&self) -> &ConsumerModel {
+        &self.model
     }
 
     pub fn id(&self) -> &str {
@@ -235,27 +258,27 @@ impl ConsumerGroup {
     }
 
     pub fn epoch(&self) -> i32 {
-        self.epoch
+        self.model.epoch
     }
 
     pub fn assignment_epoch(&self) -> i32 {
-        self.assignment_epoch
+        self.model.assignment_epoch
     }
 
     pub fn members(&self) -> impl Iterator<Item = &Member> {
-        self.members.values()
+        self.model.members.values()
     }
 
     pub fn member(&self, id: &str) -> Option<&Member> {
-        self.members.get(id)
+        self.model.members.get(id)
     }
 
     pub fn target(&self, member: &str) -> Option<&Assignment> {
-        self.targets.get(member)
+        self.model.targets.get(member)
     }
 
     pub fn member_count(&self) -> usize {
-        self.members.len()
+        self.model.members.len()
     }
 
     /// Wall-clock ms of the last time the group became empty or was created.
@@ -264,14 +287,15 @@ impl ConsumerGroup {
     }
 
     pub fn state(&self) -> ConsumerState {
-        if self.members.is_empty() {
+        if self.model.members.is_empty() {
             ConsumerState::Empty
-        } else if self.epoch > self.assignment_epoch {
+        } else if self.model.epoch > self.model.assignment_epoch {
             ConsumerState::Assigning
         } else if self
+            .model
             .members
             .values()
-            .any(|m| !m.reconciled_to(self.assignment_epoch))
+            .any(|m| !m.reconciled_to(self.model.assignment_epoch))
         {
             ConsumerState::Reconciling
         } else {
@@ -281,14 +305,14 @@ impl ConsumerGroup {
 
     /// The subscribed topic names (for offset retention and DeleteTopics).
     pub fn subscribed_topics(&self) -> impl Iterator<Item = &String> {
-        self.subscribed.keys()
+        self.model.subscribed.keys()
     }
 
     /// The assignor the group runs: the one most members ask for, else the
     /// configured default.
     pub fn assignor<'a>(&'a self, cfg: &'a ConsumerConfig) -> &'a str {
         let mut votes: HashMap<&str, usize> = HashMap::new();
-        for m in self.members.values() {
+        for m in self.model.members.values() {
             if let Some(a) = m.sub.server_assignor.as_deref() {
                 *votes.entry(a).or_default() += 1;
             }
@@ -309,7 +333,7 @@ impl ConsumerGroup {
     /// `member_id` and `epoch`: from outside the group (epoch < 0) only while
     /// it is empty, from a member only at its current epoch.
     pub fn validate_commit(&self, member_id: &str, epoch: i32) -> Result<(), i16> {
-        if epoch < 0 && self.members.is_empty() {
+        if epoch < 0 && self.model.members.is_empty() {
             return Ok(());
         }
         self.validate_member_epoch(member_id, epoch)
@@ -324,8 +348,8 @@ impl ConsumerGroup {
         epoch: i32,
         version: i16,
     ) -> Result<(), i16> {
-        let outside = epoch < 0 && self.members.is_empty();
-        if !outside && version < 9 && self.members.contains_key(member_id) {
+        let outside = epoch < 0 && self.model.members.is_empty();
+        if !outside && version < 9 && self.model.members.contains_key(member_id) {
             return Err(codes::UNSUPPORTED_VERSION);
         }
         self.validate_commit(member_id, epoch)
@@ -348,7 +372,7 @@ impl ConsumerGroup {
     }
 
     fn validate_member_epoch(&self, member_id: &str, epoch: i32) -> Result<(), i16> {
-        let Some(m) = self.members.get(member_id) else {
+        let Some(m) = self.model.members.get(member_id) else {
             return Err(codes::UNKNOWN_MEMBER_ID);
         };
         if m.epoch() != epoch {
@@ -361,7 +385,7 @@ impl ConsumerGroup {
     pub fn validate_fetch(&self, member: Option<(&str, i32)>) -> Result<(), i16> {
         match member {
             None => Ok(()),
-            Some((id, epoch)) => match self.members.get(id) {
+            Some((id, epoch)) => match self.model.members.get(id) {
                 None => Err(codes::UNKNOWN_MEMBER_ID),
                 Some(m) if m.epoch() != epoch => Err(codes::STALE_MEMBER_EPOCH),
                 Some(_) => Ok(()),
@@ -379,7 +403,7 @@ impl ConsumerGroup {
     }
 
     /// Fences members whose session ended or that did not revoke in time.
-    pub fn tick(&mut self, now: Now) -> Vec<Change> {
+    pub fn tick(&mut self, now: Now) -> Vec<ConsumerRecord> {
         let due: Vec<(String, &'static str)> = self
             .deadlines
             .iter()
@@ -413,7 +437,7 @@ impl ConsumerGroup {
         topics: &dyn Topics,
         now: Now,
         new_id: &mut dyn FnMut() -> String,
-    ) -> (Reply, Vec<Change>) {
+    ) -> (Reply, Vec<ConsumerRecord>) {
         let interval = cfg.heartbeat_interval.as_millis().min(i32::MAX as u128) as i32;
         let fail = |member_id: &str, epoch: i32, (code, msg): Failure| Reply {
             error: code,
@@ -465,7 +489,7 @@ impl ConsumerGroup {
         topics: &dyn Topics,
         now: Now,
         new_id: &mut dyn FnMut() -> String,
-        changes: &mut Vec<Change>,
+        changes: &mut Vec<ConsumerRecord>,
     ) -> Result<(String, i32, Option<Assignment>), (Failure, String, i32)> {
         let joining = req.member_epoch == 0;
         let member_id = if req.member_id.is_empty() && joining {
@@ -488,7 +512,8 @@ impl ConsumerGroup {
         if let Some(r) = req.topic_regex.as_deref().filter(|r| !r.is_empty()) {
             self.check_regex(r, cfg).map_err(err)?;
         }
-        if self.members.len() >= cfg.max_size && !self.members.contains_key(&member_id) {
+        if self.model.members.len() >= cfg.max_size && !self.model.members.contains_key(&member_id)
+        {
             return Err(err((
                 codes::GROUP_MAX_SIZE_REACHED,
                 format!(
@@ -503,7 +528,7 @@ impl ConsumerGroup {
             .resolve_member(&member_id, &req, joining)
             .map_err(err)?;
         let mut m = before.clone();
-        let is_new = !self.members.contains_key(&member_id);
+        let is_new = !self.model.members.contains_key(&member_id);
         if let Some(i) = &req.instance_id {
             m.sub.instance_id = Some(i.clone());
         }
@@ -535,6 +560,7 @@ impl ConsumerGroup {
         let fresh_regex = m.sub.topic_regex.clone().filter(|r| {
             before.sub.topic_regex.as_ref() != Some(r)
                 && !self
+                    .model
                     .members
                     .iter()
                     .any(|(id, o)| *id != member_id && o.sub.topic_regex.as_ref() == Some(r))
@@ -545,14 +571,14 @@ impl ConsumerGroup {
                 "static member rejoins under a new member id");
             // Its target moves to the new member id (Kafka recomputes it
             // with the new member in the old one's place).
-            let target = self.targets.get(&old).cloned();
+            let target = self.model.targets.get(&old).cloned();
             self.remove_member(&old, changes);
             if let Some(assignment) = target {
-                changes.push(Change::Target {
+                changes.push(ConsumerRecord::Target {
                     member: member_id.clone(),
                     assignment: assignment.clone(),
                 });
-                self.targets.insert(member_id.clone(), assignment);
+                self.model.targets.insert(member_id.clone(), assignment);
             }
         }
         if let Some(i) = &m.sub.instance_id {
@@ -561,7 +587,7 @@ impl ConsumerGroup {
         if is_new {
             tracing::info!(group = %self.id, member = %member_id, "member joins the consumer group");
         }
-        self.members.insert(member_id.clone(), m.clone());
+        self.model.members.insert(member_id.clone(), m.clone());
         self.deadlines.insert(
             member_id.clone(),
             Deadlines {
@@ -575,36 +601,41 @@ impl ConsumerGroup {
         let mut bump = subscription_changed;
         if bump || self.subscribed_at != Some(topics.version()) {
             let meta = self.subscription_metadata(topics, fresh_regex.as_deref());
-            if meta != self.subscribed {
+            if meta != self.model.subscribed {
                 bump = true;
-                changes.push(Change::Metadata(meta.clone()));
-                self.subscribed = meta;
+                changes.push(ConsumerRecord::Metadata(meta.clone()));
+                self.model.subscribed = meta;
             }
             // With a regular expression left unresolved, the next heartbeat
             // computes the subscribed topics again.
             self.subscribed_at = fresh_regex.is_none().then(|| topics.version());
         }
-        let epochs_before = (self.epoch, self.assignment_epoch);
+        let epochs_before = (self.model.epoch, self.model.assignment_epoch);
         if bump {
-            self.epoch += 1;
+            self.model.epoch += 1;
         }
         // 2. A new target assignment for the new epoch.
-        if self.epoch > self.assignment_epoch {
+        if self.model.epoch > self.model.assignment_epoch {
             self.compute_targets(cfg, changes);
-            self.assignment_epoch = self.epoch;
+            self.model.assignment_epoch = self.model.epoch;
         }
-        if (self.epoch, self.assignment_epoch) != epochs_before {
-            changes.push(Change::Epochs {
-                epoch: self.epoch,
-                assignment_epoch: self.assignment_epoch,
+        if (self.model.epoch, self.model.assignment_epoch) != epochs_before {
+            changes.push(ConsumerRecord::Epochs {
+                epoch: self.model.epoch,
+                assignment_epoch: self.model.assignment_epoch,
             });
         }
         // 3. The member's next step towards its target.
-        let target = self.targets.get(&member_id).cloned().unwrap_or_default();
+        let target = self
+            .model
+            .targets
+            .get(&member_id)
+            .cloned()
+            .unwrap_or_default();
         let owners = &self.owners;
         let next = member::reconcile(
             &m.progress,
-            self.assignment_epoch,
+            self.model.assignment_epoch,
             &target,
             req.owned.as_ref(),
             &|t, p| owners.get(&(*t, p)).is_some_and(|o| *o != member_id),
@@ -619,8 +650,8 @@ impl ConsumerGroup {
             m.progress = next;
         }
         if m != before || is_new {
-            self.members.insert(member_id.clone(), m.clone());
-            changes.push(Change::Member(Box::new(m.clone())));
+            self.model.members.insert(member_id.clone(), m.clone());
+            changes.push(ConsumerRecord::Member(Box::new(m.clone())));
         }
         let full = joining
             || (req.rebalance_timeout_ms != -1 && req.topic_names.is_some() && req.owned.is_some());
@@ -641,7 +672,7 @@ impl ConsumerGroup {
             progress: Progress::joining(),
         };
         let Some(instance) = &req.instance_id else {
-            return match self.members.get(member_id) {
+            return match self.model.members.get(member_id) {
                 Some(m) => {
                     check_epoch(m, req.member_epoch, req.owned.as_ref())?;
                     Ok((m.clone(), None))
@@ -653,9 +684,9 @@ impl ConsumerGroup {
         let prior = self
             .static_members
             .get(instance)
-            .and_then(|id| self.members.get(id));
+            .and_then(|id| self.model.members.get(id));
         match prior {
-            None if joining => match self.members.get(member_id) {
+            None if joining => match self.model.members.get(member_id) {
                 Some(m) => {
                     check_epoch(m, req.member_epoch, req.owned.as_ref())?;
                     Ok((m.clone(), None))
@@ -708,10 +739,10 @@ impl ConsumerGroup {
         &mut self,
         req: &Heartbeat,
         now: Now,
-        changes: &mut Vec<Change>,
+        changes: &mut Vec<ConsumerRecord>,
     ) -> Result<i32, Failure> {
         let Some(instance) = &req.instance_id else {
-            if !self.members.contains_key(&req.member_id) {
+            if !self.model.members.contains_key(&req.member_id) {
                 return Err(unknown_member(&req.member_id, &self.id));
             }
             tracing::info!(group = %self.id, member = %req.member_id, "member left the consumer group");
@@ -734,7 +765,7 @@ impl ConsumerGroup {
             ));
         }
         if req.member_epoch == LEFT_STATIC_EPOCH {
-            let Some(m) = self.members.get_mut(&id) else {
+            let Some(m) = self.model.members.get_mut(&id) else {
                 return Err(unknown_member(&id, &self.id));
             };
             tracing::info!(group = %self.id, member = %id, instance = %instance,
@@ -747,7 +778,7 @@ impl ConsumerGroup {
             if let Some(d) = self.deadlines.get_mut(&id) {
                 d.revocation = None;
             }
-            changes.push(Change::Member(Box::new(m)));
+            changes.push(ConsumerRecord::Member(Box::new(m)));
             Ok(LEFT_STATIC_EPOCH)
         } else {
             tracing::info!(group = %self.id, member = %id, instance = %instance,
@@ -758,27 +789,27 @@ impl ConsumerGroup {
     }
 
     /// Removes a member and bumps the epoch (Kafka's fencing).
-    fn fence(&mut self, id: &str, now: Now, changes: &mut Vec<Change>) {
-        if !self.members.contains_key(id) {
+    fn fence(&mut self, id: &str, now: Now, changes: &mut Vec<ConsumerRecord>) {
+        if !self.model.members.contains_key(id) {
             return;
         }
         self.remove_member(id, changes);
-        self.epoch += 1;
+        self.model.epoch += 1;
         // Its topics may no longer be subscribed: recompute on the next heartbeat.
         self.subscribed_at = None;
-        if self.members.is_empty() {
+        if self.model.members.is_empty() {
             self.state_ms = now.wall_ms;
             // Kafka computes the (empty) target assignment of the new epoch.
-            self.assignment_epoch = self.epoch;
+            self.model.assignment_epoch = self.model.epoch;
         }
-        changes.push(Change::Epochs {
-            epoch: self.epoch,
-            assignment_epoch: self.assignment_epoch,
+        changes.push(ConsumerRecord::Epochs {
+            epoch: self.model.epoch,
+            assignment_epoch: self.model.assignment_epoch,
         });
     }
 
-    fn remove_member(&mut self, id: &str, changes: &mut Vec<Change>) {
-        let Some(m) = self.members.remove(id) else {
+    fn remove_member(&mut self, id: &str, changes: &mut Vec<ConsumerRecord>) {
+        let Some(m) = self.model.members.remove(id) else {
             return;
         };
         if let Some(i) = &m.sub.instance_id
@@ -787,9 +818,11 @@ impl ConsumerGroup {
             self.static_members.remove(i);
         }
         self.set_owners(id, Some(&m.progress), None);
-        self.targets.remove(id);
+        self.model.targets.remove(id);
         self.deadlines.remove(id);
-        changes.push(Change::Removed(id.to_string()));
+        changes.push(ConsumerRecord::Removed {
+            member: id.to_string(),
+        });
     }
 
     /// Moves the owner entries of `id` from `before` to `after`.

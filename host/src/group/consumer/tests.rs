@@ -65,7 +65,7 @@ struct World {
     cat: Catalog,
     now: Now,
     next: u32,
-    journal: Vec<Change>,
+    journal: Vec<ConsumerRecord>,
 }
 
 impl World {
@@ -111,11 +111,25 @@ impl World {
             *n += 1;
             format!("m{n:03}")
         };
-        let (reply, changes) = self
-            .g
-            .heartbeat(req, &self.cfg, &self.cat, self.now, &mut new_id);
-        self.journal.extend(changes);
+        // As the coordinator does: on a copy, then the records applied.
+        let mut scratch = self.g.clone();
+        let (reply, changes) = scratch.heartbeat(req, &self.cfg, &self.cat, self.now, &mut new_id);
+        self.commit(scratch, changes);
         reply
+    }
+
+    /// Applies a scratch copy's records to the group, which must then
+    /// hold what the copy holds.
+    fn commit(&mut self, scratch: ConsumerGroup, changes: Vec<ConsumerRecord>) {
+        for c in &changes {
+            self.g.apply(c);
+        }
+        assert!(
+            self.g.same_state(&scratch),
+            "applied records reproduce the copy"
+        );
+        self.g.adopt_unjournaled(scratch);
+        self.journal.extend(changes);
     }
 
     /// One heartbeat; the client applies the answer.
@@ -136,8 +150,9 @@ impl World {
             at: self.now.at + d,
             wall_ms: self.now.wall_ms + d.as_millis() as i64,
         };
-        let changes = self.g.tick(self.now);
-        self.journal.extend(changes);
+        let mut scratch = self.g.clone();
+        let changes = scratch.tick(self.now);
+        self.commit(scratch, changes);
     }
 }
 
@@ -264,7 +279,9 @@ fn a_member_whose_session_ends_is_fenced_and_its_partitions_reassigned() {
     w.beat(&mut a, false); // a keeps its session; b is silent
     w.advance(Duration::from_secs(20));
     assert!(w.g.member(&b.id).is_none(), "b was fenced");
-    assert!(w.journal.contains(&Change::Removed(b.id.clone())));
+    assert!(w.journal.contains(&ConsumerRecord::Removed {
+        member: b.id.clone()
+    }));
     w.beat(&mut a, false);
     assert_eq!(count(&a.owned), 4);
     // b's next heartbeat is refused; it rejoins with epoch 0.
@@ -332,7 +349,10 @@ fn a_static_member_that_leaves_temporarily_gets_its_partitions_back() {
         topics: vec!["t".into()],
         ..Client::default()
     };
-    assert_eq!(w.beat(&mut a3, true).error, crate::codes::UNRELEASED_INSTANCE_ID);
+    assert_eq!(
+        w.beat(&mut a3, true).error,
+        crate::codes::UNRELEASED_INSTANCE_ID
+    );
 }
 
 #[test]
@@ -466,40 +486,13 @@ fn offset_commits_need_the_current_member_epoch() {
     );
 }
 
-/// Replays journaled changes the way the coordinator's loader does.
-#[allow(clippy::type_complexity)]
-fn replay(
-    changes: &[Change],
-) -> (
-    (i32, i32),
-    BTreeMap<String, (TopicId, i32)>,
-    BTreeMap<String, Member>,
-    HashMap<String, Assignment>,
-) {
-    let mut epochs = (0, 0);
-    let mut meta = BTreeMap::new();
-    let mut members = BTreeMap::new();
-    let mut targets = HashMap::new();
-    for c in changes {
-        match c {
-            Change::Epochs {
-                epoch,
-                assignment_epoch,
-            } => epochs = (*epoch, *assignment_epoch),
-            Change::Member(m) => {
-                members.insert(m.id.clone(), (**m).clone());
-            }
-            Change::Target { member, assignment } => {
-                targets.insert(member.clone(), assignment.clone());
-            }
-            Change::Removed(id) => {
-                members.remove(id);
-                targets.remove(id);
-            }
-            Change::Metadata(m) => meta = m.clone(),
-        }
+/// Replays journaled records the way the journal's loader does.
+fn replay(records: &[ConsumerRecord]) -> ConsumerModel {
+    let mut model = ConsumerModel::default();
+    for r in records {
+        model.apply(r);
     }
-    (epochs, meta, members, targets)
+    model
 }
 
 #[test]
@@ -548,16 +541,14 @@ fn many_members_joining_and_leaving_never_share_a_partition_and_replay_restores_
         "{loads:?}"
     );
 
-    let (epochs, meta, members, targets) = replay(&w.journal);
-    let mut back = ConsumerGroup::restore(
-        "g",
-        epochs,
-        meta,
-        members.into_values(),
-        targets,
-        &w.cfg,
-        w.now,
+    let model = replay(&w.journal);
+    assert_eq!(
+        &model,
+        w.g.model(),
+        "the journal's replay is the running group's model"
     );
+    let mut back = ConsumerGroup::restore("g", &model, &w.cfg, w.now);
+    assert!(back.same_state(&w.g));
     assert_eq!(
         (back.epoch(), back.assignment_epoch()),
         (w.g.epoch(), w.g.assignment_epoch())

@@ -6,9 +6,9 @@
 
 use super::*;
 use crate::group::consumer::{
-    self, Change, ConsumerGroup, ConsumerState, Heartbeat, Member, Topics,
+    self, ConsumerGroup, ConsumerRecord, ConsumerState, Heartbeat, Member, Topics,
 };
-use crate::group::record::{ConsumerRecord, MAX_MEMBER_RECORD};
+use crate::group::record::MAX_MEMBER_RECORD;
 
 /// A consumer group in ConsumerGroupDescribe.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,20 +21,7 @@ pub struct ConsumerDescription {
     pub members: Vec<(Member, consumer::Assignment)>,
 }
 
-fn record(group: &str, change: Change) -> Record {
-    let change = match change {
-        Change::Epochs {
-            epoch,
-            assignment_epoch,
-        } => ConsumerRecord::Epochs {
-            epoch,
-            assignment_epoch,
-        },
-        Change::Member(m) => ConsumerRecord::Member(m),
-        Change::Target { member, assignment } => ConsumerRecord::Target { member, assignment },
-        Change::Removed(member) => ConsumerRecord::Removed { member },
-        Change::Metadata(m) => ConsumerRecord::Metadata(m),
-    };
+fn record(group: &str, change: ConsumerRecord) -> Record {
     Record::Consumer {
         group: group.to_string(),
         change,
@@ -42,20 +29,41 @@ fn record(group: &str, change: Change) -> Record {
 }
 
 impl Inner {
-    /// Journals a consumer group's changes no reply waits for (the ticker's
-    /// fencing).
-    pub(super) fn journal_consumer_changes(
-        &self,
-        st: &mut State,
-        group: &str,
-        changes: Vec<Change>,
-    ) {
-        if changes.is_empty() {
+    /// A consumer group's tick (fencing members whose session or
+    /// revocation deadline passed), records first: run on a copy, the
+    /// records written, then applied to the group. A failed write leaves
+    /// the group as it was (the next tick tries again).
+    pub(super) fn tick_consumer(&self, st: &mut State, group: &str, now: Now) {
+        let Some(g) = st.consumers.get(group) else {
             return;
+        };
+        let mut scratch = g.clone();
+        let changes = scratch.tick(now);
+        if !changes.is_empty() {
+            let records: Vec<Record> = changes.iter().cloned().map(|c| record(group, c)).collect();
+            if !self.append_in_background(st, &records) {
+                return;
+            }
         }
-        let records: Vec<Record> = changes.into_iter().map(|c| record(group, c)).collect();
-        self.append_in_background(st, &records);
+        if let Some(g) = st.consumers.get_mut(group) {
+            commit_scratch(g, &changes, scratch);
+        }
     }
+}
+
+/// After `changes` were written: applies them to the group and takes the
+/// scratch copy's unjournaled parts. In every test build, checks that the
+/// applied records reproduce the copy they were computed on.
+fn commit_scratch(g: &mut ConsumerGroup, changes: &[ConsumerRecord], scratch: ConsumerGroup) {
+    for c in changes {
+        g.apply(c);
+    }
+    crate::invariant!(
+        g.same_state(&scratch),
+        "group {}: applying its records did not reproduce the state they were computed on",
+        g.id()
+    );
+    g.adopt_unjournaled(scratch);
 }
 
 impl GroupCoordinator {
@@ -137,40 +145,49 @@ impl GroupCoordinator {
             st.consumers
                 .insert(group_id.to_string(), ConsumerGroup::new(group_id, now));
         }
-        let Some(g) = st.consumers.get_mut(group_id) else {
+        let Some(g) = st.consumers.get(group_id) else {
             return (
                 fail(codes::COORDINATOR_NOT_AVAILABLE, "group vanished".into()),
                 self.durable(None, Vec::new()),
             );
         };
+        // Records first: the heartbeat runs on a copy; the group itself
+        // changes only by applying the records once they are written.
+        let mut scratch = g.clone();
         let inner = &self.inner;
-        let (reply, changes) = g.heartbeat(req, cfg, topics, now, &mut || {
+        let (reply, changes) = scratch.heartbeat(req, cfg, topics, now, &mut || {
             // Kafka's v0 member ids are UUIDs.
             inner
                 .new_member_id("", group_id)
                 .trim_start_matches('-')
                 .to_string()
         });
-        if let Some(classic) = created {
-            if reply.error != codes::NONE {
+        // Undoes the group this heartbeat created (and restores the empty
+        // classic group it replaced) when the heartbeat fails.
+        let undo = |st: &mut State, created: Option<Option<Group>>| {
+            if let Some(classic) = created {
                 st.consumers.remove(group_id);
                 if let Some(classic) = classic {
                     st.groups.insert(group_id.to_string(), classic);
                 }
-                return (reply, self.durable(None, Vec::new()));
             }
-            if classic.is_some() {
-                tracing::info!(group = %group_id, "empty classic group converted to a consumer group");
-            }
+        };
+        if reply.error != codes::NONE {
+            undo(st, created);
+            return (reply, self.durable(None, Vec::new()));
         }
-        let next = g.next_deadline();
         let mut durable = self.durable(None, Vec::new());
         if !changes.is_empty() {
-            let records: Vec<Record> = changes.into_iter().map(|c| record(group_id, c)).collect();
+            let records: Vec<Record> = changes
+                .iter()
+                .cloned()
+                .map(|c| record(group_id, c))
+                .collect();
             match self.inner.append(st, &records) {
                 Ok((file, _)) => durable.file = Some(file),
                 Err(e) => {
                     tracing::error!(group = %group_id, error = %e, "offsets journal append failed");
+                    undo(st, created);
                     return (
                         fail(
                             codes::NOT_COORDINATOR,
@@ -180,6 +197,13 @@ impl GroupCoordinator {
                     );
                 }
             }
+        }
+        if let Some(Some(_)) = created {
+            tracing::info!(group = %group_id, "empty classic group converted to a consumer group");
+        }
+        let next = scratch.next_deadline();
+        if let Some(g) = st.consumers.get_mut(group_id) {
+            commit_scratch(g, &changes, scratch);
         }
         if let Some(d) = next
             && st.planned_wake.is_none_or(|w| d < w)

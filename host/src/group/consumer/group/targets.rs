@@ -20,6 +20,7 @@ impl ConsumerGroup {
             return Ok(());
         }
         let in_use: BTreeSet<&str> = self
+            .model
             .members
             .values()
             .filter_map(|m| m.sub.topic_regex.as_deref())
@@ -62,6 +63,7 @@ impl ConsumerGroup {
     ) -> BTreeMap<String, (TopicId, i32)> {
         let version = topics.version();
         let wanted: BTreeSet<String> = self
+            .model
             .members
             .values()
             .filter_map(|m| m.sub.topic_regex.clone())
@@ -103,7 +105,7 @@ impl ConsumerGroup {
             }
         }
         let mut out = BTreeMap::new();
-        for m in self.members.values() {
+        for m in self.model.members.values() {
             for name in self.member_topics(m) {
                 if out.contains_key(&name) {
                     continue;
@@ -116,20 +118,26 @@ impl ConsumerGroup {
         out
     }
 
-    pub(super) fn compute_targets(&mut self, cfg: &ConsumerConfig, changes: &mut Vec<Change>) {
+    pub(super) fn compute_targets(
+        &mut self,
+        cfg: &ConsumerConfig,
+        changes: &mut Vec<ConsumerRecord>,
+    ) {
         let name = self.assignor(cfg).to_string();
         let topics_of: Vec<BTreeSet<TopicId>> = self
+            .model
             .members
             .values()
             .map(|m| {
                 self.member_topics(m)
                     .iter()
-                    .filter_map(|n| self.subscribed.get(n).map(|(id, _)| *id))
+                    .filter_map(|n| self.model.subscribed.get(n).map(|(id, _)| *id))
                     .collect()
             })
             .collect();
-        let partitions: BTreeMap<TopicId, i32> = self.subscribed.values().copied().collect();
+        let partitions: BTreeMap<TopicId, i32> = self.model.subscribed.values().copied().collect();
         let input: Vec<AssignorMember<'_>> = self
+            .model
             .members
             .values()
             .zip(topics_of)
@@ -137,20 +145,20 @@ impl ConsumerGroup {
                 id: &m.id,
                 instance_id: m.sub.instance_id.as_deref(),
                 topics,
-                previous: self.targets.get(&m.id),
+                previous: self.model.targets.get(&m.id),
             })
             .collect();
         let started = Instant::now();
         let out = assignor::assign(&name, &input, &partitions);
-        tracing::info!(group = %self.id, epoch = self.epoch, assignor = %name,
+        tracing::info!(group = %self.id, epoch = self.model.epoch, assignor = %name,
             elapsed_us = started.elapsed().as_micros() as u64, "computed a new target assignment");
         for (member, assignment) in out {
-            if self.targets.get(&member) != Some(&assignment) {
-                changes.push(Change::Target {
+            if self.model.targets.get(&member) != Some(&assignment) {
+                changes.push(ConsumerRecord::Target {
                     member: member.clone(),
                     assignment: assignment.clone(),
                 });
-                self.targets.insert(member, assignment);
+                self.model.targets.insert(member, assignment);
             }
         }
     }
