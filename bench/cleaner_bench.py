@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Log cleaner throughput and its effect on produce latency (issue 25).
+"""Log cleaner throughput and its effect on produce latency.
 
     .venv/bin/python bench/cleaner_bench.py [--mib 400] [--keys 100000]
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Cluster-mode figures in one run (issue 14, "Done means" 4):
+"""Cluster-mode figures in one run:
 
     .venv/bin/python bench/cluster_bench.py [--kills 5] [--lease-ttl-ms 2000] [--mb 64]
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Descriptors, memory, start-up and shutdown of one broker holding many
-partitions (issue 28; the open-file cache).
+partitions (the open-file cache).
 
     .venv/bin/python bench/fds_bench.py --partitions 5000 [--kaas BIN] [--extra "--flag v"]
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Group rebalances under three protocols, in one run (issue 27):
+"""Group rebalances under three protocols, in one run:
 
     .venv/bin/python bench/group_protocols_bench.py [--members 50] [--leaves 10]
         [--partitions 200] [--protocols eager,cooperative,consumer] [--keep]
@@ -42,7 +42,7 @@ broker's --group-initial-rebalance-delay-ms 0; consumer protocol, the
 broker's --group-consumer-session-timeout-ms 6000 and
 --group-consumer-heartbeat-interval-ms 500 (the client may not set them).
 
-Target (issue 27): with the consumer protocol a join pauses only the
+Target: with the consumer protocol a join pauses only the
 partitions that move (paused == moved), and the group is stable within 2
 heartbeat intervals (1 s) of the last change.
 """

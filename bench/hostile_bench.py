@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Hostile clients against one broker (issue 13): the broker's memory, a
+"""Hostile clients against one broker: the broker's memory, a
 well-behaved client's latency, and the durability of what it was told.
 
     .venv/bin/python bench/hostile_bench.py [--seconds 60] [--attacks 1,2,...,8] [--json FILE]

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Scale of one kaas broker: many partitions, many idle connections (issue 28).
+"""Scale of one kaas broker: many partitions, many idle connections.
 
     .venv/bin/python bench/scale_bench.py [--sizes 1000,10000,50000] [options]
     .venv/bin/python bench/scale_bench.py --connections 10000 [options]

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Produce over PLAINTEXT vs SASL_SSL (SCRAM-SHA-512) on one kaas (issue 16).
+"""Produce over PLAINTEXT vs SASL_SSL (SCRAM-SHA-512) on one kaas.
 
     .venv/bin/python bench/security_bench.py [--runs 3] [--records 60000] [--fsync always]
 

@@ -3,7 +3,7 @@
 
     .venv/bin/python bench/soak_bench.py [--minutes 60] [--kaas target/release/kaas]
 
-Issue 28 item 4. Not part of CI (it runs for an hour). The load, all real
+Not part of CI (it runs for an hour). The load, all real
 clients (confluent-kafka / librdkafka):
 
 - idempotent producers that restart every --restart-s seconds (each restart

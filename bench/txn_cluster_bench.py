@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Transactions across the cluster, figures in one run (issue 15, "Done means" 4):
+"""Transactions across the cluster, figures in one run:
 
     .venv/bin/python bench/txn_cluster_bench.py [--quick] [--bumps 1000] [--kills 3]
                                                [--seconds 10] [--keep]

@@ -1,4 +1,4 @@
-//! Policy hot-swap pause benchmark (issue 17): how long no decision is made
+//! Policy hot-swap pause benchmark: how long no decision is made
 //! while a new policy takes over, under a continuous decision load.
 //!
 //! ```text

@@ -60,7 +60,7 @@ pub struct BrokerConfig {
     /// A write-ahead log file holding data this old is checkpointed
     /// (`--fsync always`; see log::wal).
     pub wal_checkpoint_interval: std::time::Duration,
-    // Issue 13 items 7-8 (topic creation limits):
+    // Topic creation limits (against hostile admin requests):
     /// Most partitions on this broker; a topic creation past it is refused
     /// (`--max-partitions`).
     pub max_partitions: usize,
@@ -94,14 +94,14 @@ pub struct BrokerConfig {
     pub etcd: Vec<String>,
     /// TTL of the broker's etcd lease (`--lease-ttl-ms`).
     pub lease_ttl: std::time::Duration,
-    // Issue 15 item 4 (the cross-broker fence ring, cluster::fences):
+    // The cross-broker fence ring (cluster::fences):
     /// How often peers' fence files are read (`--fence-poll-ms`).
     pub fence_poll: std::time::Duration,
     /// Bumps also go through etcd (`--fence-push`).
     pub fence_push: bool,
     /// Single-node mode writes the outbound fence file too (tests).
     pub fence_log: bool,
-    // Issue 16 (security):
+    // Security:
     /// Whether ACLs are enforced, super users, the no-ACL default.
     pub authorizer: crate::security::authorizer::AuthorizerConfig,
     /// ACLs the authorizer starts with (tests; the ACL store adds its own).

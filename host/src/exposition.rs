@@ -19,14 +19,14 @@ pub fn render(broker: &Broker) -> String {
     broker.metrics.render_counters(&mut out);
     // Client quotas: every measured entity (bounded, see quota::Quotas).
     broker.quotas.render(&mut out);
-    // Issue 16: decisive authorization denials (each audited, rate-limited).
+    // Security: decisive authorization denials (each audited, rate-limited).
     sample(
         &mut out,
         "kaas_authorization_denied_total",
         "counter",
         broker.authz.denied_total(),
     );
-    // Issue 17 item 3: policy hot swaps, accepted and refused.
+    // Policy hot swaps, accepted and refused.
     let slot = broker.policy_slot();
     let _ = writeln!(out, "# TYPE kaas_policy_swaps_total counter");
     let _ = writeln!(
@@ -86,9 +86,9 @@ pub fn render(broker: &Broker) -> String {
         );
     }
     crate::log::cleaner::render(&broker.cleaner_stats, &broker.logs, &mut out);
-    // Issue 28: the open-file cache (--max-open-segment-files).
+    // The open-file cache (--max-open-segment-files).
     crate::log::open_files::render(broker.logs.open_files(), &mut out);
-    // Issue 28: what producer-state expiry bounds (producer.id.expiration.ms):
+    // What producer-state expiry bounds (producer.id.expiration.ms):
     // (partition, producer id) entries, and producer ids bound to principals.
     let entries: usize = broker
         .logs

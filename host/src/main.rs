@@ -425,7 +425,7 @@ struct BrokerArgs {
     /// File holding the inter-broker user's password (first line).
     #[arg(long)]
     inter_broker_password_file: Option<PathBuf>,
-    // Issue 16 (the authorizer):
+    // Security (the authorizer):
     /// Whether ACLs are enforced: acl, none, or auto (acl when some
     /// listener authenticates its clients).
     #[arg(long, default_value = "auto")]

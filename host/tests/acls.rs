@@ -1,5 +1,5 @@
-//! CreateAcls (30), DescribeAcls (29) and DeleteAcls (31) over the wire
-//! (issue 16): round trips with Kafka's filter rules, per-creation
+//! CreateAcls (30), DescribeAcls (29) and DeleteAcls (31) over the wire:
+//! round trips with Kafka's filter rules, per-creation
 //! validation, SECURITY_DISABLED without an authorizer,
 //! CLUSTER_AUTHORIZATION_FAILED without DESCRIBE / ALTER on the cluster,
 //! the --max-acls bound, and ACLs surviving a restart on the same data

@@ -1,4 +1,4 @@
-//! Issue 16 item 3: every API is authorized as Kafka 3.7 does it. The
+//! Per-API authorization: every API is authorized as Kafka 3.7 does it. The
 //! in-process broker runs with the authorizer enabled and the ACLs of each
 //! test; every connection is `User:ANONYMOUS` (PLAINTEXT), so "without the
 //! ACL" and "with it" are two brokers, or two resources.

@@ -1,4 +1,4 @@
-//! Issue 15 item 4: the cross-broker fence ring's outbound side. Every
+//! The cross-broker fence ring's outbound side. Every
 //! producer-epoch bump the transaction coordinator makes is appended to
 //! this broker's fence file on the shared volume, for the peers to poll;
 //! a new producer (epoch 0) has nothing to fence and is not written.

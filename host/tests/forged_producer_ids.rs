@@ -1,4 +1,4 @@
-//! Issue 13 item 3: a batch under a producer id this broker never handed
+//! Forged producer ids: a batch under a producer id this broker never handed
 //! out is refused, so no client can poison the sequence state of the
 //! producer that will later get that id; a freshly handed-out id starts
 //! with no state on any partition, across restarts too.

@@ -1,4 +1,4 @@
-//! Group coordinator shards over the wire (issue 14 item 4): a broker with
+//! Group coordinator shards over the wire (cluster mode): a broker with
 //! sharded groups (cluster mode) answers only for the groups of the shards
 //! open on it; every other group gets NOT_COORDINATOR, per group in the
 //! batched APIs, and FindCoordinator does not name this broker for it.

@@ -1,4 +1,4 @@
-//! Hostile admin requests (issue 13 items 7 and 8): topic creation is
+//! Hostile admin requests: topic creation is
 //! bounded per request and per broker, by partitions and by the open-file
 //! limit; a creation that fails or is refused leaves nothing on disk; the
 //! broker raises its soft open-file limit at start.
@@ -201,7 +201,7 @@ fn a_failed_topic_creation_leaves_no_directories() {
     b.terminate();
 }
 
-/// Partitions take no descriptor of their own (issue 28): with 300
+/// Partitions take no descriptor of their own (the open-file cache): with 300
 /// descriptors a broker holds 400 partitions and more, their files going
 /// through an open-file cache sized at start to what the limit leaves. The
 /// budget still refuses a creation when connections have taken the room

@@ -1,4 +1,4 @@
-//! Hostile batches, fetches and timestamp lookups (issue 13 items 2, 4, 6)
+//! Hostile batches, fetches and timestamp lookups
 //! over a real socket with exact request bytes: corrupt compressed batches
 //! are refused and never stored, Fetch honours max_bytes, partition limits
 //! and `fetch.max.bytes`, a partition named many times is read once, and
@@ -172,7 +172,7 @@ fn plain_batch(n: usize, size: usize) -> Vec<u8> {
     batch(0, &records(&values), n as i32, 1000)
 }
 
-// ---- item 2: corrupt compressed batches ------------------------------------
+// ---- corrupt compressed batches --------------------------------------------
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn corrupt_compressed_batches_are_refused_and_never_stored() {
@@ -243,7 +243,7 @@ async fn a_decompression_bomb_is_refused() {
     b.stop().await;
 }
 
-// ---- item 6: fetch limits --------------------------------------------------
+// ---- fetch limits ----------------------------------------------------------
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fetch_respects_the_request_max_bytes_after_the_first_batch() {
@@ -327,7 +327,7 @@ async fn fetch_max_bytes_caps_the_response() {
     b.stop().await;
 }
 
-// ---- item 4: timestamp lookups ---------------------------------------------
+// ---- timestamp lookups -----------------------------------------------------
 
 // One runtime worker: a flood of lookups on other connections can occupy
 // every worker of a real broker; here one connection suffices.

@@ -1,4 +1,4 @@
-//! Hostile connections (issue 13, items 1, 5 and 8): a tagged-field flood,
+//! Hostile connections: a tagged-field flood,
 //! half-sent frames, idle connections and large frames racing for the
 //! queued-request budget, all over raw sockets against an in-process broker.
 

@@ -1,4 +1,4 @@
-//! Issue 13 item 9: a committed transaction's COMMIT marker becomes visible
+//! Idle markers: a committed transaction's COMMIT marker becomes visible
 //! (the high watermark and the last stable offset move past it) soon after
 //! EndTxn, even when nothing else is written to the broker afterwards and
 //! the disk's recent flushes were slow.

@@ -1,4 +1,4 @@
-//! Leader epochs as fencing tokens over the wire (issue 14): batches carry
+//! Leader epochs as fencing tokens over the wire: batches carry
 //! the epoch their partition was led at, OffsetForLeaderEpoch answers from
 //! the durable history, Metadata and ListOffsets report epochs, and the
 //! KIP-320 check answers FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH on

@@ -1,4 +1,4 @@
-//! Issue 16 item 1: Metadata and FindCoordinator advertise, to a client,
+//! Per-listener addresses: Metadata and FindCoordinator advertise, to a client,
 //! the address of the listener it came in on (a client that bootstrapped
 //! on a SASL_SSL port must not be sent to the PLAINTEXT port).
 

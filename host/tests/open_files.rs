@@ -1,4 +1,4 @@
-//! More partitions than open segment files (issue 28).
+//! More partitions than open segment files.
 //!
 //! The story: every partition used to hold its active segment's file open,
 //! so a broker could hold no more partitions than the process could open

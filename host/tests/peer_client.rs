@@ -1,4 +1,4 @@
-//! The inter-broker client (`kaas::cluster::peer`, issue 15 item 3) against
+//! The inter-broker client (`kaas::cluster::peer`) against
 //! the in-process broker, a counting frame proxy in front of it, and fake
 //! peers that never answer or claim a huge response.
 
@@ -346,7 +346,7 @@ async fn an_oversize_response_is_refused_without_allocating_it() {
     assert!(msg.contains(&addr), "the error names the peer: {msg}");
 }
 
-/// Issue 16: on a SASL_PLAINTEXT inter-broker listener the pool logs in
+/// Security: on a SASL_PLAINTEXT inter-broker listener the pool logs in
 /// with SASL PLAIN on each new connection; without the login, or with a
 /// wrong password, the peer refuses every request but ApiVersions.
 #[tokio::test]

@@ -1,4 +1,4 @@
-//! Issue 16 item 4 (beyond Kafka): every producer id InitProducerId hands
+//! Producer-id binding (beyond Kafka): every producer id InitProducerId hands
 //! out is bound to the session's principal, durably; a batch or a
 //! transaction request under a producer id bound to another principal (or
 //! to none) is refused, across restarts and kill -9.

@@ -1,4 +1,4 @@
-//! The policy's observability on a real broker process (issue 17 item 4):
+//! The policy's observability on a real broker process:
 //! after a transaction and a trap, `/metrics` shows the loaded policy's
 //! identity, its decisions by call and kind, its trap by kind, its
 //! violations and latency histograms; the log (at the default level, not on

@@ -1,8 +1,8 @@
-//! Policy hot swap (issue 17 item 3) and transaction.max.timeout.ms (item
-//! 5), against a real `kaas broker` process: `kaas policy load` over the
-//! admin endpoint, SIGHUP, the vetting that refuses broken policies while
-//! the old one keeps deciding, `kaas txn describe` showing which policy
-//! decided, the admin endpoint's protection, and the timeout flag.
+//! Policy hot swap and transaction.max.timeout.ms, against a real `kaas
+//! broker` process: `kaas policy load` over the admin endpoint, SIGHUP, the
+//! vetting that refuses broken policies while the old one keeps deciding,
+//! `kaas txn describe` showing which policy decided, the admin endpoint's
+//! protection, and the timeout flag.
 //!
 //! The observable difference between the two policies: a claim on an
 //! absent transactional id is accepted by apache37 and fenced by strict

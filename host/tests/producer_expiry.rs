@@ -1,4 +1,4 @@
-//! Issue 28 item 1: producer-state expiry (`producer.id.expiration.ms`).
+//! Producer-state expiry (`producer.id.expiration.ms`).
 //! 100,000 short-lived idempotent producers write to one partition; past
 //! the expiration only the live producers keep state there, a batch from
 //! an expired id is taken as from an unknown producer (any sequence, as

@@ -15,7 +15,7 @@
 //! runtime must still decide afterwards. Finally, a component built for
 //! another major version of the WIT package (1.x) is refused at load.
 //!
-//! The granted WASI (issue 17 item 4): a guest's panic message reaches the
+//! The granted WASI: a guest's panic message reaches the
 //! error and the log (`panic-message` panics in `describe()`, `trap` in a
 //! decision); `wasi-probe` floods stderr (bounded), reads an empty
 //! environment, and calls a clock, a file and random bytes (each still
@@ -427,7 +427,7 @@ fn component_of_another_wit_major_version_is_refused_at_load_naming_both_version
     assert_good_policy_decides(&load_apache37(&rt));
 }
 
-// ---- Observability (issue 17 item 4): the guest's stderr, trap kinds,
+// ---- Observability: the guest's stderr, trap kinds,
 // counters, rate-limited trap logs.
 
 /// The `wasi-probe` policy's behaviours, by requested timeout (its

@@ -1,4 +1,4 @@
-//! SASL on the wire (issue 16, items 2 and 6): SaslHandshake v0/v1 and
+//! SASL on the wire: SaslHandshake v0/v1 and
 //! SaslAuthenticate v0-v2 with PLAIN and SCRAM-SHA-256/512 against a spawned
 //! `kaas broker` with a SASL_PLAINTEXT listener, bad input (wrong passwords,
 //! unknown mechanisms, out-of-order and malformed messages, oversize frames,
@@ -654,8 +654,8 @@ async fn a_reauthentication_started_and_never_finished_does_not_extend_the_sessi
     );
 }
 
-/// Issue 16 item 1: Metadata and FindCoordinator give a client the address
-/// of the listener it came in on.
+/// Per-listener addresses: Metadata and FindCoordinator give a client the
+/// address of the listener it came in on.
 #[tokio::test]
 async fn each_listener_advertises_its_own_address() {
     let tmp = tempfile::tempdir().unwrap();

@@ -1,4 +1,4 @@
-//! TLS on the wire (issue 16, items 1 and 6): SSL and SASL_SSL listeners of
+//! TLS on the wire: SSL and SASL_SSL listeners of
 //! a spawned `kaas broker` with a test CA and certificates made by rcgen,
 //! a rustls client; client certificates (ssl.client.auth required) and the
 //! principal they name; clients that send nothing, garbage or plaintext

@@ -1,5 +1,5 @@
 //! Crash tests of the transaction coordinator with a real restart of the
-//! broker process (spec §4.5, IX-08, IX-09; issue item 9).
+//! broker process (spec §4.5, IX-08, IX-09).
 //!
 //! The story (KAFKA-20357): a coordinator persists a rotation (or a bump),
 //! dies before the producer hears back, and after failover the retry is

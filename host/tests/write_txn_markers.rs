@@ -1,4 +1,4 @@
-//! WriteTxnMarkers (API 27) over the wire (issue 15 items 1 and 3): the
+//! WriteTxnMarkers (API 27) over the wire: the
 //! partition leader's side of a transaction's completion. The test plays
 //! the coordinator of another broker: it opens a transaction through the
 //! ordinary client APIs, then completes it with its own markers, and checks

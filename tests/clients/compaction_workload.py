@@ -1,4 +1,4 @@
-"""The compaction workload of issue 25's "Done means", shared by the
+"""The log-compaction acceptance workload, shared by the
 single-node test (tests/clients/test_compaction_confluent.py) and the
 cluster one (tests/cluster/test_cluster_compaction.py).
 

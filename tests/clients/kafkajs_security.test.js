@@ -1,5 +1,5 @@
 'use strict'
-// kafkajs 2.2.4 against a secured kaas (issue 16). Run through
+// kafkajs 2.2.4 against a secured kaas. Run through
 // tests/clients/test_security.py, which starts the broker (SASL_SSL and
 // SASL_PLAINTEXT listeners, ACL authorizer), creates the topics and the ACLs
 // as User:admin, and passes everything in KAAS_SECURITY (JSON):

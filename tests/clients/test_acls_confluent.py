@@ -1,5 +1,5 @@
 """confluent-kafka's AdminClient ACL calls (CreateAcls, DescribeAcls,
-DeleteAcls; issue 16) against a kaas broker enforcing ACLs, with the
+DeleteAcls) against a kaas broker enforcing ACLs, with the
 PLAINTEXT connections' principal User:ANONYMOUS a super user. The ACLs
 survive a restart on the same data directory."""
 

@@ -1,5 +1,5 @@
 """DescribeCluster, DescribeLogDirs and KIP-430's authorized operations as
-real admin clients read them (issue 26 item 1): confluent-kafka's
+real admin clients read them: confluent-kafka's
 describe_cluster and describe_topics with include_authorized_operations
 (DescribeCluster and Metadata v10+ on the wire), kafka-python's
 describe_cluster and describe_log_dirs. The broker runs without an

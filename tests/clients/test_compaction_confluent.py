@@ -1,5 +1,5 @@
-"""Log compaction under a real client (confluent-kafka), issue 25's
-"Done means": a million records over ten thousand keys, with tombstones and
+"""Log compaction under a real client (confluent-kafka), the
+acceptance workload: a million records over ten thousand keys, with tombstones and
 transactions (some aborted), written while the cleaner runs; the broker
 dies in the middle of a clean (a fault point aborts it: once with the
 cleaned copy synced but not renamed, once just after the rename, before its

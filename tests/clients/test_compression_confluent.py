@@ -1,4 +1,4 @@
-"""compression.type as a topic config (issue 25): a topic whose
+"""compression.type as a topic config: a topic whose
 compression.type names a codec stores every client batch in it, whatever
 codec the producer used; transaction markers stay uncompressed; consumers
 (confluent-kafka, kafka-python) read the records back intact; a change made

@@ -1,5 +1,5 @@
 """Topic configs changed on a running broker with confluent-kafka's
-AdminClient (issue 25): IncrementalAlterConfigs of retention.ms and
+AdminClient: IncrementalAlterConfigs of retention.ms and
 cleanup.policy take effect within one retention check / cleaner pass,
 DescribeConfigs shows them as dynamic topic configs, they survive a
 restart, validate_only changes nothing, a bad value is refused with

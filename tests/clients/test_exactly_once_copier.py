@@ -1,4 +1,4 @@
-"""The exactly-once copier (issue 5's acceptance test): N records are copied
+"""The exactly-once copier (an acceptance test of transactions): N records are copied
 from `in` to `out` by two transactional consume-transform-produce copiers
 (eos_copier.py, librdkafka) that are SIGKILLed and restarted several times,
 while the broker itself is SIGKILLed and restarted mid-run. A read_committed

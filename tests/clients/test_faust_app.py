@@ -1,4 +1,4 @@
-"""A stream-processing application on kaas (issue 25): faust_counter.py, a
+"""A stream-processing application on kaas: faust_counter.py, a
 faust-streaming app (aiokafka underneath) with a Table whose changelog is a
 compacted topic and processing_guarantee="exactly_once", counts N keyed
 records while the test SIGKILLs it twice. Each kill is followed by a

@@ -1,4 +1,4 @@
-"""Policy hot swap under a real transactional load (issue 17 item 3).
+"""Policy hot swap under a real transactional load.
 
 A confluent-kafka (librdkafka) transactional producer commits transactions
 in a loop while the broker's policy is swapped several times between

@@ -1,5 +1,5 @@
 """Replication factor and manual replica assignments on one broker, with
-confluent-kafka's AdminClient (issue 25, item 4): RF 1 (and -1, the broker
+confluent-kafka's AdminClient: RF 1 (and -1, the broker
 default) is created and described as one replica in sync, RF 2 is refused
 with Kafka's INVALID_REPLICATION_FACTOR message, an assignment naming this
 broker is accepted (CreateTopics and CreatePartitions) and one naming an

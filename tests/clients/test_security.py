@@ -1,4 +1,4 @@
-"""Real clients against a secured kaas (issue 16 "Done means"): confluent-kafka,
+"""Real clients against a secured kaas (the security acceptance test): confluent-kafka,
 kafka-python and kafkajs log in with SASL_SSL + SCRAM-SHA-512 and with PLAIN
 (on a SASL_PLAINTEXT listener), produce, consume in a group (committing
 offsets) and run a transaction with exactly the ACLs that needs; without
@@ -115,7 +115,7 @@ def _has_authorizer() -> bool:
 @pytest.fixture(scope="module")
 def secure(tmp_path_factory):
     if not _has_authorizer():
-        pytest.skip(f"{KAAS_BIN} has no ACL authorizer (--super-user); build the issue-16 kaas")
+        pytest.skip(f"{KAAS_BIN} has no ACL authorizer (--super-user); build a kaas with the authorizer")
     root = tmp_path_factory.mktemp("security")
     certs = make_certs(root / "certs")
     data = root / "data"

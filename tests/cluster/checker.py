@@ -1,4 +1,4 @@
-"""A checker in the style of Jepsen's Kafka queue workload (issue 14 item 7).
+"""A checker in the style of Jepsen's Kafka queue workload.
 
 A test records what writers tried and what the cluster acknowledged (a
 `History`), then reads every partition from the start with one or more

@@ -1,5 +1,5 @@
 'use strict';
-// kafkajs side of test_cluster_txn_clients.py (issue 15): one transactional
+// kafkajs side of test_cluster_txn_clients.py: one transactional
 // producer ($KAAS_TXN_ID) runs the transactions of $KAAS_PLAN in order, each
 // [{commit, values: [[partition, value]], offsets: {partition: offset}}]:
 // send the values to $KAAS_TOPIC, sendOffsets of $KAAS_SRC for group

@@ -8,7 +8,7 @@ with more faults; `scale` is the factor they multiply their durations and
 fault counts by.
 
 `cluster_factory(**kwargs)` makes clusters a test configures itself (per
-broker env and flags, metrics, state seeded before the start: issue 15):
+broker env and flags, metrics, state seeded before the start):
 each is stopped at teardown and its logs attached to a failing report.
 """
 

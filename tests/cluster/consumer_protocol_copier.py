@@ -1,5 +1,5 @@
 """The exactly-once copier (tests/clients/eos_copier.py, same arguments)
-with its consumer in a KIP-848 consumer-protocol group (issue 27).
+with its consumer in a KIP-848 consumer-protocol group.
 
 It runs that script unchanged, with confluent_kafka.Consumer swapped for
 one that asks for group.protocol=consumer and leaves out the two settings

@@ -1,4 +1,4 @@
-"""Fault-injection harness for kaas clusters (issue 14 item 7).
+"""Fault-injection harness for kaas clusters.
 
 Starts one etcd and N `kaas broker` processes on loopback that share one
 --data-dir, and does to them what machines do: kill -9 (`kill9`), a long
@@ -10,7 +10,7 @@ and who leads what: `wait_ready`, `leader_of`, `wait_leader_moved`.
 Single-node mode is the same class with etcd=False: one broker, no cluster
 flags, exactly as `kaas broker` runs today (the benchmark's baseline).
 
-Per broker (issue 15): its own environment (`env`, e.g. KAAS_FAULT or
+Per broker: its own environment (`env`, e.g. KAAS_FAULT or
 RUST_LOG; read at each start, so a test can change it between runs), extra
 arguments (`broker_args`), and with metrics=True a /metrics listener
 (`scrape`, `metric`). `fence_lines` reads the `kaas::fence` debug lines a

@@ -10,13 +10,13 @@ non-flexible versions: plain big-endian fields) over one socket per call. The
 RecordBatch inside a Produce comes from kafka-python's MemoryRecordsBuilder,
 and a Fetch's records are read with its MemoryRecords.
 
-Transactions (issue 15): InitProducerId v4 (flexible: compact strings and
+Transactions: InitProducerId v4 (flexible: compact strings and
 tagged fields, request header v2), AddPartitionsToTxn v1 and EndTxn v1, a
 transactional Produce, FindCoordinator of a transactional id (key type 1),
 `send_no_reply` for a request the broker must die before answering, and
 `Conn`, one kept-open connection for a benchmark's request loop.
 
-KIP-848 (issue 27): ConsumerGroupDescribe v1 (flexible), which shows a
+KIP-848: ConsumerGroupDescribe v1 (flexible), which shows a
 consumer-protocol group's epochs and each member's epoch, current and target
 assignment; the admin clients keep the epochs to themselves.
 """
@@ -412,7 +412,7 @@ def describe_configs(addr: str, resource_type: int, name: str,
     return err, out
 
 
-# -- transactions (issue 15) ---------------------------------------------------
+# -- transactions --------------------------------------------------------------
 
 def init_producer_id_body(transactional_id: str | None, claim: tuple[int, int] = (-1, -1),
                           timeout_ms: int = 60000) -> bytes:
@@ -518,7 +518,7 @@ def fetch_committed(addr: str, topic: str, partition: int, offset: int = 0,
     raise WireError(f"{addr}: Fetch response has no partition {partition}")
 
 
-# -- consumer-protocol groups (KIP-848, issue 27) -------------------------------
+# -- consumer-protocol groups (KIP-848) ----------------------------------------
 
 @dataclass
 class ConsumerMember:

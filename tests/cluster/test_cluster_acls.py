@@ -1,4 +1,4 @@
-"""ACLs in cluster mode (issue 16): they live in etcd, so an ACL created
+"""ACLs in cluster mode: they live in etcd, so an ACL created
 through one broker applies on every broker (each follows the ACL keys with a
 watch), a deletion through another broker reaches the first, and a restarted
 broker reads them back before it serves. The connections are PLAINTEXT

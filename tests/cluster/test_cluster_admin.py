@@ -1,4 +1,4 @@
-"""Topic administration from any broker in cluster mode (issue 14).
+"""Topic administration from any broker in cluster mode.
 
 A topic is created through broker 2, grown from 3 to 6 partitions through
 broker 3 and deleted through broker 1; after each step every broker's own

@@ -1,4 +1,4 @@
-"""Three brokers + etcd under real clients (issue 14, "Done means" 1).
+"""Three brokers + etcd under real clients.
 
 confluent-kafka, kafka-python and kafkajs each produce (idempotent, acks=all)
 and each runs a consumer group across the brokers, while the broker that

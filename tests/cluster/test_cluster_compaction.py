@@ -1,4 +1,4 @@
-"""Log compaction across brokers (issue 25, "Done means"): the workload of
+"""Log compaction across brokers: the workload of
 tests/clients/compaction_workload.py (a million records over ten thousand
 keys, tombstones, transactions with some aborted) on a three-broker
 cluster, with the partition's leader killed -9 while its cleaner is in the

@@ -1,4 +1,4 @@
-"""Topic config changes across brokers (issue 25, "Done means"): an
+"""Topic config changes across brokers: an
 IncrementalAlterConfigs of retention.ms sent to a broker that does not lead
 the partition is agreed in etcd and applied by the leader (its retention
 deletes the old segments), and after the leader is killed -9 the broker

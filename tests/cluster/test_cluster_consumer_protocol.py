@@ -1,4 +1,4 @@
-"""KIP-848 consumer groups across a coordinator's kill -9 (issue 27).
+"""KIP-848 consumer groups across a coordinator's kill -9.
 
 A consumer-protocol group (ConsumerGroupHeartbeat) lives in its group
 coordinator shard's journal: its epoch, every member with its epoch and

@@ -1,4 +1,4 @@
-"""The exactly-once copier on three brokers (issue 15, "Done means" 3).
+"""The exactly-once copier on three brokers.
 
 N records are copied from `in` to `out` by two transactional
 consume-transform-produce copiers (tests/clients/eos_copier.py, librdkafka:

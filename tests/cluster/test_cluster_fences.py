@@ -1,4 +1,4 @@
-"""The cross-broker fence ring (issue 15 item 4).
+"""The cross-broker fence ring.
 
 A producer-epoch bump made by one broker's transaction coordinator must
 reach the partitions the other brokers lead, so a zombie producer's batches

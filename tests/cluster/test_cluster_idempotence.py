@@ -1,4 +1,4 @@
-"""Idempotent producers across a failover (issue 14, "Done means" 3).
+"""Idempotent producers across a failover.
 
 The producer-state (producer id, epoch, last sequences) must come back with
 the partition when another broker takes it over, so a producer that retries

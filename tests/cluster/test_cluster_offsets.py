@@ -1,4 +1,4 @@
-"""Committed offsets across brokers (issue 14 item 4): a group's coordinator
+"""Committed offsets across brokers: a group's coordinator
 takes offset commits for every partition of a topic, also those another
 broker leads, and serves them back; after the coordinator is killed, the
 shard's new coordinator serves the same offsets.

@@ -1,4 +1,4 @@
-"""Client quotas across brokers (issue 28, item 2): an AlterClientQuotas
+"""Client quotas across brokers: an AlterClientQuotas
 sent to one broker is agreed in etcd (the seam the dynamic broker defaults
 use) and every broker describes it; a removal through another broker
 reaches them all too.

@@ -1,4 +1,4 @@
-"""Replication factor across three brokers (issue 25, item 4, with
+"""Replication factor across three brokers (with
 min.insync.replicas): a topic of replication factor 3 is described by every
 client view as three replicas, all in sync, leader first; a manual
 assignment's first broker leads; a factor of 4 is refused with Kafka's

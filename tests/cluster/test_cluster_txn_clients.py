@@ -1,5 +1,5 @@
-"""Transactional clients across brokers (issue 15, "Done means" 3, last
-sentence; items 1 and 3).
+"""Transactional clients across brokers, with the transaction markers and
+the group's offsets going to other brokers.
 
 confluent-kafka (librdkafka), kafka-python and kafkajs each run the same
 three transactions with one transactional id over a topic whose partitions

@@ -1,5 +1,5 @@
-"""KAFKA-20357 across brokers, over the wire, with real processes (issue 15,
-"Done means" 1; scenarios IX-03, IX-08, IX-15 and IT-04, IT-05, IX-09 of
+"""KAFKA-20357 across brokers, over the wire, with real processes
+(scenarios IX-03, IX-08, IX-15 and IT-04, IT-05, IX-09 of
 ../shared/spec/kafka-txn-3.7.md, §4.5).
 
 The story: a coordinator persists a rotation (or a bump), dies before the
@@ -77,7 +77,7 @@ def _new_coordinator(cluster, tid: str, dead: int) -> int:
 
 
 def _others_answer_not_coordinator(cluster, tid: str, coordinator: int, claim) -> None:
-    """Item 1: a broker that does not lead the shard answers NOT_COORDINATOR."""
+    """A broker that does not lead the shard answers NOT_COORDINATOR."""
     for n in sorted(cluster.live_ids() - {coordinator}):
         err, _, _ = kwire.init_producer_id(cluster.addr(n), tid, claim)
         assert err == kwire.NOT_COORDINATOR, f"broker {n} (not the coordinator) answered {err}"

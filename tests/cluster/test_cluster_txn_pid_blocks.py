@@ -1,4 +1,4 @@
-"""Producer-id blocks from etcd (issue 15 item 2; KIP-730's
+"""Producer-id blocks from etcd (KIP-730's
 AllocateProducerIds): no two brokers ever hand out the same producer id,
 and a broker that runs out of its block while many InitProducerIds are in
 flight takes the next block without stalling them.

@@ -1,4 +1,4 @@
-"""Zombie producers across brokers (issue 15, "Done means" 2; items 4, 5).
+"""Zombie producers across brokers.
 
 The cross-broker fence ring under test: producer A (transactional id T)
 writes to two partitions, each led by one of the two brokers that do not
@@ -19,7 +19,7 @@ delivered the fence), once with `--fence-push false` and
 after B's answer. Each peer's `kaas::fence` debug line names the path that
 applied the fence, and `kaas_fences_applied_total{path}` counts it.
 
-The rejoin contract (item 5; IF-01, IF-02, IF-09, IF-10): A with an ONGOING
+The rejoin contract (IF-01, IF-02, IF-09, IF-10): A with an ONGOING
 transaction on those two partitions; B's InitProducerId fences it and the
 coordinator aborts it on both remote leaders; read_committed readers never
 see A's records there, and A's next transactional batch to each partition

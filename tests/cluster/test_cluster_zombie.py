@@ -1,4 +1,4 @@
-"""The zombie leader (issue 14, "Done means" 2).
+"""The zombie leader.
 
 The leader of a partition is frozen (SIGSTOP) while an idempotent acks=all
 producer writes to it, stays frozen past its lease until another broker leads

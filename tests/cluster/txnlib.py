@@ -1,4 +1,4 @@
-"""Helpers of the cluster transaction tests (issue 15): topics whose
+"""Helpers of the cluster transaction tests: topics whose
 partitions every broker leads, transactional ids and groups whose
 coordinators sit on a chosen broker, raw transactions over kwire that retry
 what a client retries, and read_committed reads (raw and with librdkafka and

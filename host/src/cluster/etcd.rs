@@ -656,7 +656,7 @@ impl Etcd {
             .collect()
     }
 
-    // Issue 16: the ACL store (security::acl_store) keeps ACLs under
+    // Security: the ACL store (security::acl_store) keeps ACLs under
     // `acls/`, read and followed by its own watch, not by the view's.
 
     /// Every key and value under `prefix`, and the revision they were read at.

@@ -2,7 +2,7 @@
 //!
 //! Why: a partition used to hold one descriptor per segment for its whole
 //! life, so a broker could not hold more partitions than the process may
-//! open files (issue 28: 5,000 partitions held 5,018 descriptors, and at
+//! open files (5,000 partitions held 5,018 descriptors, and at
 //! ~18,800 the open-file budget refused creation on a 20,000 limit). Now a
 //! segment holds a [`CachedFile`]: its path, whether it has writes not yet
 //! synced through this handle, and, while the cache admits it, the open

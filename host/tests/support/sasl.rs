@@ -1,5 +1,5 @@
-//! Logging in as a named principal over a SASL_PLAINTEXT listener (issue
-//! 16), and the admin requests the security tests share: users created
+//! Logging in as a named principal over a SASL_PLAINTEXT listener,
+//! and the admin requests the security tests share: users created
 //! with `kaas user set`, ACLs created with CreateAcls.
 
 use std::path::Path;

@@ -1,4 +1,4 @@
-//! Test support for the security tests (issue 16): `kaas user set`, a
+//! Test support for the security tests: `kaas user set`, a
 //! spawned broker with named listeners and a metrics port, a raw-wire
 //! client over any stream (TCP or TLS), SASL logins (PLAIN by hand,
 //! SCRAM through rsasl's client) and test certificates (rcgen). Included
