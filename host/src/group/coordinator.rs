@@ -34,12 +34,13 @@ use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
 use super::config::GroupConfig;
+use super::consumer::ConsumerGroup;
 use super::journal::{self, Journal, OffsetKey, Opened};
 use super::offsets::Offsets;
 use super::outcome::{GroupOverview, GroupSummary, JoinOutcome, Reply, SyncOutcome};
+use super::protocols::Group;
 use super::record::{Committed, Record};
-use super::retention;
-use super::state::{Group, GroupState, JoinRequest, Now, SyncRequest};
+use super::state::{ClassicGroup, GroupState, JoinRequest, Now, SyncRequest};
 use crate::codes;
 use crate::lease_gate::LeaseGate;
 use crate::log::{FsyncMode, GroupCommit};
@@ -55,14 +56,49 @@ const MAX_IDLE: Duration = Duration::from_secs(1);
 pub const DIR: &str = "__groups";
 
 struct State {
+    /// Every group of the shard, of either protocol.
     groups: HashMap<String, Group>,
-    /// Consumer-protocol groups (KIP-848); a group id is in one map or the other.
-    consumers: HashMap<String, crate::group::consumer::ConsumerGroup>,
     offsets: Offsets,
     journal: Journal,
     /// When the ticker will next wake (None: it is not running yet).
     planned_wake: Option<Instant>,
     next_retention: Instant,
+}
+
+impl State {
+    fn classic(&self, id: &str) -> Option<&ClassicGroup> {
+        self.groups.get(id).and_then(Group::classic)
+    }
+
+    fn classic_mut(&mut self, id: &str) -> Option<&mut ClassicGroup> {
+        self.groups.get_mut(id).and_then(Group::classic_mut)
+    }
+
+    fn consumer(&self, id: &str) -> Option<&ConsumerGroup> {
+        self.groups.get(id).and_then(Group::consumer)
+    }
+
+    fn consumer_mut(&mut self, id: &str) -> Option<&mut ConsumerGroup> {
+        self.groups.get_mut(id).and_then(Group::consumer_mut)
+    }
+
+    /// Removes `id` if it is a classic group.
+    fn remove_classic(&mut self, id: &str) -> Option<ClassicGroup> {
+        self.classic(id)?;
+        match self.groups.remove(id) {
+            Some(Group::Classic(g)) => Some(g),
+            _ => None,
+        }
+    }
+
+    /// Removes `id` if it is a consumer group.
+    fn remove_consumer(&mut self, id: &str) -> Option<ConsumerGroup> {
+        self.consumer(id)?;
+        match self.groups.remove(id) {
+            Some(Group::Consumer(g)) => Some(g),
+            _ => None,
+        }
+    }
 }
 
 impl std::fmt::Debug for State {
@@ -192,7 +228,7 @@ impl Inner {
     /// After an operation on `group`: journal a generation change and wake
     /// the ticker if the group's next deadline is earlier than planned.
     fn settle(&self, st: &mut State, group: &str, generation_before: Option<i32>) {
-        let Some(g) = st.groups.get(group) else {
+        let Some(g) = st.classic(group) else {
             return;
         };
         let next = g.next_deadline();
@@ -281,27 +317,22 @@ impl Inner {
         if self.is_closed() {
             return now.at + MAX_IDLE;
         }
-        let due: Vec<String> = st
+        let due: Vec<(String, bool)> = st
             .groups
             .iter()
             .filter(|(_, g)| g.next_deadline().is_some_and(|d| d <= now.at))
-            .map(|(id, _)| id.clone())
+            .map(|(id, g)| (id.clone(), g.consumer().is_some()))
             .collect();
-        for id in due {
-            let before = st.groups.get(&id).map(Group::generation);
-            if let Some(g) = st.groups.get_mut(&id) {
+        for (id, consumer) in due {
+            if consumer {
+                self.tick_consumer(st, &id, now);
+                continue;
+            }
+            let before = st.classic(&id).map(ClassicGroup::generation);
+            if let Some(g) = st.classic_mut(&id) {
                 g.tick(now);
             }
             self.settle(st, &id, before);
-        }
-        let due: Vec<String> = st
-            .consumers
-            .iter()
-            .filter(|(_, g)| g.next_deadline().is_some_and(|d| d <= now.at))
-            .map(|(id, _)| id.clone())
-            .collect();
-        for id in due {
-            self.tick_consumer(st, &id, now);
         }
         if now.at >= st.next_retention {
             self.expire_offsets(st, now);
@@ -311,7 +342,6 @@ impl Inner {
             .groups
             .values()
             .filter_map(Group::next_deadline)
-            .chain(st.consumers.values().filter_map(|g| g.next_deadline()))
             .chain([st.next_retention, now.at + MAX_IDLE])
             .min()
             .unwrap_or(now.at + MAX_IDLE);
@@ -331,7 +361,7 @@ impl Inner {
             let expired = st
                 .offsets
                 .group(&name)
-                .map(|o| retention::expired(g, o, now.wall_ms, retention_ms))
+                .map(|o| g.expired_offsets(o, now.wall_ms, retention_ms))
                 .unwrap_or_default();
             for key in expired {
                 st.offsets.remove(&name, &key);
@@ -341,8 +371,7 @@ impl Inner {
                     partition: key.1,
                 });
             }
-            let gone = g.state() == GroupState::Empty
-                && g.member_count() == 0
+            let gone = g.is_empty()
                 && !st.offsets.has_offsets(&name)
                 && st
                     .journal
@@ -355,37 +384,6 @@ impl Inner {
                 if st.journal.live().groups.contains_key(&name) {
                     records.push(Record::DeleteGroup { group: name });
                 }
-            }
-        }
-        let names: Vec<String> = st.consumers.keys().cloned().collect();
-        for name in names {
-            let Some(g) = st.consumers.get(&name) else {
-                continue;
-            };
-            let expired = st
-                .offsets
-                .group(&name)
-                .map(|o| retention::expired_consumer(g, o, now.wall_ms, retention_ms))
-                .unwrap_or_default();
-            for key in expired {
-                st.offsets.remove(&name, &key);
-                records.push(Record::DeleteOffset {
-                    group: name.clone(),
-                    topic: key.0,
-                    partition: key.1,
-                });
-            }
-            if g.member_count() == 0
-                && !st.offsets.has_offsets(&name)
-                && st
-                    .journal
-                    .live()
-                    .groups
-                    .get(&name)
-                    .is_none_or(|l| l.offsets.is_empty())
-            {
-                st.consumers.remove(&name);
-                records.push(Record::DeleteGroup { group: name });
             }
         }
         if !records.is_empty() {
@@ -471,21 +469,18 @@ impl GroupCoordinator {
         }
         let offsets = Offsets::from_live(journal.live());
         let mut groups = HashMap::new();
-        let mut consumers = HashMap::new();
         for (name, g) in &journal.live().groups {
-            if let Some(c) = &g.consumer {
-                let group = crate::group::consumer::ConsumerGroup::restore(
+            let group = match (&g.consumer, &g.meta) {
+                (Some(c), _) => Group::Consumer(ConsumerGroup::restore(
                     name,
                     &c.model,
                     &config.consumer,
                     now,
-                );
-                consumers.insert(name.clone(), group);
-                continue;
-            }
-            let group = match &g.meta {
-                Some(meta) => Group::restore(name, meta, &config, now),
-                None => Group::new(name, &config, now),
+                )),
+                (None, Some(meta)) => {
+                    Group::Classic(ClassicGroup::restore(name, meta, &config, now))
+                }
+                (None, None) => Group::Classic(ClassicGroup::new(name, &config, now)),
             };
             groups.insert(name.clone(), group);
         }
@@ -499,7 +494,6 @@ impl GroupCoordinator {
             inner: Arc::new(Inner {
                 state: Mutex::new(State {
                     groups,
-                    consumers,
                     offsets,
                     journal,
                     planned_wake: None,
@@ -545,7 +539,7 @@ impl GroupCoordinator {
     /// A copy of a consumer group as it is in memory now (test builds).
     #[cfg(any(test, feature = "fault-injection"))]
     pub fn consumer_group(&self, id: &str) -> Option<crate::group::consumer::ConsumerGroup> {
-        self.inner.lock().consumers.get(id).cloned()
+        self.inner.lock().consumer(id).cloned()
     }
 
     /// Gives the shard up after the lease was lost: nothing more is
@@ -589,12 +583,12 @@ impl GroupCoordinator {
         let now = Now::current();
         let mut st = self.inner.lock();
         let st = &mut *st;
-        if let Some(c) = st.consumers.get(group_id) {
+        if let Some(c) = st.consumer(group_id) {
             if c.member_count() > 0 {
                 return fail(codes::INCONSISTENT_GROUP_PROTOCOL);
             }
             // An empty consumer group becomes a classic one (offsets kept).
-            st.consumers.remove(group_id);
+            st.remove_consumer(group_id);
             let rec = Record::Consumer {
                 group: group_id.to_string(),
                 change: super::record::ConsumerRecord::Dropped,
@@ -602,18 +596,18 @@ impl GroupCoordinator {
             self.inner.append_in_background(st, &[rec]);
             tracing::info!(group = %group_id, "empty consumer group converted to a classic group");
         }
-        let before = match st.groups.get(group_id) {
+        let before = match st.classic(group_id) {
             Some(g) => g.generation(),
             None if member_id.is_empty() => {
-                let g = Group::new(group_id, cfg, now);
+                let g = ClassicGroup::new(group_id, cfg, now);
                 let generation = g.generation();
-                st.groups.insert(group_id.to_string(), g);
+                st.groups.insert(group_id.to_string(), Group::Classic(g));
                 generation
             }
             None => return fail(codes::UNKNOWN_MEMBER_ID),
         };
         let inner = &self.inner;
-        let reply = match st.groups.get_mut(group_id) {
+        let reply = match st.classic_mut(group_id) {
             Some(g) => g.join(req, now, &mut |prefix| {
                 inner.new_member_id(prefix, group_id)
             }),
@@ -632,7 +626,7 @@ impl GroupCoordinator {
         let now = Now::current();
         let mut st = self.inner.lock();
         let st = &mut *st;
-        let Some(g) = st.groups.get_mut(group_id) else {
+        let Some(g) = st.classic_mut(group_id) else {
             return Reply::Now(SyncOutcome::error(codes::UNKNOWN_MEMBER_ID));
         };
         let before = Some(g.generation());
@@ -656,7 +650,7 @@ impl GroupCoordinator {
         let now = Now::current();
         let mut st = self.inner.lock();
         let st = &mut *st;
-        let Some(g) = st.groups.get_mut(group_id) else {
+        let Some(g) = st.classic_mut(group_id) else {
             return codes::UNKNOWN_MEMBER_ID;
         };
         let before = Some(g.generation());
@@ -678,7 +672,7 @@ impl GroupCoordinator {
         let now = Now::current();
         let mut st = self.inner.lock();
         let st = &mut *st;
-        let Some(g) = st.groups.get_mut(group_id) else {
+        let Some(g) = st.classic_mut(group_id) else {
             return Ok(vec![codes::UNKNOWN_MEMBER_ID; members.len()]);
         };
         if g.state() == GroupState::Dead {
@@ -699,7 +693,7 @@ impl GroupCoordinator {
             return Err(codes::INVALID_GROUP_ID);
         }
         let st = self.inner.lock();
-        if let Some(c) = st.consumers.get(group_id) {
+        if let Some(c) = st.consumer(group_id) {
             return Ok(GroupSummary {
                 state: c.state().name(),
                 protocol_type: "consumer".to_string(),
@@ -718,9 +712,8 @@ impl GroupCoordinator {
             });
         }
         Ok(st
-            .groups
-            .get(group_id)
-            .map_or_else(GroupSummary::dead, Group::summary))
+            .classic(group_id)
+            .map_or_else(GroupSummary::dead, ClassicGroup::summary))
     }
 
     /// ListGroups, optionally only groups in the given states (compared
@@ -731,12 +724,6 @@ impl GroupCoordinator {
             .groups
             .values()
             .map(Group::overview)
-            .chain(st.consumers.values().map(|g| GroupOverview {
-                group_id: g.id().to_string(),
-                protocol_type: "consumer".to_string(),
-                state: g.state().name(),
-                group_type: "consumer",
-            }))
             .filter(|o| states.is_empty() || states.iter().any(|s| s.eq_ignore_ascii_case(o.state)))
             .collect();
         out.sort_by(|a, b| a.group_id.cmp(&b.group_id));
@@ -755,11 +742,11 @@ impl GroupCoordinator {
                 if !valid_group_id(id, true) {
                     return codes::INVALID_GROUP_ID;
                 }
-                if let Some(c) = st.consumers.get(id) {
+                if let Some(c) = st.consumer(id) {
                     if c.member_count() > 0 {
                         return codes::NON_EMPTY_GROUP;
                     }
-                    st.consumers.remove(id);
+                    st.remove_consumer(id);
                     st.offsets.remove_group(id);
                     if st.journal.live().groups.contains_key(id) {
                         records.push(Record::DeleteGroup { group: id.clone() });
@@ -767,12 +754,12 @@ impl GroupCoordinator {
                     tracing::info!(group = %id, "consumer group deleted");
                     return codes::NONE;
                 }
-                let Some(g) = st.groups.get_mut(id) else {
+                let Some(g) = st.classic_mut(id) else {
                     return codes::GROUP_ID_NOT_FOUND;
                 };
                 match g.mark_deleted(now) {
                     Ok(()) => {
-                        st.groups.remove(id);
+                        st.remove_classic(id);
                         st.offsets.remove_group(id);
                         if st.journal.live().groups.contains_key(id) {
                             records.push(Record::DeleteGroup { group: id.clone() });

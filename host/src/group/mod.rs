@@ -31,6 +31,7 @@ pub mod now;
 pub mod offsets;
 pub mod offsets_topic;
 pub mod outcome;
+pub mod protocols;
 pub mod record;
 pub mod retention;
 pub mod shards;

@@ -18,11 +18,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::consumer::ConsumerGroup;
 use super::journal::OffsetKey;
 use super::record::Committed;
-use super::state::{Group, GroupState};
+use super::state::{ClassicGroup, GroupState};
 
 /// The keys of `offsets` that have expired at `now_ms`.
 pub fn expired(
-    group: &Group,
+    group: &ClassicGroup,
     offsets: &BTreeMap<OffsetKey, Committed>,
     now_ms: i64,
     retention_ms: i64,
@@ -112,7 +112,7 @@ mod tests {
             protocol: String::new(),
             state_ms: 1_000,
         };
-        let g = Group::restore("g", &meta, &GroupConfig::default(), now);
+        let g = ClassicGroup::restore("g", &meta, &GroupConfig::default(), now);
         let o = offsets(&[("a", 10, None), ("b", 5_000, None)]);
         assert!(expired(&g, &o, 1_500, 1_000).is_empty());
         assert_eq!(expired(&g, &o, 2_000, 1_000).len(), 2);
@@ -120,7 +120,7 @@ mod tests {
 
     #[test]
     fn a_standalone_group_expires_each_offset_by_its_commit_time_or_expire_time() {
-        let g = Group::new("g", &GroupConfig::default(), Now::current());
+        let g = ClassicGroup::new("g", &GroupConfig::default(), Now::current());
         let o = offsets(&[("a", 0, None), ("b", 900, None), ("c", 900, Some(950))]);
         let got = expired(&g, &o, 1_000, 1_000);
         let topics: Vec<&str> = got.iter().map(|(t, _)| t.as_str()).collect();

@@ -6,7 +6,7 @@
 //! Time is passed in ([`Now`]); long polls are `oneshot` senders kept on
 //! the member and completed here; nothing here blocks, sleeps or touches a
 //! file. The caller (the coordinator) holds the lock, persists what changed,
-//! and asks [`Group::next_deadline`] when to call [`Group::tick`] again.
+//! and asks [`ClassicGroup::next_deadline`] when to call [`ClassicGroup::tick`] again.
 //!
 //! States: Empty → PreparingRebalance (a member joins; from Empty the join
 //! phase waits `group.initial.rebalance.delay.ms`, extended while new members
@@ -113,7 +113,7 @@ struct InitialDelay {
 
 /// One classic group.
 #[derive(Debug)]
-pub struct Group {
+pub struct ClassicGroup {
     id: String,
     state: GroupState,
     /// Wall-clock ms of the last state change (offset retention of Empty groups).
@@ -141,10 +141,10 @@ pub struct Group {
     max_size: usize,
 }
 
-impl Group {
+impl ClassicGroup {
     /// A new, Empty group.
-    pub fn new(id: &str, cfg: &GroupConfig, now: Now) -> Group {
-        Group {
+    pub fn new(id: &str, cfg: &GroupConfig, now: Now) -> ClassicGroup {
+        ClassicGroup {
             id: id.to_string(),
             state: GroupState::Empty,
             state_ms: now.wall_ms,
@@ -167,8 +167,8 @@ impl Group {
     }
 
     /// An Empty group as the journal last described it.
-    pub fn restore(id: &str, meta: &GroupMeta, cfg: &GroupConfig, now: Now) -> Group {
-        let mut g = Group::new(id, cfg, now);
+    pub fn restore(id: &str, meta: &GroupMeta, cfg: &GroupConfig, now: Now) -> ClassicGroup {
+        let mut g = ClassicGroup::new(id, cfg, now);
         g.generation = meta.generation;
         g.protocol_type = (!meta.protocol_type.is_empty()).then(|| meta.protocol_type.clone());
         g.state_ms = meta.state_ms;
@@ -410,7 +410,7 @@ impl Group {
 
     // ---- Timers ---------------------------------------------------------
 
-    /// The earliest time [`Group::tick`] has something to do.
+    /// The earliest time [`ClassicGroup::tick`] has something to do.
     pub fn next_deadline(&self) -> Option<Instant> {
         let members = self.members.values().filter_map(Member::expiry);
         let pending = self.pending_members.values().copied();

@@ -37,9 +37,9 @@ impl GroupCoordinator {
         let now = Now::current();
         let mut st = self.inner.lock();
         let st = &mut *st;
-        if let Some(c) = st.consumers.get(group_id) {
+        if let Some(c) = st.consumer(group_id) {
             c.validate_offset_commit(member_id, generation, version)?;
-        } else if !st.groups.contains_key(group_id) {
+        } else if st.classic(group_id).is_none() {
             if generation >= 0 {
                 // A commit from an older generation of a group that is gone.
                 return Err(codes::ILLEGAL_GENERATION);
@@ -47,12 +47,10 @@ impl GroupCoordinator {
             // A group that uses Kafka only to store offsets.
             st.groups.insert(
                 group_id.to_string(),
-                Group::new(group_id, &self.inner.config, now),
+                Group::Classic(ClassicGroup::new(group_id, &self.inner.config, now)),
             );
         }
-        if let Some(g) = st.groups.get_mut(group_id)
-            && !st.consumers.contains_key(group_id)
-        {
+        if let Some(g) = st.classic_mut(group_id) {
             g.validate_commit(generation, member_id, instance_id, now)?;
         }
         if entries.is_empty() {
@@ -97,7 +95,7 @@ impl GroupCoordinator {
             return Err(codes::INVALID_GROUP_ID);
         }
         let st = self.inner.lock();
-        let exists = st.groups.contains_key(group_id) || st.consumers.contains_key(group_id);
+        let exists = st.classic(group_id).is_some() || st.consumer(group_id).is_some();
         let live = st.journal.live().groups.get(group_id);
         let answer = |topic: &str, p: i32| -> (i32, Option<Committed>, i16) {
             let key = (topic.to_string(), p);
@@ -166,14 +164,16 @@ impl GroupCoordinator {
         let now = Now::current();
         let mut st = self.inner.lock();
         let st = &mut *st;
-        if let Some(c) = st.consumers.get(group_id) {
+        if let Some(c) = st.consumer(group_id) {
             c.validate_txn_commit(member_id, instance_id, generation)?;
         } else {
-            let group = st
-                .groups
-                .entry(group_id.to_string())
-                .or_insert_with(|| Group::new(group_id, &self.inner.config, now));
-            group.validate_txn_commit(generation, member_id, instance_id, now)?;
+            if st.classic(group_id).is_none() {
+                let g = ClassicGroup::new(group_id, &self.inner.config, now);
+                st.groups.insert(group_id.to_string(), Group::Classic(g));
+            }
+            if let Some(g) = st.classic_mut(group_id) {
+                g.validate_txn_commit(generation, member_id, instance_id, now)?;
+            }
         }
         if entries.is_empty() {
             return Ok(self.durable(None, Vec::new()));
@@ -268,7 +268,7 @@ impl GroupCoordinator {
         }
         let mut st = self.inner.lock();
         let st = &mut *st;
-        if let Some(c) = st.consumers.get(group_id) {
+        if let Some(c) = st.consumer(group_id) {
             // A consumer group keeps the offsets of the topics its members
             // subscribe to.
             let subscribed: std::collections::BTreeSet<String> = if c.member_count() > 0 {
@@ -278,7 +278,7 @@ impl GroupCoordinator {
             };
             return self.delete_offsets_of(st, group_id, partitions, &|t| subscribed.contains(t));
         }
-        let Some(g) = st.groups.get(group_id) else {
+        let Some(g) = st.classic(group_id) else {
             return Err(codes::GROUP_ID_NOT_FOUND);
         };
         let subscribed = |topic: &str| match g.state() {

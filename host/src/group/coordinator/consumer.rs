@@ -34,7 +34,7 @@ impl Inner {
     /// records written, then applied to the group. A failed write leaves
     /// the group as it was (the next tick tries again).
     pub(super) fn tick_consumer(&self, st: &mut State, group: &str, now: Now) {
-        let Some(g) = st.consumers.get(group) else {
+        let Some(g) = st.consumer(group) else {
             return;
         };
         let mut scratch = g.clone();
@@ -45,7 +45,7 @@ impl Inner {
                 return;
             }
         }
-        if let Some(g) = st.consumers.get_mut(group) {
+        if let Some(g) = st.consumer_mut(group) {
             commit_scratch(g, &changes, scratch);
         }
     }
@@ -113,7 +113,7 @@ impl GroupCoordinator {
         let cfg = &self.inner.config.consumer;
         let mut st = self.inner.lock();
         let st = &mut *st;
-        if let Some(classic) = st.groups.get(group_id)
+        if let Some(classic) = st.classic(group_id)
             && (classic.member_count() > 0 || classic.state() != GroupState::Empty)
         {
             return (
@@ -128,7 +128,7 @@ impl GroupCoordinator {
         // replaces: both undone when the heartbeat fails (Kafka's
         // uncommitted timeline).
         let mut created = None;
-        if !st.consumers.contains_key(group_id) {
+        if !st.consumer(group_id).is_some() {
             if req.member_epoch != 0 {
                 // Only a join (epoch 0) creates a group.
                 return (
@@ -141,11 +141,13 @@ impl GroupCoordinator {
             }
             // A new group, or an empty classic group converted (its
             // offsets stay where they are).
-            created = Some(st.groups.remove(group_id));
-            st.consumers
-                .insert(group_id.to_string(), ConsumerGroup::new(group_id, now));
+            created = Some(st.remove_classic(group_id));
+            st.groups.insert(
+                group_id.to_string(),
+                Group::Consumer(ConsumerGroup::new(group_id, now)),
+            );
         }
-        let Some(g) = st.consumers.get(group_id) else {
+        let Some(g) = st.consumer(group_id) else {
             return (
                 fail(codes::COORDINATOR_NOT_AVAILABLE, "group vanished".into()),
                 self.durable(None, Vec::new()),
@@ -164,11 +166,12 @@ impl GroupCoordinator {
         });
         // Undoes the group this heartbeat created (and restores the empty
         // classic group it replaced) when the heartbeat fails.
-        let undo = |st: &mut State, created: Option<Option<Group>>| {
+        let undo = |st: &mut State, created: Option<Option<ClassicGroup>>| {
             if let Some(classic) = created {
-                st.consumers.remove(group_id);
+                st.remove_consumer(group_id);
                 if let Some(classic) = classic {
-                    st.groups.insert(group_id.to_string(), classic);
+                    st.groups
+                        .insert(group_id.to_string(), Group::Classic(classic));
                 }
             }
         };
@@ -202,7 +205,7 @@ impl GroupCoordinator {
             tracing::info!(group = %group_id, "empty classic group converted to a consumer group");
         }
         let next = scratch.next_deadline();
-        if let Some(g) = st.consumers.get_mut(group_id) {
+        if let Some(g) = st.consumer_mut(group_id) {
             commit_scratch(g, &changes, scratch);
         }
         if let Some(d) = next
@@ -218,8 +221,8 @@ impl GroupCoordinator {
     /// not a consumer group.
     pub fn consumer_describe(&self, group_id: &str) -> Result<ConsumerDescription, (i16, String)> {
         let st = self.inner.lock();
-        let Some(g) = st.consumers.get(group_id) else {
-            let msg = if st.groups.contains_key(group_id) {
+        let Some(g) = st.consumer(group_id) else {
+            let msg = if st.classic(group_id).is_some() {
                 format!("Group {group_id} is not a consumer group.")
             } else {
                 format!("Group {group_id} not found.")
@@ -248,7 +251,7 @@ impl GroupCoordinator {
         epoch: i32,
     ) -> Result<(), i16> {
         let st = self.inner.lock();
-        match st.consumers.get(group_id) {
+        match st.consumer(group_id) {
             Some(g) => g.validate_fetch(Some((member_id, epoch))),
             None => Ok(()),
         }
@@ -258,8 +261,7 @@ impl GroupCoordinator {
     pub fn consumer_state(&self, group_id: &str) -> Option<ConsumerState> {
         self.inner
             .lock()
-            .consumers
-            .get(group_id)
+            .consumer(group_id)
             .map(ConsumerGroup::state)
     }
 }

@@ -4,7 +4,7 @@
 
 use super::*;
 
-impl Group {
+impl ClassicGroup {
     /// Handles a JoinGroup. `new_id` makes a member id from the client id
     /// (or the instance id of a static member).
     pub fn join(

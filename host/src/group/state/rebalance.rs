@@ -3,7 +3,7 @@
 
 use super::*;
 
-impl Group {
+impl ClassicGroup {
     pub(super) fn awaiting_join_count(&self) -> usize {
         self.members.values().filter(|m| m.awaiting_join()).count()
     }

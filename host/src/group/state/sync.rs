@@ -2,7 +2,7 @@
 
 use super::*;
 
-impl Group {
+impl ClassicGroup {
     /// Handles a SyncGroup.
     pub fn sync(&mut self, req: SyncRequest, now: Now) -> Reply<SyncOutcome> {
         let fail = |code| Reply::Now(SyncOutcome::error(code));

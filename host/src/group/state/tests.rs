@@ -49,7 +49,7 @@ fn answered(r: Reply<JoinOutcome>) -> Option<JoinOutcome> {
 #[test]
 fn the_protocol_most_members_prefer_among_those_all_support_is_chosen() {
     let t0 = Instant::now();
-    let mut g = Group::new("g", &cfg(0), at(t0, 0));
+    let mut g = ClassicGroup::new("g", &cfg(0), at(t0, 0));
     let mut new_id = ids();
     let a = g.join(
         req("", &["sticky", "range", "roundrobin"]),
@@ -82,7 +82,7 @@ fn the_protocol_most_members_prefer_among_those_all_support_is_chosen() {
 #[test]
 fn the_initial_delay_is_extended_while_new_members_arrive() {
     let t0 = Instant::now();
-    let mut g = Group::new("g", &cfg(100), at(t0, 0));
+    let mut g = ClassicGroup::new("g", &cfg(100), at(t0, 0));
     let mut new_id = ids();
     let mut a = g.join(req("", &["range"]), at(t0, 0), &mut new_id);
     assert_eq!(g.state(), GroupState::PreparingRebalance);
@@ -103,7 +103,7 @@ fn the_initial_delay_is_extended_while_new_members_arrive() {
 #[test]
 fn a_join_while_completing_answers_parked_syncs_with_rebalance_in_progress() {
     let t0 = Instant::now();
-    let mut g = Group::new("g", &cfg(0), at(t0, 0));
+    let mut g = ClassicGroup::new("g", &cfg(0), at(t0, 0));
     let mut new_id = ids();
     let a = g.join(req("", &["range"]), at(t0, 0), &mut new_id);
     let b = g.join(req("", &["range"]), at(t0, 0), &mut new_id);
@@ -142,7 +142,7 @@ fn a_join_while_completing_answers_parked_syncs_with_rebalance_in_progress() {
 #[test]
 fn an_empty_group_takes_a_commit_from_outside_group_management_whatever_member_id_it_names() {
     let t0 = Instant::now();
-    let mut g = Group::new("g", &cfg(0), at(t0, 0));
+    let mut g = ClassicGroup::new("g", &cfg(0), at(t0, 0));
     assert_eq!(g.state(), GroupState::Empty);
     // librdkafka's KIP-848 consumer names its own member id even when it
     // assigns partitions itself; Kafka takes the commit (generation -1).
@@ -168,7 +168,7 @@ fn a_txn_commit_with_a_generation_names_a_current_member() {
     // Kafka 3.7: a generation (≥ 0), member id or instance id makes it a
     // member's commit, so an unknown member comes before the generation.
     let base = Instant::now();
-    let mut g = Group::new("g", &cfg(0), at(base, 0));
+    let mut g = ClassicGroup::new("g", &cfg(0), at(base, 0));
     let now = at(base, 1);
     assert_eq!(
         g.validate_txn_commit(3, "", None, now),
