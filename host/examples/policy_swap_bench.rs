@@ -33,6 +33,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use anyhow::{Context as _, anyhow};
 use kaas::policy::{ArtifactCache, PolicyRuntime, PolicySlot, SandboxLimits};
 use kaas::swap::Swapper;
 use kaas::txn::machine::{DEFAULT_LIMITS, InitProducerId, Step, TxnMachine};
@@ -135,24 +136,26 @@ fn us(ns: u64) -> String {
     format!("{:.1} µs", ns as f64 / 1e3)
 }
 
-fn main() {
+fn main() -> anyhow::Result<()> {
     let args = parse_args();
     let cache_dir = std::env::temp_dir().join(format!("kaas-swap-bench-{}", std::process::id()));
     let runtime = PolicyRuntime::new(
         SandboxLimits::default(),
         Some(ArtifactCache::new(&cache_dir)),
     )
-    .expect("runtime");
+    .context("starting the policy runtime")?;
     let bytes = [
         wasm("kaas_policy_apache37.wasm"),
         wasm("kaas_policy_strict.wasm"),
     ];
-    let first = Arc::new(runtime.load_bytes(&bytes[0]).expect("apache37 loads"));
+    let first = Arc::new(runtime.load_bytes(&bytes[0]).context("loading apache37")?);
     let slot = PolicySlot::new(first);
     let swapper = Swapper::new(runtime.clone(), slot.clone(), DEFAULT_LIMITS);
     // Warm the artifact cache for both (what a broker that loaded them before has).
     for b in &bytes {
-        swapper.vet(b).expect("vets");
+        swapper
+            .vet(b)
+            .context("vetting a policy to warm the cache")?;
     }
 
     let start = Instant::now();
@@ -172,7 +175,7 @@ fn main() {
         let vet_start = start.elapsed().as_nanos() as u64;
         let next = swapper
             .vet(&bytes[usize::from(next_is_strict)])
-            .expect("vets");
+            .with_context(|| format!("vetting the policy of swap {i}"))?;
         let installed = start.elapsed().as_nanos() as u64;
         swapper.install(next, "bench");
         swaps.push((vet_start, installed, next_is_strict));
@@ -182,8 +185,8 @@ fn main() {
     stop.store(true, Ordering::Relaxed);
     let marks: Vec<Vec<Mark>> = deciders
         .into_iter()
-        .map(|h| h.join().expect("decider"))
-        .collect();
+        .map(|h| h.join().map_err(|_| anyhow!("a decision thread panicked")))
+        .collect::<anyhow::Result<_>>()?;
     let _ = std::fs::remove_dir_all(&cache_dir);
 
     let mut all_gaps: Vec<u64> = marks
@@ -202,7 +205,7 @@ fn main() {
                 .iter()
                 .position(|k| k.at >= installed && k.strict == strict)
             else {
-                panic!("a thread made no decision with the new policy");
+                anyhow::bail!("a thread made no decision with the new policy");
             };
             if i > 0 {
                 worst = worst.max(m[i].at - m[i - 1].at);
@@ -229,7 +232,7 @@ fn main() {
         let i = merged
             .iter()
             .position(|k| k.at >= installed && k.strict == strict)
-            .expect("a decision with the new policy");
+            .context("no decision was made with the new policy")?;
         if i > 0 {
             global.push(merged[i].at - merged[i - 1].at);
         }
@@ -283,4 +286,5 @@ fn main() {
         "target (no decision by any thread) p99 < 1 ms: {}",
         if p99 < 1_000_000 { "met" } else { "NOT met" }
     );
+    Ok(())
 }

@@ -9,6 +9,10 @@
 //! The component is built by
 //! `cargo build --release --target wasm32-wasip2 --workspace --exclude kaas`.
 
+// Test code: a failed unwrap is a failed test. clippy.toml's allow-*-in-tests
+// covers #[test] fns only, not this crate's helpers.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::PathBuf;
 
 use kaas::policy::{PolicyRuntime, SandboxLimits, WIT_EXPORT};

@@ -5,6 +5,10 @@
 //! the --max-acls bound, and ACLs surviving a restart on the same data
 //! directory. The test connections are `User:ANONYMOUS` (PLAINTEXT).
 
+// Test code: a failed unwrap is a failed test. clippy.toml's allow-*-in-tests
+// covers #[test] fns only, not this crate's helpers.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod support;
 
 use kafka_protocol::messages::create_acls_request::AclCreation;

@@ -2,6 +2,10 @@
 //! DescribeProducers, and the metrics line naming the policy that made each
 //! entry's last transition.
 
+// Test code: a failed unwrap is a failed test. clippy.toml's allow-*-in-tests
+// covers #[test] fns only, not this crate's helpers.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod support;
 
 use kafka_protocol::messages::describe_producers_request::TopicRequest;

@@ -3,6 +3,10 @@
 //! test; every connection is `User:ANONYMOUS` (PLAINTEXT), so "without the
 //! ACL" and "with it" are two brokers, or two resources.
 
+// Test code: a failed unwrap is a failed test. clippy.toml's allow-*-in-tests
+// covers #[test] fns only, not this crate's helpers.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod support;
 
 use bytes::Bytes;

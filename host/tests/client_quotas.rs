@@ -6,6 +6,10 @@
 //! `controller_mutation_rate` answers THROTTLING_QUOTA_EXCEEDED from v6 and
 //! is throttled before.
 
+// Test code: a failed unwrap is a failed test. clippy.toml's allow-*-in-tests
+// covers #[test] fns only, not this crate's helpers.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod support;
 
 use kaas::log::FsyncMode;

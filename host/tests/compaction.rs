@@ -3,6 +3,10 @@
 //! last value of each key survives, at its own offset), and a record
 //! without a key is refused on it, record by record, as Kafka refuses it.
 
+// Test code: a failed unwrap is a failed test. clippy.toml's allow-*-in-tests
+// covers #[test] fns only, not this crate's helpers.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod support;
 
 use std::collections::BTreeMap;

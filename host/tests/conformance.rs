@@ -6,6 +6,10 @@
 //! by name, so the runner is known to be able to fail. The command line
 //! (`kaas conformance --expect/--against/--suite`) is run as a process.
 
+// Test code: a failed unwrap is a failed test. clippy.toml's allow-*-in-tests
+// covers #[test] fns only, not this crate's helpers.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -5,6 +5,10 @@
 //! ConsumerGroupDescribe, Metadata by topic id, and a group that survives
 //! a kill -9 of its broker with its members' epochs and assignments.
 
+// Test code: a failed unwrap is a failed test. clippy.toml's allow-*-in-tests
+// covers #[test] fns only, not this crate's helpers.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod support;
 
 use std::collections::BTreeSet;

@@ -5,6 +5,10 @@
 //! remote marker writers, its state log) is a fake that records what it
 //! was asked and answers as a test scripts it.
 
+// Test code: a failed unwrap is a failed test. clippy.toml's allow-*-in-tests
+// covers #[test] fns only, not this crate's helpers.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod support;
 
 use std::collections::HashMap;

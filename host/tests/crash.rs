@@ -12,6 +12,10 @@
 //! third checkpoints every 20 ms, so the log files are being recycled when
 //! the broker dies.
 
+// Test code: a failed unwrap is a failed test. clippy.toml's allow-*-in-tests
+// covers #[test] fns only, not this crate's helpers.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod support;
 
 use std::collections::HashMap;

@@ -3,6 +3,10 @@
 //! restart; a count that does not grow, an unknown topic and validate_only
 //! are answered without changing anything; ApiVersions advertises v0-3.
 
+// Test code: a failed unwrap is a failed test. clippy.toml's allow-*-in-tests
+// covers #[test] fns only, not this crate's helpers.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod support;
 
 use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;

@@ -6,6 +6,10 @@
 //! Single-node mode writes no fence file unless `BrokerConfig::fence_log`
 //! asks for it (these tests do, to see the file without a cluster).
 
+// Test code: a failed unwrap is a failed test. clippy.toml's allow-*-in-tests
+// covers #[test] fns only, not this crate's helpers.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod support;
 
 use kaas::cluster::fence_log::{FENCE_DIR, read_file};

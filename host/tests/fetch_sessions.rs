@@ -4,6 +4,10 @@
 //! leave the session, wrong epochs and unknown sessions get Kafka's codes,
 //! and epoch -1 closes a session.
 
+// Test code: a failed unwrap is a failed test. clippy.toml's allow-*-in-tests
+// covers #[test] fns only, not this crate's helpers.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod support;
 
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ForgottenTopic};

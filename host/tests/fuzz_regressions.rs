@@ -11,6 +11,9 @@
 //! `cargo test --release -p kaas --test fuzz_regressions`
 // The counting allocator below needs `unsafe impl GlobalAlloc`.
 #![allow(unsafe_code)]
+// Test code: a failed unwrap is a failed test. clippy.toml's allow-*-in-tests
+// covers #[test] fns only, not this crate's helpers.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "fuzz_regressions/harness.rs"]
 mod harness;

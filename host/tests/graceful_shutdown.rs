@@ -3,6 +3,10 @@
 //! record an idempotent producer was told is safe is there after the
 //! restart, exactly once, and the shutdown itself logs no error.
 
+// Test code: a failed unwrap is a failed test. clippy.toml's allow-*-in-tests
+// covers #[test] fns only, not this crate's helpers.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod support;
 
 use std::collections::HashMap;

@@ -3,6 +3,10 @@
 //! open on it; every other group gets NOT_COORDINATOR, per group in the
 //! batched APIs, and FindCoordinator does not name this broker for it.
 
+// Test code: a failed unwrap is a failed test. clippy.toml's allow-*-in-tests
+// covers #[test] fns only, not this crate's helpers.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod support;
 
 use std::sync::Arc;

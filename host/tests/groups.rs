@@ -3,6 +3,10 @@
 //! membership), committed offsets (commit, fetch, durability across a
 //! restart, deletion with their topic), and the admin APIs.
 
+// Test code: a failed unwrap is a failed test. clippy.toml's allow-*-in-tests
+// covers #[test] fns only, not this crate's helpers.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod support;
 
 use std::time::{Duration, Instant};

@@ -3,6 +3,10 @@
 //! limit; a creation that fails or is refused leaves nothing on disk; the
 //! broker raises its soft open-file limit at start.
 
+// Test code: a failed unwrap is a failed test. clippy.toml's allow-*-in-tests
+// covers #[test] fns only, not this crate's helpers.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod support;
 
 use std::path::Path;

@@ -8,6 +8,10 @@
 //! The batches are built here byte by byte (flate2, zstd, lz4, snap), so
 //! the tests say exactly what a hostile client sends.
 
+// Test code: a failed unwrap is a failed test. clippy.toml's allow-*-in-tests
+// covers #[test] fns only, not this crate's helpers.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod support;
 
 use std::time::{Duration, Instant};

@@ -2,6 +2,10 @@
 //! half-sent frames, idle connections and large frames racing for the
 //! queued-request budget, all over raw sockets against an in-process broker.
 
+// Test code: a failed unwrap is a failed test. clippy.toml's allow-*-in-tests
+// covers #[test] fns only, not this crate's helpers.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod support;
 
 use std::sync::atomic::Ordering;

@@ -1,6 +1,10 @@
 //! Answers the wire test kit found differing from Apache Kafka 3.7
 //! (compat/kafka/differences): each test pins Kafka's answer.
 
+// Test code: a failed unwrap is a failed test. clippy.toml's allow-*-in-tests
+// covers #[test] fns only, not this crate's helpers.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod support;
 
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;

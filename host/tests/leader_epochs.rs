@@ -6,6 +6,10 @@
 //! way the cluster module will begin it: `Partition::become_leader` on the
 //! in-process broker's partition.
 
+// Test code: a failed unwrap is a failed test. clippy.toml's allow-*-in-tests
+// covers #[test] fns only, not this crate's helpers.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod support;
 
 use bytes::Bytes;

@@ -2,6 +2,10 @@
 //! the address of the listener it came in on (a client that bootstrapped
 //! on a SASL_SSL port must not be sent to the PLAINTEXT port).
 
+// Test code: a failed unwrap is a failed test. clippy.toml's allow-*-in-tests
+// covers #[test] fns only, not this crate's helpers.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod support;
 
 use std::io::BufRead;

@@ -13,6 +13,10 @@
 //! the process's descriptors (`/proc/<pid>/fd`) stayed within the cache's
 //! bound plus a fixed overhead throughout.
 
+// Test code: a failed unwrap is a failed test. clippy.toml's allow-*-in-tests
+// covers #[test] fns only, not this crate's helpers.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod support;
 
 use std::collections::HashMap;

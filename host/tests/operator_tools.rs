@@ -3,6 +3,10 @@
 //! v3 carries (`kafka-features.sh describe`), and DescribeQuorum's clear
 //! refusal (`kafka-metadata-quorum.sh`: kaas has no KRaft quorum).
 
+// Test code: a failed unwrap is a failed test. clippy.toml's allow-*-in-tests
+// covers #[test] fns only, not this crate's helpers.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod support;
 
 use kafka_protocol::messages::*;

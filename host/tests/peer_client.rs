@@ -2,6 +2,10 @@
 //! the in-process broker, a counting frame proxy in front of it, and fake
 //! peers that never answer or claim a huge response.
 
+// Test code: a failed unwrap is a failed test. clippy.toml's allow-*-in-tests
+// covers #[test] fns only, not this crate's helpers.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod support;
 
 use std::sync::Arc;

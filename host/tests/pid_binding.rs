@@ -7,6 +7,10 @@
 //! for a second one by binding an id to `User:owner` directly; the
 //! two-principal tests log in with SASL PLAIN on a spawned broker.
 
+// Test code: a failed unwrap is a failed test. clippy.toml's allow-*-in-tests
+// covers #[test] fns only, not this crate's helpers.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod support;
 
 use std::time::Duration;

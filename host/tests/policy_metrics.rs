@@ -8,6 +8,10 @@
 //! The broker runs the `trap` test policy, which decides as apache37 for a
 //! requested timeout of 77 777 ms and panics for any other.
 
+// Test code: a failed unwrap is a failed test. clippy.toml's allow-*-in-tests
+// covers #[test] fns only, not this crate's helpers.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod support;
 
 use std::time::{Duration, Instant};

@@ -8,6 +8,10 @@
 //! absent transactional id is accepted by apache37 and fenced by strict
 //! (tests/conformance/90-strict.json STRICT-02).
 
+// Test code: a failed unwrap is a failed test. clippy.toml's allow-*-in-tests
+// covers #[test] fns only, not this crate's helpers.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod support;
 
 use std::io::{BufRead, Read, Write};

@@ -4,6 +4,10 @@
 //! fencing, CONCURRENT_TRANSACTIONS during a fence's abort; spec §1) must
 //! be observed exactly as the spec states it.
 
+// Test code: a failed unwrap is a failed test. clippy.toml's allow-*-in-tests
+// covers #[test] fns only, not this crate's helpers.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod support;
 
 use support::Process;

@@ -2,6 +2,10 @@
 //! found kaas answering otherwise than Apache Kafka 3.7: each test pins
 //! Kafka's answer.
 
+// Test code: a failed unwrap is a failed test. clippy.toml's allow-*-in-tests
+// covers #[test] fns only, not this crate's helpers.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod support;
 
 use bytes::Bytes;

@@ -5,6 +5,10 @@
 //! Kafka answers since KIP-360), and a restart shows the same view whether
 //! the producer snapshot was written before or after the expiry.
 
+// Test code: a failed unwrap is a failed test. clippy.toml's allow-*-in-tests
+// covers #[test] fns only, not this crate's helpers.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod support;
 
 use std::time::Duration;

@@ -5,6 +5,10 @@
 //! clients that never finish), KIP-368 session lifetime and re-authentication,
 //! and KIP-554 Describe/AlterUserScramCredentials.
 
+// Test code: a failed unwrap is a failed test. clippy.toml's allow-*-in-tests
+// covers #[test] fns only, not this crate's helpers.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 #[path = "support/security.rs"]
 mod security;
 mod support;

@@ -4,6 +4,10 @@
 //! principal they name; clients that send nothing, garbage or plaintext
 //! Kafka bytes to the TLS port.
 
+// Test code: a failed unwrap is a failed test. clippy.toml's allow-*-in-tests
+// covers #[test] fns only, not this crate's helpers.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 #[path = "support/security.rs"]
 mod security;
 mod support;

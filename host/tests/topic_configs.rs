@@ -6,6 +6,10 @@
 //! source. A compression.type=zstd topic stores zstd batches and is not
 //! served to a Fetch below v10.
 
+// Test code: a failed unwrap is a failed test. clippy.toml's allow-*-in-tests
+// covers #[test] fns only, not this crate's helpers.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod support;
 
 use kaas::log::FsyncMode;

@@ -2,6 +2,10 @@
 //! read_committed consumers see them (spec §3.5, PS-14/15), KIP-890
 //! verification (PS-11), and the seed's rejoin contract with its fence.
 
+// Test code: a failed unwrap is a failed test. clippy.toml's allow-*-in-tests
+// covers #[test] fns only, not this crate's helpers.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod support;
 
 use std::time::{Duration, Instant};

@@ -9,6 +9,9 @@
 //! record is durable and before the reply; the restarted broker must give
 //! the retry the identity the lost reply carried, without a new pid.
 
+// Test code: a failed unwrap is a failed test. clippy.toml's allow-*-in-tests
+// covers #[test] fns only, not this crate's helpers.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 #![cfg(feature = "fault-injection")]
 
 mod support;

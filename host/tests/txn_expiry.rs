@@ -3,6 +3,10 @@
 //! tombstoned and removed, durably; an Ongoing one is kept; an old claim
 //! on an expired id gets a new producer id at epoch 0.
 
+// Test code: a failed unwrap is a failed test. clippy.toml's allow-*-in-tests
+// covers #[test] fns only, not this crate's helpers.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod support;
 
 use std::time::{Duration, Instant};

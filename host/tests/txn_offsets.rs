@@ -4,6 +4,10 @@
 //! broker restart while pending, and makes OffsetFetch with require_stable
 //! answer UNSTABLE_OFFSET_COMMIT meanwhile.
 
+// Test code: a failed unwrap is a failed test. clippy.toml's allow-*-in-tests
+// covers #[test] fns only, not this crate's helpers.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod support;
 
 use std::time::{Duration, Instant};

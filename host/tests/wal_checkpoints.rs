@@ -2,6 +2,10 @@
 //! broker: data older than the interval gets its segments synced and the
 //! old file deleted, and the broker reports it on /metrics.
 
+// Test code: a failed unwrap is a failed test. clippy.toml's allow-*-in-tests
+// covers #[test] fns only, not this crate's helpers.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod support;
 
 use std::time::{Duration, Instant};

@@ -2,6 +2,10 @@
 //! table, KIP-511, bad input handling, and produce/fetch semantics of the
 //! idempotent producer (spec §3, PS-xx).
 
+// Test code: a failed unwrap is a failed test. clippy.toml's allow-*-in-tests
+// covers #[test] fns only, not this crate's helpers.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod support;
 
 use bytes::Bytes;

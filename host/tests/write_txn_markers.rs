@@ -7,6 +7,10 @@
 //! partitions, `__consumer_offsets` markers and the fence's survival of a
 //! restart.
 
+// Test code: a failed unwrap is a failed test. clippy.toml's allow-*-in-tests
+// covers #[test] fns only, not this crate's helpers.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod support;
 
 use kafka_protocol::messages::describe_producers_request::TopicRequest;

@@ -33,4 +33,10 @@ impl Guest for PreviousMajor {
     }
 }
 
-bindings::export!(PreviousMajor with_types_in bindings);
+// The export glue is generated in this crate (not the SDK's), so its
+// unsafe ABI shims are this crate's code to the unsafe_code lint.
+#[allow(unsafe_code)]
+mod export {
+    use super::{PreviousMajor, bindings};
+    bindings::export!(PreviousMajor with_types_in bindings);
+}
