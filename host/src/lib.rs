@@ -37,8 +37,6 @@ pub mod exposition;
 pub mod fault;
 pub mod fd_budget;
 pub mod fetch_sessions;
-// group/ is being rewritten; its unwraps are fixed with it
-#[allow(clippy::unwrap_used, clippy::expect_used)]
 pub mod group;
 pub mod invariant;
 pub mod lease_gate;
