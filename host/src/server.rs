@@ -48,8 +48,8 @@
 //! decoded request. On shutdown it drains: see [`SHUTDOWN_DRAIN`].
 
 use std::future::Future;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use bytes::{BufMut, Bytes, BytesMut};
@@ -69,8 +69,8 @@ use slots::{Conn, Registered, Registry};
 pub mod bind;
 mod budget;
 mod read_ahead;
-mod slots;
 mod settling;
+mod slots;
 use read_ahead::{ReadAhead, Readiness};
 
 /// What the server reads of the broker's configuration.
