@@ -352,7 +352,7 @@ pub async fn open_clustered(
 /// found Prepare* at load, the transaction timeout reaper, write-ahead log
 /// checkpoints and, in cluster mode, the control loop.
 pub fn spawn_tasks(broker: &Arc<Broker>, reaper_every: std::time::Duration) {
-    let host = broker.txn_host();
+    let host = broker.coordinator_ports();
     for c in broker.txn.all() {
         c.resume(&host);
     }
@@ -390,7 +390,7 @@ pub fn spawn_tasks(broker: &Arc<Broker>, reaper_every: std::time::Duration) {
 /// Runs every open shard's transaction reaper every `every` until the
 /// process ends.
 async fn run_reaper(broker: Arc<Broker>, every: std::time::Duration) {
-    let host = broker.txn_host();
+    let host = broker.coordinator_ports();
     let mut tick = tokio::time::interval(every);
     loop {
         tick.tick().await;

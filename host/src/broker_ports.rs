@@ -33,7 +33,7 @@ use crate::policy::TopicPartition;
 use crate::server::{Dispatch, ServerConfig, Serving};
 use crate::txn::markers::{self, LeaderSide, MarkerSet};
 use crate::txn::port::{
-    BoxFuture, FenceSink, Flush, Host as TxnHost, Leader, LeaderView, MarkerSink, PeerMarkers,
+    BoxFuture, CoordinatorPorts, FenceSink, Flush, Leader, LeaderView, MarkerSink, PeerMarkers,
     ProducerIdSource, Unflushed,
 };
 use crate::txn::record::UnsyncedMarkers;
@@ -41,7 +41,7 @@ use crate::txn::route::Routes;
 
 impl Broker {
     /// The transaction coordinator's ports.
-    pub fn txn_host(self: &Arc<Self>) -> Arc<dyn TxnHost> {
+    pub fn coordinator_ports(self: &Arc<Self>) -> Arc<dyn CoordinatorPorts> {
         self.clone()
     }
 
@@ -306,7 +306,7 @@ impl ReconcileHost for Broker {
         };
         if let Some(c) = self.txn.open_shard(shard, epoch, gate)? {
             // Prepare* entries get their markers, with this coordinator's epoch.
-            c.resume(&me.txn_host());
+            c.resume(&me.coordinator_ports());
         }
         Ok(())
     }

@@ -31,7 +31,7 @@ use kafka_protocol::messages::write_txn_markers_request::{
 use kafka_protocol::messages::{ProducerId, WriteTxnMarkersRequest};
 
 use super::machine::MarkerJob;
-use super::port::{Host, Leader, MarkerSet};
+use super::port::{CoordinatorPorts, Leader, MarkerSet};
 use crate::cluster::NodeInfo;
 use crate::cluster::peer::Peers;
 use crate::codes;
@@ -53,7 +53,7 @@ pub enum Outcome {
 
 /// The [`Outcome`] of `code`, the answer for `tp`'s marker (both marker
 /// paths decide with it).
-pub fn outcome(host: &dyn Host, tp: &TopicPartition, code: i16) -> Outcome {
+pub fn outcome(host: &dyn CoordinatorPorts, tp: &TopicPartition, code: i16) -> Outcome {
     match code {
         codes::NONE => Outcome::Written,
         codes::INVALID_PRODUCER_EPOCH => {
@@ -78,7 +78,7 @@ pub fn outcome(host: &dyn Host, tp: &TopicPartition, code: i16) -> Outcome {
 /// `coordinator_epoch`; true once every one is durable (or needs none),
 /// false when this coordinator was fenced or (`retired`) its shard moved.
 pub async fn write_everywhere(
-    host: &Arc<dyn Host>,
+    host: &Arc<dyn CoordinatorPorts>,
     job: &MarkerJob,
     coordinator_epoch: i32,
     retired: impl Fn() -> bool,
