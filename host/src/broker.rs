@@ -371,7 +371,7 @@ pub fn spawn_tasks(broker: &Arc<Broker>, reaper_every: std::time::Duration) {
     );
     let _ = broker.cleaner.set(cleaner);
     if let crate::cluster::Cluster::Etcd { etcd, me } = &broker.cluster {
-        let host: Arc<dyn crate::cluster::reconcile::Host> = broker.clone();
+        let host: Arc<dyn crate::cluster::reconcile::ControlLoopPorts> = broker.clone();
         tokio::spawn(crate::cluster::reconcile::run(
             etcd.clone(),
             me.clone(),

@@ -1,7 +1,7 @@
 //! The broker's side of the ports its subsystems are written against: the
 //! one place that knows which field of [`Broker`] answers which question.
 //!
-//! - [`crate::cluster::reconcile::Host`]: what opening, closing and
+//! - [`crate::cluster::reconcile::ControlLoopPorts`]: what opening, closing and
 //!   abandoning a unit means for the log and the coordinators (the control
 //!   loop calls it; nothing else does);
 //! - [`crate::txn::port`]: the transaction coordinator's producer ids,
@@ -24,7 +24,7 @@ use crate::cluster::NodeInfo;
 use crate::cluster::admin::TopicAdmin;
 use crate::cluster::fences::{FenceHost, FenceRing};
 use crate::cluster::keys::{EpochRec, wal_dir_name};
-use crate::cluster::reconcile::Host as ReconcileHost;
+use crate::cluster::reconcile::ControlLoopPorts;
 use crate::group::coordinator::Durable;
 use crate::group::offsets_topic::OFFSETS_TOPIC;
 use crate::lease_gate::LeaseGate;
@@ -226,7 +226,7 @@ impl FenceHost for Broker {
     }
 }
 
-impl ReconcileHost for Broker {
+impl ControlLoopPorts for Broker {
     fn group_shards(&self) -> u32 {
         self.groups.count()
     }

@@ -8,7 +8,7 @@
 //! - [`Cluster::Etcd`]: cluster mode: membership, topics, leadership and
 //!   epochs agreed in etcd ([`etcd`]), placement computed by every broker
 //!   alike ([`placement`]), and a control loop ([`reconcile`]) that opens
-//!   and closes what this broker leads through the [`reconcile::Host`] port.
+//!   and closes what this broker leads through the [`reconcile::ControlLoopPorts`] port.
 //!   The lease and the write gate are in [`lease`]; the etcd key layout in
 //!   [`keys`]; replica sets and the ISR in [`replicas`]. Producer-epoch
 //!   bumps reach every broker through the fence ring ([`fences`]:

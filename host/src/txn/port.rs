@@ -1,6 +1,6 @@
 //! The transaction coordinator's ports: everything a [`super::Coordinator`]
 //! asks of the rest of the broker, one narrow trait per collaborator, in
-//! the style of [`crate::cluster::reconcile::Host`]. The coordinator takes
+//! the style of [`crate::cluster::reconcile::ControlLoopPorts`]. The coordinator takes
 //! an `Arc<dyn CoordinatorPorts>` (every port at once) and never sees the
 //! broker, the log manager or the cluster view; the broker implements the
 //! ports (`broker_ports.rs`), and the coordinator's unit tests implement
