@@ -185,7 +185,7 @@ impl PeerMarkers for Broker {
         set: MarkerSet,
     ) -> BoxFuture<'static, Vec<(TopicPartition, i16)>> {
         let peers = self.peers.clone();
-        Box::pin(async move { crate::txn::remote_markers::send(&peers, &node, set).await })
+        Box::pin(async move { crate::txn::marker_routing::send(&peers, &node, set).await })
     }
 }
 

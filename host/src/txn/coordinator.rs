@@ -33,9 +33,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use super::machine::{Answer, AppendError, InitProducerId, MarkerJob, Step, TxnMachine};
+use super::marker_routing::Outcome;
 use super::port::{BoxFuture, CoordinatorPorts, MarkerSet, StateLog, Unflushed};
 use super::record::UnsyncedMarkers;
-use super::remote_markers::Outcome;
 use crate::clock::now_ms;
 use crate::codes;
 use crate::fault;
@@ -389,7 +389,7 @@ fn write_markers(
         let offsets_too = job.partitions.iter().any(|tp| tp.topic == OFFSETS_TOPIC);
         if offsets_too || !host.defers_marker_sync() {
             let retired = || coord.is_retired();
-            if super::remote_markers::write_everywhere(
+            if super::marker_routing::write_everywhere(
                 &host,
                 &job,
                 coord.coordinator_epoch,
@@ -420,7 +420,7 @@ fn write_markers(
                 match result {
                     Ok(offset) => marker_offsets.push((tp, offset)),
                     // Single node: coordinator epoch 0, nothing can fence it.
-                    Err(code) => match super::remote_markers::outcome(&*host, &tp, code) {
+                    Err(code) => match super::marker_routing::outcome(&*host, &tp, code) {
                         Outcome::Written | Outcome::Skip | Outcome::Fenced => {}
                         Outcome::Retry => retry.push(tp),
                     },
