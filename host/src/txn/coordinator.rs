@@ -33,7 +33,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use super::machine::{Answer, AppendError, InitProducerId, MarkerJob, Step, TxnMachine};
-use super::marker_routing::Outcome;
+use super::marker_routing::MarkerVerdict;
 use super::port::{BoxFuture, CoordinatorPorts, MarkerSet, StateLog, Unflushed};
 use super::record::UnsyncedMarkers;
 use crate::clock::now_ms;
@@ -420,9 +420,9 @@ fn write_markers(
                 match result {
                     Ok(offset) => marker_offsets.push((tp, offset)),
                     // Single node: coordinator epoch 0, nothing can fence it.
-                    Err(code) => match super::marker_routing::outcome(&*host, &tp, code) {
-                        Outcome::Written | Outcome::Skip | Outcome::Fenced => {}
-                        Outcome::Retry => retry.push(tp),
+                    Err(code) => match super::marker_routing::verdict(&*host, &tp, code) {
+                        MarkerVerdict::Written | MarkerVerdict::Skip | MarkerVerdict::Fenced => {}
+                        MarkerVerdict::Retry => retry.push(tp),
                     },
                 }
             }

@@ -39,7 +39,7 @@ use crate::policy::TopicPartition;
 
 /// What a marker's answer means for the coordinator writing it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
+pub enum MarkerVerdict {
     /// Written and durable.
     Written,
     /// Nothing to write there: the partition is gone, or holds a newer
@@ -51,25 +51,25 @@ pub enum Outcome {
     Retry,
 }
 
-/// The [`Outcome`] of `code`, the answer for `tp`'s marker (both marker
+/// The [`MarkerVerdict`] on `code`, the answer for `tp`'s marker (both marker
 /// paths decide with it).
-pub fn outcome(host: &dyn CoordinatorPorts, tp: &TopicPartition, code: i16) -> Outcome {
+pub fn verdict(host: &dyn CoordinatorPorts, tp: &TopicPartition, code: i16) -> MarkerVerdict {
     match code {
-        codes::NONE => Outcome::Written,
+        codes::NONE => MarkerVerdict::Written,
         codes::INVALID_PRODUCER_EPOCH => {
             tracing::warn!(topic = %tp.topic, partition = tp.partition, "the partition holds a newer epoch; marker skipped");
-            Outcome::Skip
+            MarkerVerdict::Skip
         }
-        codes::TRANSACTION_COORDINATOR_FENCED => Outcome::Fenced,
+        codes::TRANSACTION_COORDINATOR_FENCED => MarkerVerdict::Fenced,
         codes::UNKNOWN_TOPIC_OR_PARTITION
             if !host.exists(tp) && tp.topic != crate::group::offsets_topic::OFFSETS_TOPIC =>
         {
             tracing::warn!(topic = %tp.topic, partition = tp.partition, "marker for a partition that no longer exists; skipped");
-            Outcome::Skip
+            MarkerVerdict::Skip
         }
         other => {
             tracing::debug!(topic = %tp.topic, partition = tp.partition, code = other, "marker not written yet; retrying");
-            Outcome::Retry
+            MarkerVerdict::Retry
         }
     }
 }
@@ -144,13 +144,13 @@ pub async fn write_everywhere(
             }
         }
         for (tp, code) in local.into_iter().chain(peers) {
-            match outcome(&**host, &tp, code) {
-                Outcome::Written | Outcome::Skip => {}
-                Outcome::Fenced => {
+            match verdict(&**host, &tp, code) {
+                MarkerVerdict::Written | MarkerVerdict::Skip => {}
+                MarkerVerdict::Fenced => {
                     tracing::warn!(txn = %job.transactional_id, topic = %tp.topic, partition = tp.partition, coordinator_epoch, "a newer coordinator fenced this one; it finishes the markers");
                     return false;
                 }
-                Outcome::Retry => retry.push(tp),
+                MarkerVerdict::Retry => retry.push(tp),
             }
         }
         if retry.is_empty() {
