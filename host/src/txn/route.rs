@@ -136,7 +136,7 @@ async fn ask(
     }
     let req = AddPartitionsToTxnRequest::default().with_transactions(vec![
         AddPartitionsToTxnTransaction::default()
-            .with_transactional_id(TransactionalId(crate::names::sb(txn_id)))
+            .with_transactional_id(TransactionalId(crate::names::str_bytes(txn_id)))
             .with_producer_id(ProducerId(producer_id))
             .with_producer_epoch(producer_epoch)
             .with_verify_only(true)

@@ -340,7 +340,7 @@ pub async fn dispatch(
         Some(RequestKind::SaslAuthenticate(_)) => Handled::Now(ResponseKind::SaslAuthenticate(
             kafka_protocol::messages::SaslAuthenticateResponse::default()
                 .with_error_code(codes::ILLEGAL_SASL_STATE)
-                .with_error_message(Some(api::sb(
+                .with_error_message(Some(api::str_bytes(
                     "SaslAuthenticate is not expected now: the connection is not in a SASL exchange",
                 ))),
         )),
