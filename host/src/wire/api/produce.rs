@@ -309,7 +309,7 @@ async fn verify_remotely(broker: &Arc<Broker>, req: &ProduceRequest, checks: &Ch
     if broker.cluster.is_local()
         || !matches!(
             crate::txn::route::coordinator_of(broker.txn_routes(), &txn_id),
-            crate::txn::route::Coord::Peer(_)
+            crate::txn::route::CoordinatorLocation::Peer(_)
         )
     {
         return out;
@@ -526,9 +526,14 @@ fn append(
             let code = match verified.get(&(tp.topic.clone(), tp.partition)) {
                 Some(&code) => code,
                 None => match crate::txn::route::coordinator_of(broker.txn_routes(), txn_id) {
-                    crate::txn::route::Coord::Here(c) => crate::txn::route::produce_code(
-                        c.verify_only_code(txn_id, h.producer_id, h.producer_epoch, tp),
-                    ),
+                    crate::txn::route::CoordinatorLocation::Here(c) => {
+                        crate::txn::route::produce_code(c.verify_only_code(
+                            txn_id,
+                            h.producer_id,
+                            h.producer_epoch,
+                            tp,
+                        ))
+                    }
                     _ => crate::txn::route::produce_code(codes::COORDINATOR_NOT_AVAILABLE),
                 },
             };
