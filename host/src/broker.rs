@@ -458,6 +458,7 @@ async fn run_wal_checkpoints(broker: Arc<Broker>) {
     // After a failure (a full disk, say) the next try waits this long, so
     // the log does not fill with the same error ten times a second.
     let mut not_before = tokio::time::Instant::now();
+    let mut retry = crate::ratelimit::Backoff::fixed(WAL_CHECKPOINT_RETRY);
     loop {
         tick.tick().await;
         // Cluster mode replaces the log at each new lease.
@@ -484,8 +485,9 @@ async fn run_wal_checkpoints(broker: Arc<Broker>) {
         };
         if let Some(error) = failure {
             wal.note_failed_checkpoint();
-            tracing::error!(%error, retry_in_s = WAL_CHECKPOINT_RETRY.as_secs(), "write-ahead log checkpoint failed; the old files stay and are replayed if the broker stops first");
-            not_before = tokio::time::Instant::now() + WAL_CHECKPOINT_RETRY;
+            let wait = retry.failed();
+            tracing::error!(%error, retry_in_s = wait.as_secs(), "write-ahead log checkpoint failed; the old files stay and are replayed if the broker stops first");
+            not_before = tokio::time::Instant::now() + wait;
         }
     }
 }

@@ -25,6 +25,7 @@ use super::keys::{EpochRec, LeaderRec, NodeInfo, Unit};
 use super::placement;
 use crate::lease_gate::LeaseGate;
 use crate::log::TopicMeta;
+use crate::ratelimit::Backoff;
 
 /// What the control loop asks of the broker. Blocking methods run on the
 /// blocking pool.
@@ -69,6 +70,10 @@ pub trait ControlLoopPorts: Send + Sync + 'static {
     /// has written for a while; returns how many it removed (blocking).
     fn collect_wal_dirs(&self, keep: &BTreeSet<String>) -> usize;
 }
+
+/// The wait before trying again to join the cluster (register with etcd,
+/// open the new lease's write-ahead log).
+const JOIN_RETRY: Backoff = Backoff::fixed(Duration::from_millis(500));
 
 /// How often the controller looks for write-ahead logs nobody needs.
 const WAL_GC_EVERY: Duration = Duration::from_secs(30);
@@ -122,22 +127,24 @@ pub async fn run(etcd: Arc<Etcd>, me: NodeInfo, host: Arc<dyn ControlLoopPorts>)
     let mut held: BTreeMap<Unit, Held> = BTreeMap::new();
     // What the log was last brought up to (work only on a change).
     let mut synced = Synced::default();
+    let mut join = JOIN_RETRY;
     loop {
         let lease = loop {
             match etcd.register(&me).await {
                 Ok(id) => break id,
                 Err(e) => {
                     tracing::warn!(error = %e, "cannot register with etcd; retrying");
-                    tokio::time::sleep(Duration::from_millis(500)).await;
+                    tokio::time::sleep(join.failed()).await;
                 }
             }
         };
         if let Err(e) = host.new_incarnation(lease) {
             tracing::error!(error = %e, "cannot open a write-ahead log for the new lease; retrying");
             etcd.lease.lost();
-            tokio::time::sleep(Duration::from_millis(500)).await;
+            tokio::time::sleep(join.failed()).await;
             continue;
         }
+        join.succeeded();
         tracing::info!(node = me.id, lease, "joined the cluster");
         let generation = etcd.lease.generation();
         let keeper = {
