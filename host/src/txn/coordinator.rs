@@ -402,7 +402,7 @@ fn write_markers(
             return;
         }
         let mut pending: Vec<TopicPartition> = job.partitions.clone();
-        let mut delay = Duration::from_millis(10);
+        let mut backoff = super::marker_routing::MARKER_RETRY;
         let mut marker_offsets = Vec::new();
         let mut flushes = Vec::new();
         while !pending.is_empty() {
@@ -427,8 +427,7 @@ fn write_markers(
                 }
             }
             if !retry.is_empty() {
-                tokio::time::sleep(delay).await;
-                delay = (delay * 2).min(Duration::from_secs(5));
+                tokio::time::sleep(backoff.failed()).await;
             }
             pending = retry;
         }

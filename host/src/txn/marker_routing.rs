@@ -36,6 +36,13 @@ use crate::cluster::NodeInfo;
 use crate::cluster::peer::Peers;
 use crate::codes;
 use crate::policy::TopicPartition;
+use crate::ratelimit::Backoff;
+
+/// The waits between tries of markers not written yet (no leader, a leader
+/// that moved, an unreachable peer, a disk error): 5 ms doubling to 1 s.
+/// Both marker paths wait by it: this router and the coordinator's
+/// single-node unsynced path.
+pub const MARKER_RETRY: Backoff = Backoff::new(Duration::from_millis(5), Duration::from_secs(1));
 
 /// What a marker's answer means for the coordinator writing it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,7 +91,7 @@ pub async fn write_everywhere(
     retired: impl Fn() -> bool,
 ) -> bool {
     let mut pending = job.partitions.clone();
-    let mut delay = Duration::from_millis(5);
+    let mut backoff = MARKER_RETRY;
     loop {
         if retired() {
             tracing::info!(txn = %job.transactional_id, "the shard moved; its new coordinator finishes the markers");
@@ -156,8 +163,7 @@ pub async fn write_everywhere(
         if retry.is_empty() {
             return true;
         }
-        tokio::time::sleep(delay).await;
-        delay = (delay * 2).min(Duration::from_secs(1));
+        tokio::time::sleep(backoff.failed()).await;
         pending = retry;
     }
 }
