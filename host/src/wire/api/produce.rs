@@ -52,7 +52,9 @@ pub fn append_error_code(e: &AppendError) -> i16 {
     }
 }
 
-struct Outcome {
+/// What one partition of the request came to: its append's result (or
+/// the code it was refused with), before the response is encoded.
+struct PartitionOutcome {
     partition: Option<Arc<Partition>>,
     index: i32,
     result: Result<Appended, i16>,
@@ -87,7 +89,7 @@ fn refuse_all(req: ProduceRequest, code: i16, version: i16) -> Handled {
             let outs = t
                 .partition_data
                 .iter()
-                .map(|p| Outcome {
+                .map(|p| PartitionOutcome {
                     partition: None,
                     index: p.index,
                     result: Err(code),
@@ -292,7 +294,7 @@ fn compresses(broker: &Broker, req: &ProduceRequest) -> bool {
 }
 
 /// Each topic's append outcomes, in request order.
-type Topics = Vec<(kafka_protocol::messages::TopicName, Vec<Outcome>)>;
+type Topics = Vec<(kafka_protocol::messages::TopicName, Vec<PartitionOutcome>)>;
 
 /// Verification answers from a remote coordinator, by partition.
 type Verified = BTreeMap<(String, i32), i16>;
@@ -307,7 +309,7 @@ async fn verify_remotely(broker: &Arc<Broker>, req: &ProduceRequest, checks: &Ch
     if broker.cluster.is_local()
         || !matches!(
             crate::txn::route::coordinator_of(broker.txn_routes(), &txn_id),
-            crate::txn::route::Coord::Peer(_)
+            crate::txn::route::CoordinatorLocation::Peer(_)
         )
     {
         return out;
@@ -373,7 +375,7 @@ fn append_all(
     checks: &Checks,
 ) -> Topics {
     let acks = req.acks;
-    let mut topics: Vec<(kafka_protocol::messages::TopicName, Vec<Outcome>)> = Vec::new();
+    let mut topics: Vec<(kafka_protocol::messages::TopicName, Vec<PartitionOutcome>)> = Vec::new();
     for t in req.topic_data {
         let name = t.name.0.to_string();
         let denied = checks.denied_topics.contains(&name);
@@ -434,7 +436,7 @@ fn append_all(
                 }
                 Err(code)
             };
-            outs.push(Outcome {
+            outs.push(PartitionOutcome {
                 partition: part,
                 index: p.index,
                 result,
@@ -524,9 +526,14 @@ fn append(
             let code = match verified.get(&(tp.topic.clone(), tp.partition)) {
                 Some(&code) => code,
                 None => match crate::txn::route::coordinator_of(broker.txn_routes(), txn_id) {
-                    crate::txn::route::Coord::Here(c) => crate::txn::route::produce_code(
-                        c.verify_only_code(txn_id, h.producer_id, h.producer_epoch, tp),
-                    ),
+                    crate::txn::route::CoordinatorLocation::Here(c) => {
+                        crate::txn::route::produce_code(c.verify_only_code(
+                            txn_id,
+                            h.producer_id,
+                            h.producer_epoch,
+                            tp,
+                        ))
+                    }
                     _ => crate::txn::route::produce_code(codes::COORDINATOR_NOT_AVAILABLE),
                 },
             };
@@ -560,7 +567,7 @@ fn append(
 /// KAFKA_STORAGE_ERROR.
 async fn wait_durable(
     broker: &Arc<Broker>,
-    topics: &mut [(kafka_protocol::messages::TopicName, Vec<Outcome>)],
+    topics: &mut [(kafka_protocol::messages::TopicName, Vec<PartitionOutcome>)],
 ) {
     let mut files = Vec::new();
     for (_, outs) in topics.iter() {
@@ -590,7 +597,7 @@ async fn wait_durable(
 }
 
 fn respond(
-    topics: Vec<(kafka_protocol::messages::TopicName, Vec<Outcome>)>,
+    topics: Vec<(kafka_protocol::messages::TopicName, Vec<PartitionOutcome>)>,
     version: i16,
 ) -> ResponseKind {
     let responses = topics
