@@ -10,6 +10,7 @@ import uuid
 
 import kwire
 from harness import Cluster, HarnessError, wait_for
+from workload import kafka_python_end_offsets
 
 RETRY_S = 30.0
 
@@ -211,7 +212,7 @@ def kafka_python_committed(bootstrap: str, topic: str, partitions: int,
         tps = [TopicPartition(topic, p) for p in range(partitions)]
         c.assign(tps)
         c.seek_to_beginning(*tps)
-        ends = {tp.partition: off for tp, off in c.end_offsets(tps).items()}
+        ends = kafka_python_end_offsets(c, tps, timeout)
         out: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
         deadline = time.monotonic() + timeout
         while any(c.position(TopicPartition(topic, p)) < ends[p] for p in range(partitions)):

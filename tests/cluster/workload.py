@@ -188,6 +188,26 @@ def confluent_read_all(bootstrap: str, topic: str, partitions: int,
         c.close()
 
 
+def kafka_python_end_offsets(consumer, tps: list, timeout: float = 60.0) -> dict[int, int]:
+    """partition -> end offset of each of `tps`, by kafka-python's
+    end_offsets, asked again while a partition has no leader.
+
+    kafka-python (3.0.12) leaves a partition whose leader its metadata shows
+    as unknown (-1: LEADER_NOT_AVAILABLE, a partition moving between brokers
+    just now) out of the ListOffsets round, and if every other partition
+    answers it looks that partition up in the answer anyway: KeyError on the
+    TopicPartition. Apache Kafka's brokers answer the same -1 while a leader
+    is being chosen; the Java client waits for metadata instead."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return {tp.partition: off for tp, off in consumer.end_offsets(tps).items()}
+        except KeyError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
 def kafka_python_read_all(bootstrap: str, topic: str, partitions: int,
                           timeout: float = 60.0) -> dict[int, list[tuple[int, bytes]]]:
     """The same as confluent_read_all, with kafka-python."""
@@ -199,7 +219,7 @@ def kafka_python_read_all(bootstrap: str, topic: str, partitions: int,
         tps = [TopicPartition(topic, p) for p in range(partitions)]
         c.assign(tps)
         c.seek_to_beginning(*tps)
-        ends = {tp.partition: off for tp, off in c.end_offsets(tps).items()}
+        ends = kafka_python_end_offsets(c, tps, timeout)
         out = {p: [] for p in range(partitions)}
         pos = {p: 0 for p in range(partitions)}
         deadline = time.monotonic() + timeout
