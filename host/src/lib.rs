@@ -24,6 +24,10 @@
 //!   times); `wire::throttling` applies them to requests.
 //! - [`swap`] and [`admin`]: hot swap of the policy (vetting, the
 //!   loopback admin endpoint); [`txn_describe`]: `kaas txn describe`.
+//!
+//! What the code relies on is asserted where the state changes with
+//! `invariant!` (`invariant.rs`): checked in every test build, compiled out
+//! of a production build.
 
 pub mod admin;
 pub mod broker;
@@ -38,6 +42,7 @@ pub mod fault;
 pub mod fd_budget;
 pub mod fetch_sessions;
 pub mod group;
+mod invariant;
 pub mod lease_gate;
 pub mod log;
 pub mod metrics;
