@@ -34,6 +34,7 @@ use super::open_files::OpenFiles;
 use super::producer::{ProducerError, ProducerTable, Verdict};
 use super::segment::Segment;
 use super::wal::{self, PartitionKey, Wal};
+use crate::invariant::invariant;
 use crate::lease_gate::LeaseGate;
 
 mod compaction;
@@ -693,8 +694,25 @@ impl Partition {
     }
 
     /// Raises the high watermark (after the data up to `offset` is durable).
+    /// `offset` is a log end an append returned, so the high watermark never
+    /// passes the log end (which never moves back); without the lock this
+    /// cannot see the log end, so [`Self::check_offsets`] asserts it where
+    /// the high watermark is read under the lock.
     pub fn advance_high_watermark(&self, offset: i64) {
         self.high_watermark.fetch_max(offset, Ordering::AcqRel);
+    }
+
+    /// Asserts the order of the offsets readers rely on: last stable offset
+    /// ≤ high watermark ≤ log end. `hw` may be loaded before `st` was locked:
+    /// the log end never moves back.
+    fn check_offsets(&self, st: &State, lso: i64, hw: i64) {
+        let end = st.log_end();
+        invariant!(
+            lso <= hw && hw <= end,
+            "{}-{}: last stable offset {lso} ≤ high watermark {hw} ≤ log end {end} broken",
+            self.topic,
+            self.id
+        );
     }
 
     pub fn high_watermark(&self) -> i64 {
@@ -712,10 +730,13 @@ impl Partition {
     /// Last stable offset: below the first open transaction, at most the HW.
     pub fn last_stable_offset(&self) -> i64 {
         let hw = self.high_watermark();
-        self.lock()
+        let st = self.lock();
+        let lso = st
             .producers
             .first_unstable_offset()
-            .map_or(hw, |f| f.min(hw))
+            .map_or(hw, |f| f.min(hw));
+        self.check_offsets(&st, lso, hw);
+        lso
     }
 
     /// Forgets the state of producer ids at or above `first`, which were

@@ -4,9 +4,11 @@
 //! appended. Pure data: the partition log calls it under its lock, and
 //! rebuilds it on restart from a snapshot plus the batch headers after it.
 
+use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, VecDeque};
 
 use super::batch::BatchHeader;
+use crate::invariant::invariant;
 
 /// How many batches per producer are remembered for duplicate detection.
 pub const DEDUPE_WINDOW: usize = 5;
@@ -154,15 +156,40 @@ impl ProducerTable {
         })
     }
 
-    /// Records an appended data batch (its offsets assigned).
+    /// Records a data batch just appended (its offsets assigned), which
+    /// [`Self::check`] let through: a known producer id's epoch never moves
+    /// back (a bump raises it; a new producer id, KIP-360's after
+    /// exhaustion included, is another entry).
     pub fn record(&mut self, h: &BatchHeader) {
+        self.remember(h, true);
+    }
+
+    /// Records a data batch found in the log (recovery, a takeover's
+    /// replay). The log's order stands even where an epoch goes back: a
+    /// producer id whose state had expired may have written again at an
+    /// older epoch (Kafka's replication-origin append accepts it too).
+    pub fn replay(&mut self, h: &BatchHeader) {
+        self.remember(h, false);
+    }
+
+    fn remember(&mut self, h: &BatchHeader, checked: bool) {
         if !h.has_producer_id() {
             return;
         }
-        let e = self
-            .entries
-            .entry(h.producer_id)
-            .or_insert_with(ProducerEntry::new);
+        let e = match self.entries.entry(h.producer_id) {
+            Entry::Occupied(e) => {
+                let e = e.into_mut();
+                invariant!(
+                    !checked || h.producer_epoch >= e.epoch,
+                    "producer {}: epoch moves back {} -> {} (a checked append)",
+                    h.producer_id,
+                    e.epoch,
+                    h.producer_epoch
+                );
+                e
+            }
+            Entry::Vacant(e) => e.insert(ProducerEntry::new()),
+        };
         if h.producer_epoch != e.epoch {
             e.batches.clear();
             e.epoch = h.producer_epoch;
@@ -472,6 +499,26 @@ mod tests {
             "its retry is no longer a duplicate"
         );
         assert!(!t.fence(1, 1), "fencing at the same epoch is a no-op");
+    }
+
+    #[test]
+    #[cfg_attr(
+        not(any(debug_assertions, feature = "fault-injection")),
+        ignore = "unchecked build"
+    )]
+    #[should_panic(expected = "producer 1: epoch moves back 3 -> 2")]
+    fn a_checked_append_moving_an_epoch_back_breaks_an_invariant() {
+        let mut t = table_with(&[(3, 0, 1)]);
+        t.record(&header(1, 2, 1, 1, 1));
+    }
+
+    #[test]
+    fn a_replay_follows_the_log_even_where_an_epoch_goes_back() {
+        // Producer 1 at epoch 3 expired here, then wrote again at epoch 2.
+        let mut t = table_with(&[(3, 0, 1)]);
+        t.replay(&header(1, 2, 0, 1, 1));
+        assert_eq!(t.entries[&1].epoch, 2);
+        assert_eq!(t.entries[&1].batches.len(), 1);
     }
 
     #[test]

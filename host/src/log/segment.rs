@@ -27,6 +27,7 @@ use std::sync::Arc;
 use super::batch::{self, BatchHeader, HEADER_LEN};
 use super::open_files::{CachedFile, OpenFiles};
 use super::zero_tail::{self, ZeroTail};
+use crate::invariant::invariant;
 
 /// Bytes of log between two sparse index entries.
 pub const INDEX_INTERVAL: u64 = 4096;
@@ -273,8 +274,20 @@ impl Segment {
         self.next_offset = h.last_offset() + 1;
     }
 
-    /// Appends a batch whose offsets are already assigned.
+    /// Appends a batch whose offsets are already assigned: it continues
+    /// the segment exactly (its base offset is the segment's next offset,
+    /// the log end of the active segment) and ends at or after its base, so
+    /// offsets strictly increase through the partition.
     pub fn append(&mut self, bytes: &[u8], h: &BatchHeader) -> io::Result<()> {
+        invariant!(
+            h.base_offset == self.next_offset && h.last_offset() >= h.base_offset,
+            "segment {} of {}: batch [{}, {}] appended at log end {}: offsets must continue the log and increase",
+            self.base_offset,
+            self.dir.display(),
+            h.base_offset,
+            h.last_offset(),
+            self.next_offset
+        );
         let file = self.file.get()?;
         self.indexed = None;
         let written = file.write_all_at(bytes, self.size);
@@ -616,5 +629,47 @@ mod read_tests {
         let mut got = Vec::new();
         let e = read_to_len_at(&f, &mut got, 1, 100).expect_err("at the end");
         assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof);
+    }
+}
+
+#[cfg(test)]
+mod append_tests {
+    use super::*;
+    use crate::log::batch::data_batch;
+
+    fn batch_at(offset: i64, records: usize) -> (Vec<u8>, BatchHeader) {
+        let recs: Vec<(Option<&[u8]>, &[u8])> = (0..records).map(|_| (None, &b"v"[..])).collect();
+        let mut bytes = data_batch(&recs, 1, None, false);
+        batch::assign_offset(&mut bytes, offset, 0);
+        let h = batch::parse_header(&bytes).expect("header");
+        (bytes, h)
+    }
+
+    #[test]
+    fn appends_continue_the_segment() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let mut seg =
+            Segment::create(&OpenFiles::unbounded(), dir.path(), 10, 0, 4096).expect("create");
+        for (at, n) in [(10, 3), (13, 1), (14, 2)] {
+            let (bytes, h) = batch_at(at, n);
+            seg.append(&bytes, &h).expect("append");
+        }
+        assert_eq!(seg.next_offset, 16);
+    }
+
+    #[test]
+    #[cfg_attr(
+        not(any(debug_assertions, feature = "fault-injection")),
+        ignore = "unchecked build"
+    )]
+    #[should_panic(expected = "batch [11, 11] appended at log end 13")]
+    fn a_batch_behind_the_log_end_breaks_the_offset_invariant() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let mut seg =
+            Segment::create(&OpenFiles::unbounded(), dir.path(), 10, 0, 4096).expect("create");
+        let (bytes, h) = batch_at(10, 3);
+        seg.append(&bytes, &h).expect("append");
+        let (bytes, h) = batch_at(11, 1);
+        let _ = seg.append(&bytes, &h);
     }
 }

@@ -15,6 +15,7 @@ use std::fmt;
 
 use super::types::{
     AddPartitionsRequest, Decision, DecisionKind, EndTxnRequest, Entry, InitRequest, TxnState,
+    may_follow,
 };
 
 /// Which API a decision answers.
@@ -387,18 +388,12 @@ fn fallback(before: Option<&Entry>, d: &Decision) -> Result<(), Violation> {
     Ok(())
 }
 
-/// Whether Kafka's state table allows `to` to follow `from` (docs/txn-semantics.md §0.4), plus
-/// the fence path Ongoing → PrepareAbort at a raised epoch.
+/// Whether a policy may write `to` after `from`: an edge of Kafka's state
+/// table ([`may_follow`], docs/txn-semantics.md §0.4; the fence path
+/// Ongoing → PrepareAbort at a raised epoch is one) other than expiry's
+/// Dead, which only the host takes (by a tombstone).
 pub fn legal_transition(from: TxnState, to: TxnState) -> bool {
-    use TxnState::*;
-    match to {
-        Empty => matches!(from, Empty | CompleteCommit | CompleteAbort),
-        Ongoing => matches!(from, Ongoing | Empty | CompleteCommit | CompleteAbort),
-        PrepareCommit | PrepareAbort => from == Ongoing,
-        CompleteCommit => from == PrepareCommit,
-        CompleteAbort => from == PrepareAbort,
-        Dead => false,
-    }
+    to != TxnState::Dead && may_follow(from, to)
 }
 
 /// Identity, epoch, state-table and per-state sanity rules for one write.

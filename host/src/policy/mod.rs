@@ -45,7 +45,7 @@ pub use slot::PolicySlot;
 pub use stats::{Call, PolicyStats, StatsRegistry, TrapKind};
 pub use types::{
     AddPartitionsRequest, Claim, Decision, DecisionKind, EndTxnRequest, Entry, InitRequest, Limits,
-    PolicyInfo, Reply, TopicPartition, TxnState,
+    PolicyInfo, Reply, TopicPartition, TxnState, may_follow,
 };
 pub use wasi::STDERR_CAPACITY;
 

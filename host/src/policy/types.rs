@@ -15,6 +15,26 @@ use super::bindings::wit;
 
 pub use wit::{Claim, DecisionKind, Limits, PolicyInfo, Reply, TxnState};
 
+/// Whether a transaction entry may go from state `from` to `to`: the edges
+/// of Kafka's state machine (`TransactionState.validPreviousStates`, Kafka
+/// 3.7's TransactionMetadata.scala). Kafka's PrepareEpochFence is not
+/// here: it is a pending state never persisted, and its fence's persisted
+/// edge is Ongoing → PrepareAbort, which the table has. Dead is the edge of
+/// transactional.id expiry, which kaas persists as a tombstone (the entry
+/// goes), never as an entry; a policy may not write it
+/// (`check::legal_transition`).
+pub fn may_follow(from: TxnState, to: TxnState) -> bool {
+    use TxnState::*;
+    match to {
+        Empty => matches!(from, Empty | CompleteCommit | CompleteAbort),
+        Ongoing => matches!(from, Ongoing | Empty | CompleteCommit | CompleteAbort),
+        PrepareCommit | PrepareAbort => from == Ongoing,
+        CompleteCommit => from == PrepareCommit,
+        CompleteAbort => from == PrepareAbort,
+        Dead => matches!(from, Empty | CompleteCommit | CompleteAbort),
+    }
+}
+
 /// One topic partition that belongs to a transaction.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct TopicPartition {
@@ -304,6 +324,31 @@ pub(crate) fn verify_decision(d: wit::VerifyDecision) -> Decision {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn may_follow_is_kafkas_state_table() {
+        use TxnState::*;
+        // Kafka's validPreviousStates, target <- previous states (its
+        // PrepareAbort also follows PrepareEpochFence, never persisted).
+        let kafka: [(TxnState, &[TxnState]); 7] = [
+            (Empty, &[Empty, CompleteCommit, CompleteAbort]),
+            (Ongoing, &[Ongoing, Empty, CompleteCommit, CompleteAbort]),
+            (PrepareCommit, &[Ongoing]),
+            (PrepareAbort, &[Ongoing]),
+            (CompleteCommit, &[PrepareCommit]),
+            (CompleteAbort, &[PrepareAbort]),
+            (Dead, &[Empty, CompleteAbort, CompleteCommit]),
+        ];
+        for (to, previous) in kafka {
+            for from in kafka.map(|(s, _)| s) {
+                assert_eq!(
+                    may_follow(from, to),
+                    previous.contains(&from),
+                    "{from:?} -> {to:?}"
+                );
+            }
+        }
+    }
 
     fn tp(topic: &str, partition: i32) -> TopicPartition {
         TopicPartition {

@@ -15,9 +15,10 @@ use std::sync::Arc;
 use tracing::warn;
 
 use super::record::{StateRecord, UnsyncedMarkers};
+use crate::invariant::invariant;
 use crate::policy::{
     AddPartitionsRequest, Claim, Decision, DecisionKind, EndTxnRequest, Entry, InitRequest, Limits,
-    Policy, PolicySlot, Reply, TopicPartition, TxnState,
+    Policy, PolicySlot, Reply, TopicPartition, TxnState, may_follow, state_name,
 };
 
 /// Kafka error codes the host itself answers with ([`crate::codes`]).
@@ -468,7 +469,14 @@ impl TxnMachine {
     /// is removed (the id is absent from now on, IT-18), or stays as it was.
     pub fn finish_expiry(&mut self, txn_id: &str, durable: bool) {
         if durable {
-            self.slots.remove(txn_id);
+            if let Some(slot) = self.slots.remove(txn_id) {
+                // begin_expiry chose it idle, and pending it stayed so.
+                invariant!(
+                    may_follow(slot.entry.state, TxnState::Dead),
+                    "{txn_id}: expired in {}, which Dead may not follow",
+                    state_name(slot.entry.state)
+                );
+            }
         } else if let Some(slot) = self.slots.get_mut(txn_id) {
             slot.pending = None;
         }
@@ -538,15 +546,16 @@ impl TxnMachine {
     /// Applies a planned write once its append finished (docs/txn-semantics.md §0.5 steps 3–4).
     pub fn finish(&mut self, write: PlannedWrite, outcome: Result<(), AppendError>) -> Answer {
         let txn_id = write.entry.transactional_id.clone();
-        let before_epoch = self
+        let before = self
             .slots
             .get(&txn_id)
-            .map(|s| (s.entry.producer_id, s.entry.producer_epoch));
+            .map(|s| (s.entry.producer_id, s.entry.producer_epoch, s.entry.state));
         match outcome {
             Ok(()) => {
+                applied_edge(&txn_id, before.map(|b| b.2), write.entry.state);
                 let markers = marker_job(&write.entry);
-                let raised = match before_epoch {
-                    Some((pid, epoch)) => {
+                let raised = match before {
+                    Some((pid, epoch, _)) => {
                         write.entry.producer_id != pid || write.entry.producer_epoch > epoch
                     }
                     None => true,
@@ -586,6 +595,13 @@ impl TxnMachine {
                     if err == AppendError::NotEnoughReplicas
                         && let Some(keep) = write.on_failure
                     {
+                        // The host's check let only the epoch change.
+                        invariant!(
+                            keep.state == slot.entry.state,
+                            "{txn_id}: a failed append's fallback moves {} -> {}",
+                            state_name(slot.entry.state),
+                            state_name(keep.state)
+                        );
                         slot.entry = keep;
                     }
                 }
@@ -596,6 +612,24 @@ impl TxnMachine {
             }
         }
     }
+}
+
+/// Asserts that an entry applied in memory moves along an edge of the
+/// state machine ([`may_follow`]; Dead is expiry's, never written) or, new,
+/// starts Empty: the host's check (`policy::check`) refused every other
+/// decision before it was written, and an entry cannot change while its
+/// write is in flight (it is pending).
+fn applied_edge(txn_id: &str, from: Option<TxnState>, to: TxnState) {
+    invariant!(
+        to != TxnState::Dead
+            && match from {
+                Some(from) => may_follow(from, to),
+                None => to == TxnState::Empty,
+            },
+        "{txn_id}: entry applied {} -> {}, not an edge of the transaction state machine",
+        from.map_or("(none)", state_name),
+        state_name(to)
+    );
 }
 
 /// The markers a Prepare* entry still needs.
@@ -612,4 +646,57 @@ fn marker_job(entry: &Entry) -> Option<MarkerJob> {
         producer_epoch: entry.producer_epoch,
         partitions: entry.partitions.clone(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_edge_of_the_state_machine_applies() {
+        use TxnState::*;
+        applied_edge("t", None, Empty);
+        for (from, to) in [
+            (Empty, Ongoing),
+            (Ongoing, Ongoing),
+            (Ongoing, PrepareCommit),
+            (Ongoing, PrepareAbort),
+            (PrepareCommit, CompleteCommit),
+            (PrepareAbort, CompleteAbort),
+            (CompleteCommit, Empty),
+            (CompleteAbort, Ongoing),
+        ] {
+            applied_edge("t", Some(from), to);
+        }
+    }
+
+    #[test]
+    #[cfg_attr(
+        not(any(debug_assertions, feature = "fault-injection")),
+        ignore = "unchecked build"
+    )]
+    #[should_panic(expected = "t: entry applied Ongoing -> Empty, not an edge")]
+    fn applying_a_state_off_the_machine_breaks_an_invariant() {
+        applied_edge("t", Some(TxnState::Ongoing), TxnState::Empty);
+    }
+
+    #[test]
+    #[cfg_attr(
+        not(any(debug_assertions, feature = "fault-injection")),
+        ignore = "unchecked build"
+    )]
+    #[should_panic(expected = "t: entry applied (none) -> Ongoing")]
+    fn a_new_entry_not_empty_breaks_an_invariant() {
+        applied_edge("t", None, TxnState::Ongoing);
+    }
+
+    #[test]
+    #[cfg_attr(
+        not(any(debug_assertions, feature = "fault-injection")),
+        ignore = "unchecked build"
+    )]
+    #[should_panic(expected = "t: entry applied Empty -> Dead")]
+    fn a_written_dead_entry_breaks_an_invariant() {
+        applied_edge("t", Some(TxnState::Empty), TxnState::Dead);
+    }
 }

@@ -58,7 +58,7 @@ fn commit_scratch(g: &mut ConsumerGroup, changes: &[ConsumerRecord], scratch: Co
     for c in changes {
         g.apply(c);
     }
-    crate::invariant!(
+    crate::invariant::invariant!(
         g.same_state(&scratch),
         "group {}: applying its records did not reproduce the state they were computed on",
         g.id()

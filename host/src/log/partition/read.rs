@@ -35,6 +35,7 @@ impl Partition {
             .producers
             .first_unstable_offset()
             .map_or(hw, |f| f.min(hw));
+        self.check_offsets(&st, lso, hw);
         let end = st.log_end();
         if offset < st.log_start || offset > end {
             return Err(ReadError::OutOfRange {
@@ -124,6 +125,7 @@ impl Partition {
     pub fn locate_timestamp(&self, ts: i64) -> io::Result<Option<TimestampProbe>> {
         let hw = self.high_watermark();
         let st = self.lock();
+        self.check_offsets(&st, hw, hw);
         for seg in st.segments.values() {
             if seg.max_timestamp < ts {
                 continue;

@@ -238,7 +238,7 @@ pub(super) fn replay_batch(
     aborted: &mut Vec<AbortedTxn>,
 ) -> io::Result<()> {
     if !h.is_control() {
-        producers.record(h);
+        producers.replay(h);
         return Ok(());
     }
     let bytes = read()?;

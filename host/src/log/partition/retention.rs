@@ -9,6 +9,7 @@ impl Partition {
     pub fn delete_records_before(&self, offset: i64) -> Result<i64, ReadError> {
         let hw = self.high_watermark();
         let mut st = self.lock();
+        self.check_offsets(&st, hw, hw);
         let target = if offset == -1 { hw } else { offset };
         if target < 0 || target > hw {
             return Err(ReadError::OutOfRange {
@@ -33,7 +34,19 @@ impl Partition {
     /// them with the segment; without this the index grew by one entry per
     /// aborted transaction for the partition's life. The next snapshot is
     /// written without them; recovery prunes a snapshot written before.
+    ///
+    /// The log start only moves forward, and never past the high watermark
+    /// (log start ≤ high watermark ≤ log end): what a consumer may not read
+    /// yet is not deleted.
     fn move_log_start(&self, st: &mut State, offset: i64) -> io::Result<()> {
+        let (hw, end) = (self.high_watermark(), st.log_end());
+        invariant!(
+            st.log_start <= offset && offset <= hw && hw <= end,
+            "{}-{}: log start moves {} -> {offset}, breaking log start ≤ high watermark {hw} ≤ log end {end}",
+            self.topic,
+            self.id,
+            st.log_start
+        );
         write_atomically(
             &self.dir.join(seal::log_start_name(self.generation)),
             offset.to_string().as_bytes(),
@@ -60,13 +73,17 @@ impl Partition {
         Ok(())
     }
 
-    /// Retention by time and size: deletes whole old segments, never the active one.
+    /// Retention by time and size: deletes whole old segments, never the
+    /// active one nor one that ends above the high watermark (Kafka's
+    /// `deletableSegments` rule: with fsync=always a rolled segment may hold
+    /// batches not yet durable, which a consumer has not been offered).
     /// Only for a cleanup.policy that includes `delete`.
     pub fn apply_retention(&self, now_ms: i64) -> io::Result<usize> {
         let config = self.config();
         if !config.deletes() {
             return Ok(0);
         }
+        let hw = self.high_watermark();
         let mut st = self.lock();
         let mut removed = 0;
         loop {
@@ -82,7 +99,7 @@ impl Partition {
                 && oldest.max_timestamp < now_ms - config.retention_ms;
             let by_size =
                 config.retention_bytes >= 0 && total - oldest.size >= config.retention_bytes as u64;
-            if !(by_time || by_size) {
+            if !(by_time || by_size) || oldest.next_offset > hw {
                 break;
             }
             let next = oldest.next_offset;

@@ -638,3 +638,43 @@ fn aborted_transactions_below_the_log_start_leave_the_index() {
     );
     assert!(kept.len() <= 2, "{kept:?}");
 }
+
+#[test]
+fn retention_never_moves_the_log_start_past_the_high_watermark() {
+    // fsync=always: the high watermark waits for the produce path's sync,
+    // so rolled segments may lie above it.
+    let dir = tempfile::tempdir().expect("tmp");
+    let cfg = LogConfig {
+        retention_bytes: 0,
+        ..small_segments()
+    };
+    let p = create(dir.path(), "t", 0, cfg, false).expect("create");
+    fill(&p, 100, 1000);
+    let segments = p.lock().segments.len();
+    assert!(segments > 3 && p.high_watermark() == 0);
+    p.apply_retention(2000).expect("retention");
+    assert_eq!(p.log_start_offset(), 0, "nothing lies below the HW");
+    assert_eq!(p.lock().segments.len(), segments);
+    p.advance_high_watermark(50);
+    p.apply_retention(2000).expect("retention");
+    let start = p.log_start_offset();
+    assert!(start > 0 && start <= 50, "log start {start}");
+    p.advance_high_watermark(p.log_end_offset());
+    p.apply_retention(2000).expect("retention");
+    assert_eq!(p.lock().segments.len(), 1, "all but the active segment go");
+    assert!(p.log_start_offset() <= p.high_watermark());
+}
+
+#[test]
+#[cfg_attr(
+    not(any(debug_assertions, feature = "fault-injection")),
+    ignore = "unchecked build"
+)]
+#[should_panic(expected = "high watermark 11 ≤ log end 10 broken")]
+fn a_high_watermark_past_the_log_end_breaks_an_invariant() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let p = create(dir.path(), "t", 0, LogConfig::default(), false).expect("create");
+    fill(&p, 10, 1000);
+    p.advance_high_watermark(11);
+    let _ = p.read(0, 1 << 20, false);
+}
