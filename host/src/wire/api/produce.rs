@@ -7,9 +7,8 @@
 //! One pass per step over the request, parsed once into its partitions'
 //! entries ([`Request`]: each partition's records and their batch header):
 //! authorization ([`authorize`]), the checks before any append ([`admit`]),
-//! transaction verification by a remote coordinator
-//! ([`verify_remotely`]), then the appends ([`append_all`]), where the log
-//! validates each batch whole.
+//! transaction verification ([`verify`]), then the appends ([`append_all`]),
+//! where the log validates each batch whole.
 //!
 //! Authorization: a request carrying transactional batches
 //! needs a transactional id with WRITE on it, else every partition is
@@ -102,10 +101,9 @@ struct Entry {
     admission: Admission,
     /// A transactional batch whose producer had no transaction open on the
     /// partition when [`admit`] looked: the coordinator must know the
-    /// partition is in its transaction.
+    /// partition is in its transaction ([`verify`]).
     opens_txn: bool,
-    /// A remote coordinator's answer for that, as Produce's code
-    /// ([`verify_remotely`]).
+    /// The coordinator's answer for that, as Produce's code ([`verify`]).
     verified: Option<i16>,
 }
 
@@ -281,7 +279,7 @@ pub async fn handle(
         }
     }
     admit(broker, &mut req, &checks);
-    verify_remotely(broker, &mut req).await;
+    verify(broker, &mut req).await;
     // Validation decompresses and walks every record (batch::walk_records):
     // for a compressed batch, up to MAX_SCAN_BYTES of work, so such a
     // request is appended on the blocking pool, and so is one a topic's
@@ -295,14 +293,13 @@ pub async fn handle(
             (c || h.is_some_and(|h| h.compression() != 0), n + len)
         });
     let mut topics = if compressed || plain > OFFLOAD_PLAIN_BYTES || compresses(broker, &req) {
-        let b = broker.clone();
-        match batch::offload(move || append_all(&b, req)).await {
+        match batch::offload(move || append_all(req)).await {
             Some(t) => t,
             None if acks == 0 => return Handled::Close,
             None => return Handled::Now(ResponseKind::Produce(ProduceResponse::default())),
         }
     } else {
-        append_all(broker, req)
+        append_all(req)
     };
     let needs_wait = broker.logs.group_commit().mode() == FsyncMode::Always
         && topics.iter().any(|(_, outs)| {
@@ -486,67 +483,68 @@ fn admission(
     Admission::Append(part)
 }
 
-/// Cluster mode: the first transactional batch of a producer on a
-/// partition is verified with its coordinator, over the wire when that is
-/// another broker (KIP-890 part 1), before anything is appended: the
-/// transactional entries of `req` that need it, asked in one request; their
-/// Produce codes go to [`Entry::verified`].
-async fn verify_remotely(broker: &Broker, req: &mut Request) {
+/// KIP-890 part 1 (docs/txn-semantics.md §3.6): the first transactional
+/// batch of a producer on a partition must belong to a transaction the
+/// coordinator knows includes the partition. Asked before any append, for
+/// every admitted entry that [`Entry::opens_txn`], in one
+/// [`route::verify_only`] call per producer, wherever the coordinator runs
+/// (on this broker: a call; on another: one AddPartitionsToTxn VerifyOnly).
+async fn verify(broker: &Broker, req: &mut Request) {
     let Request { head, topics } = req;
     let Some(txn_id) = head.transactional_id.as_deref() else {
         return;
     };
-    if broker.cluster.is_local()
-        || !matches!(
-            route::coordinator_of(broker.txn_routes(), txn_id),
-            route::Coord::Peer(_)
-        )
-    {
-        return;
-    }
-    let mut ask = Vec::new();
-    let mut at = Vec::new();
-    let mut producer = None;
-    for (ti, (name, entries)) in topics.iter().enumerate() {
+    // The request's producer: the first of its transactional batches (a
+    // client's batches all carry its id). A coordinator on another broker
+    // is asked about it only; another producer's batches (a forged request)
+    // get "not reached" there (NOT_ENOUGH_REPLICAS: the client retries).
+    let mut first = None;
+    // Each producer's entries to ask about, by (topic, entry) position.
+    let mut asks: Vec<((i64, i16), Vec<(usize, usize)>)> = Vec::new();
+    for (ti, (_, entries)) in topics.iter().enumerate() {
         for (ei, e) in entries.iter().enumerate() {
             let Some(h) = e.header.filter(|_| e.opens_txn) else {
                 continue;
             };
-            // One producer per request (a client's batches all carry its id);
-            // any other gets the local answer (NOT_ENOUGH_REPLICAS).
-            if *producer.get_or_insert((h.producer_id, h.producer_epoch))
-                != (h.producer_id, h.producer_epoch)
-            {
+            let producer = (h.producer_id, h.producer_epoch);
+            first.get_or_insert(producer);
+            if !matches!(e.admission, Admission::Append(_)) {
                 continue;
             }
-            ask.push(crate::policy::TopicPartition {
-                topic: name.0.to_string(),
-                partition: e.index,
-            });
-            at.push((ti, ei));
+            match asks.iter_mut().find(|(p, _)| *p == producer) {
+                Some((_, at)) => at.push((ti, ei)),
+                None => asks.push((producer, vec![(ti, ei)])),
+            }
         }
     }
-    let Some((pid, epoch)) = producer else {
-        return;
-    };
-    let answers = route::verify_only(broker.txn_routes(), txn_id, pid, epoch, &ask).await;
-    for ((ti, ei), code) in at.into_iter().zip(answers) {
-        topics[ti].1[ei].verified = Some(route::produce_code(code));
+    for ((pid, epoch), at) in asks {
+        let tps: Vec<crate::policy::TopicPartition> = at
+            .iter()
+            .map(|&(ti, ei)| crate::policy::TopicPartition {
+                topic: topics[ti].0.0.to_string(),
+                partition: topics[ti].1[ei].index,
+            })
+            .collect();
+        let answers = if first == Some((pid, epoch))
+            || matches!(
+                route::coordinator_of(broker.txn_routes(), txn_id),
+                route::Coord::Here(_)
+            ) {
+            route::verify_only(broker.txn_routes(), txn_id, pid, epoch, &tps).await
+        } else {
+            vec![codes::COORDINATOR_NOT_AVAILABLE; tps.len()]
+        };
+        for ((ti, ei), code) in at.into_iter().zip(answers) {
+            topics[ti].1[ei].verified = Some(route::produce_code(code));
+        }
     }
 }
 
 /// Appends every admitted entry of `req`.
-fn append_all(broker: &Broker, req: Request) -> Topics {
-    let txn_id = req.head.transactional_id.as_deref();
+fn append_all(req: Request) -> Topics {
     req.topics
         .into_iter()
-        .map(|(name, entries)| {
-            let outs = entries
-                .into_iter()
-                .map(|e| append(broker, txn_id, e))
-                .collect();
-            (name, outs)
-        })
+        .map(|(name, entries)| (name, entries.into_iter().map(append).collect()))
         .collect()
 }
 
@@ -569,7 +567,7 @@ fn too_few_in_sync(
 }
 
 /// The outcome of one entry: its refusal, or its append.
-fn append(broker: &Broker, txn_id: Option<&str>, e: Entry) -> Outcome {
+fn append(e: Entry) -> Outcome {
     let mut detail = None;
     let records = e.records.unwrap_or_default();
     let (partition, result) = match e.admission {
@@ -582,15 +580,7 @@ fn append(broker: &Broker, txn_id: Option<&str>, e: Entry) -> Outcome {
             (Some(part), result)
         }
         Admission::Append(part) => {
-            let result = write(
-                broker,
-                txn_id,
-                &part,
-                &records,
-                e.header,
-                e.verified,
-                &mut detail,
-            );
+            let result = write(&part, &records, e.header, e.verified, &mut detail);
             (Some(part), result)
         }
     };
@@ -610,14 +600,12 @@ fn refuse_valid(part: &Partition, records: &[u8], code: i16) -> Result<Appended,
     Err(code)
 }
 
-/// Appends an admitted batch (`header`, when parsed) to `part`, once a
-/// transactional one is verified: KIP-890 part 1 (docs/txn-semantics.md
-/// §3.6): the first transactional batch of a producer on this partition
-/// must belong to a transaction the coordinator knows includes the
-/// partition (`verified`: a remote coordinator's answer).
+/// Appends an admitted batch (`header`, when parsed) to `part`. A
+/// transactional batch whose producer has no open transaction on the
+/// partition now needs the coordinator's yes ([`verify`]); with no answer
+/// (the transaction was open when [`admit`] looked, and has ended since)
+/// the client is told to retry (NOT_ENOUGH_REPLICAS).
 fn write(
-    broker: &Broker,
-    txn_id: Option<&str>,
     part: &Partition,
     records: &[u8],
     header: Option<BatchHeader>,
@@ -625,24 +613,10 @@ fn write(
     detail: &mut Option<Detail>,
 ) -> Result<Appended, i16> {
     if let Some(h) = header.filter(|h| h.is_transactional() && h.producer_id >= 0)
-        && let Some(txn_id) = txn_id
         && !part.has_open_txn(h.producer_id)
     {
-        let code = match verified {
-            Some(code) => code,
-            None => match route::coordinator_of(broker.txn_routes(), txn_id) {
-                route::Coord::Here(c) => route::produce_code(c.verify_only_code(
-                    txn_id,
-                    h.producer_id,
-                    h.producer_epoch,
-                    crate::policy::TopicPartition {
-                        topic: part.topic.clone(),
-                        partition: part.id,
-                    },
-                )),
-                _ => route::produce_code(codes::COORDINATOR_NOT_AVAILABLE),
-            },
-        };
+        let code =
+            verified.unwrap_or_else(|| route::produce_code(codes::COORDINATOR_NOT_AVAILABLE));
         if code != codes::NONE {
             return Err(code);
         }
