@@ -352,7 +352,7 @@ pub async fn open_clustered(
 /// found Prepare* at load, the transaction timeout reaper, write-ahead log
 /// checkpoints and, in cluster mode, the control loop.
 pub fn spawn_tasks(broker: &Arc<Broker>, reaper_every: std::time::Duration) {
-    let host = broker.txn_host();
+    let host = broker.coordinator_ports();
     for c in broker.txn.all() {
         c.resume(&host);
     }
@@ -371,7 +371,7 @@ pub fn spawn_tasks(broker: &Arc<Broker>, reaper_every: std::time::Duration) {
     );
     let _ = broker.cleaner.set(cleaner);
     if let crate::cluster::Cluster::Etcd { etcd, me } = &broker.cluster {
-        let host: Arc<dyn crate::cluster::reconcile::Host> = broker.clone();
+        let host: Arc<dyn crate::cluster::reconcile::ControlLoopPorts> = broker.clone();
         tokio::spawn(crate::cluster::reconcile::run(
             etcd.clone(),
             me.clone(),
@@ -390,7 +390,7 @@ pub fn spawn_tasks(broker: &Arc<Broker>, reaper_every: std::time::Duration) {
 /// Runs every open shard's transaction reaper every `every` until the
 /// process ends.
 async fn run_reaper(broker: Arc<Broker>, every: std::time::Duration) {
-    let host = broker.txn_host();
+    let host = broker.coordinator_ports();
     let mut tick = tokio::time::interval(every);
     loop {
         tick.tick().await;
@@ -458,6 +458,7 @@ async fn run_wal_checkpoints(broker: Arc<Broker>) {
     // After a failure (a full disk, say) the next try waits this long, so
     // the log does not fill with the same error ten times a second.
     let mut not_before = tokio::time::Instant::now();
+    let mut retry = crate::ratelimit::Backoff::fixed(WAL_CHECKPOINT_RETRY);
     loop {
         tick.tick().await;
         // Cluster mode replaces the log at each new lease.
@@ -484,8 +485,9 @@ async fn run_wal_checkpoints(broker: Arc<Broker>) {
         };
         if let Some(error) = failure {
             wal.note_failed_checkpoint();
-            tracing::error!(%error, retry_in_s = WAL_CHECKPOINT_RETRY.as_secs(), "write-ahead log checkpoint failed; the old files stay and are replayed if the broker stops first");
-            not_before = tokio::time::Instant::now() + WAL_CHECKPOINT_RETRY;
+            let wait = retry.failed();
+            tracing::error!(%error, retry_in_s = wait.as_secs(), "write-ahead log checkpoint failed; the old files stay and are replayed if the broker stops first");
+            not_before = tokio::time::Instant::now() + wait;
         }
     }
 }

@@ -1,7 +1,7 @@
 //! The broker's side of the ports its subsystems are written against: the
 //! one place that knows which field of [`Broker`] answers which question.
 //!
-//! - [`crate::cluster::reconcile::Host`]: what opening, closing and
+//! - [`crate::cluster::reconcile::ControlLoopPorts`]: what opening, closing and
 //!   abandoning a unit means for the log and the coordinators (the control
 //!   loop calls it; nothing else does);
 //! - [`crate::txn::port`]: the transaction coordinator's producer ids,
@@ -24,7 +24,7 @@ use crate::cluster::NodeInfo;
 use crate::cluster::admin::TopicAdmin;
 use crate::cluster::fences::{FenceHost, FenceRing};
 use crate::cluster::keys::{EpochRec, wal_dir_name};
-use crate::cluster::reconcile::Host as ReconcileHost;
+use crate::cluster::reconcile::ControlLoopPorts;
 use crate::group::coordinator::Durable;
 use crate::group::offsets_topic::OFFSETS_TOPIC;
 use crate::lease_gate::LeaseGate;
@@ -33,7 +33,7 @@ use crate::policy::TopicPartition;
 use crate::server::{Dispatch, ServerConfig, Serving};
 use crate::txn::markers::{self, LeaderSide, MarkerSet};
 use crate::txn::port::{
-    BoxFuture, FenceSink, Flush, Host as TxnHost, Leader, LeaderView, MarkerSink, PeerMarkers,
+    BoxFuture, CoordinatorPorts, FenceSink, Flush, Leader, LeaderView, MarkerSink, PeerMarkers,
     ProducerIdSource, Unflushed,
 };
 use crate::txn::record::UnsyncedMarkers;
@@ -41,7 +41,7 @@ use crate::txn::route::Routes;
 
 impl Broker {
     /// The transaction coordinator's ports.
-    pub fn txn_host(self: &Arc<Self>) -> Arc<dyn TxnHost> {
+    pub fn coordinator_ports(self: &Arc<Self>) -> Arc<dyn CoordinatorPorts> {
         self.clone()
     }
 
@@ -185,7 +185,7 @@ impl PeerMarkers for Broker {
         set: MarkerSet,
     ) -> BoxFuture<'static, Vec<(TopicPartition, i16)>> {
         let peers = self.peers.clone();
-        Box::pin(async move { crate::txn::remote_markers::send(&peers, &node, set).await })
+        Box::pin(async move { crate::txn::marker_routing::send(&peers, &node, set).await })
     }
 }
 
@@ -226,7 +226,7 @@ impl FenceHost for Broker {
     }
 }
 
-impl ReconcileHost for Broker {
+impl ControlLoopPorts for Broker {
     fn group_shards(&self) -> u32 {
         self.groups.count()
     }
@@ -306,7 +306,7 @@ impl ReconcileHost for Broker {
         };
         if let Some(c) = self.txn.open_shard(shard, epoch, gate)? {
             // Prepare* entries get their markers, with this coordinator's epoch.
-            c.resume(&me.txn_host());
+            c.resume(&me.coordinator_ports());
         }
         Ok(())
     }

@@ -12,7 +12,7 @@ pub fn topic_name(s: &str) -> TopicName {
 }
 
 /// A string for a response.
-pub fn sb(s: &str) -> StrBytes {
+pub fn str_bytes(s: &str) -> StrBytes {
     StrBytes::from_string(s.to_owned())
 }
 

@@ -1,6 +1,7 @@
-//! Rate-limited logging of repeated events: a flood of
-//! the same failure (a full fd table makes every `accept` fail) must not
-//! turn into millions of identical log lines.
+//! Rate limits on repeated events: [`RateLimit`] for log lines (a flood of
+//! the same failure, a full fd table making every `accept` fail, must not
+//! turn into millions of identical log lines) and [`Backoff`] for retries
+//! (every retry loop in the broker waits through one).
 //!
 //! ```ignore
 //! static ACCEPT_FAILED: RateLimit = RateLimit::per_second();
@@ -66,34 +67,59 @@ impl RateLimit {
     }
 }
 
-/// Exponential backoff between retries of a failing operation: `min`
-/// doubling up to `max`, back to `min` after a success.
+/// The waits between tries of a failing operation: `initial` after the
+/// first failure, multiplied by `multiplier` after each further one up to
+/// `max`, and `initial` again once the operation works ([`Self::succeeded`]).
+///
+/// Every retry loop in the broker waits through one, so its delays are named
+/// where the loop builds it: `Backoff::new` (doubling), [`Backoff::fixed`]
+/// (the same wait every time), [`Backoff::with_multiplier`]. The values are
+/// `const`, so a loop's policy can be a `const` too, each use a fresh copy.
 #[derive(Debug, Clone)]
 pub struct Backoff {
-    min: Duration,
+    initial: Duration,
     max: Duration,
+    multiplier: u32,
     next: Duration,
 }
 
 impl Backoff {
-    pub const fn new(min: Duration, max: Duration) -> Self {
+    /// `initial`, doubling up to `max`.
+    pub const fn new(initial: Duration, max: Duration) -> Self {
         Backoff {
-            min,
+            initial,
             max,
-            next: min,
+            multiplier: 2,
+            next: initial,
         }
+    }
+
+    /// `wait` after every failure.
+    pub const fn fixed(wait: Duration) -> Self {
+        Backoff {
+            initial: wait,
+            max: wait,
+            multiplier: 1,
+            next: wait,
+        }
+    }
+
+    /// The same, growing by `multiplier` (at least 1) instead of doubling.
+    pub const fn with_multiplier(mut self, multiplier: u32) -> Self {
+        self.multiplier = if multiplier == 0 { 1 } else { multiplier };
+        self
     }
 
     /// How long to wait after one more failure.
     pub fn failed(&mut self) -> Duration {
         let wait = self.next;
-        self.next = (self.next * 2).min(self.max);
+        self.next = self.next.saturating_mul(self.multiplier).min(self.max);
         wait
     }
 
-    /// The operation worked: the next failure waits `min` again.
+    /// The operation worked: the next failure waits `initial` again.
     pub fn succeeded(&mut self) {
-        self.next = self.min;
+        self.next = self.initial;
     }
 }
 
@@ -125,5 +151,18 @@ mod tests {
         assert_eq!(waits, [10, 20, 40, 80, 160, 320, 640, 1000, 1000]);
         b.succeeded();
         assert_eq!(b.failed(), Duration::from_millis(10));
+    }
+
+    #[test]
+    fn a_fixed_backoff_waits_the_same_and_a_multiplier_sets_the_growth() {
+        let mut fixed = Backoff::fixed(Duration::from_millis(500));
+        let waits: Vec<u128> = (0..3).map(|_| fixed.failed().as_millis()).collect();
+        assert_eq!(waits, [500, 500, 500]);
+        let mut tenfold =
+            Backoff::new(Duration::from_millis(1), Duration::from_millis(500)).with_multiplier(10);
+        let waits: Vec<u128> = (0..5).map(|_| tenfold.failed().as_millis()).collect();
+        assert_eq!(waits, [1, 10, 100, 500, 500]);
+        tenfold.succeeded();
+        assert_eq!(tenfold.failed(), Duration::from_millis(1));
     }
 }

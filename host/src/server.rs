@@ -46,10 +46,17 @@
 //! configuration ([`ServerConfig`]), the metrics, the SASL mechanisms, and a
 //! [`Dispatch`] (the broker, in `broker_ports.rs`) that answers each
 //! decoded request. On shutdown it drains: see [`SHUTDOWN_DRAIN`].
+//!
+//! Its submodules:
+//! - [`bind`]: binding a client listener with the operator's accept backlog (KIP-764).
+//! - [`budget`]: `queued.max.request.bytes`, the budget a large frame's buffer comes from.
+//! - [`read_ahead`]: a connection's read-ahead buffer, held only while it has bytes to read.
+//! - [`slots`]: the open connections and the eviction that makes room at `max_connections`.
+//! - [`settling`]: a connection's acks=0 appends not yet visible, awaited before a non-Produce.
 
 use std::future::Future;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use bytes::{BufMut, Bytes, BytesMut};
@@ -69,8 +76,8 @@ use slots::{Conn, Registered, Registry};
 pub mod bind;
 mod budget;
 mod read_ahead;
-mod slots;
 mod settling;
+mod slots;
 use read_ahead::{ReadAhead, Readiness};
 
 /// What the server reads of the broker's configuration.

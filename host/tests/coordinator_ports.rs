@@ -26,8 +26,8 @@ use kaas::policy::{
 use kaas::txn::coordinator::Coordinator;
 use kaas::txn::machine::{DEFAULT_LIMITS, InitProducerId, TxnMachine};
 use kaas::txn::port::{
-    BoxFuture, FenceSink, Flush, Host, Leader, LeaderView, MarkerSet, MarkerSink, PeerMarkers,
-    ProducerIdSource, StateLog, Unflushed,
+    BoxFuture, CoordinatorPorts, FenceSink, Flush, Leader, LeaderView, MarkerSet, MarkerSink,
+    PeerMarkers, ProducerIdSource, StateLog, Unflushed,
 };
 use kaas::txn::record::{StateRecord, UnsyncedMarkers};
 use tokio::sync::Notify;
@@ -113,22 +113,22 @@ struct FakeState {
 
 /// The coordinator's host: every port in memory.
 #[derive(Clone)]
-struct FakeHost(Arc<FakeState>);
+struct FakePorts(Arc<FakeState>);
 
-impl ProducerIdSource for FakeHost {
+impl ProducerIdSource for FakePorts {
     fn allocate(&self) -> BoxFuture<'_, io::Result<i64>> {
         let pid = self.0.next_pid.fetch_add(1, Ordering::SeqCst);
         Box::pin(async move { Ok(pid) })
     }
 }
 
-impl FenceSink for FakeHost {
+impl FenceSink for FakePorts {
     fn fence(&self, producer_id: i64, epoch: i16) {
         self.0.fences.lock().unwrap().push((producer_id, epoch));
     }
 }
 
-impl LeaderView for FakeHost {
+impl LeaderView for FakePorts {
     fn leader_of(&self, tp: &TopicPartition) -> Leader {
         self.0.routed.fetch_add(1, Ordering::SeqCst);
         self.0
@@ -147,7 +147,7 @@ impl LeaderView for FakeHost {
     }
 }
 
-impl MarkerSink for FakeHost {
+impl MarkerSink for FakePorts {
     fn write_here(&self, set: MarkerSet) -> BoxFuture<'_, Vec<(TopicPartition, i16)>> {
         self.0.local.lock().unwrap().push(set.clone());
         Box::pin(async move { set.partitions.into_iter().map(|tp| (tp, 0)).collect() })
@@ -173,7 +173,7 @@ impl MarkerSink for FakeHost {
     }
 }
 
-impl PeerMarkers for FakeHost {
+impl PeerMarkers for FakePorts {
     fn send(
         &self,
         node: NodeInfo,
@@ -215,7 +215,12 @@ fn coordinator(
     defers_sync: bool,
     leaders: &[(TopicPartition, Leader)],
     peer_answer: PeerScript,
-) -> (Arc<Coordinator>, Arc<dyn Host>, Arc<FakeState>, SharedLog) {
+) -> (
+    Arc<Coordinator>,
+    Arc<dyn CoordinatorPorts>,
+    Arc<FakeState>,
+    SharedLog,
+) {
     let rt = PolicyRuntime::new(SandboxLimits::default(), None).expect("runtime");
     let policy = rt
         .load_file(&support::wasm("kaas_policy_apache37.wasm"))
@@ -241,7 +246,7 @@ fn coordinator(
         flush_gate: Arc::new(Notify::new()),
         flushed: Mutex::new(false),
     });
-    let host: Arc<dyn Host> = Arc::new(FakeHost(state.clone()));
+    let host: Arc<dyn CoordinatorPorts> = Arc::new(FakePorts(state.clone()));
     (coord, host, state, log)
 }
 
@@ -259,7 +264,7 @@ fn init(txn_id: &str, producer_id: i64, producer_epoch: i16) -> InitProducerId {
 /// the producer id and epoch the transaction ran under.
 async fn commit(
     coord: &Arc<Coordinator>,
-    host: &Arc<dyn Host>,
+    host: &Arc<dyn CoordinatorPorts>,
     txn_id: &str,
     partitions: Vec<TopicPartition>,
 ) -> (i64, i16) {

@@ -19,6 +19,7 @@ use tokio::sync::Notify;
 use super::keys::{EpochRec, FenceRec, Keys, LeaderRec, NodeInfo, Parsed, Unit, WalSource};
 use super::lease::LeaseState;
 use crate::log::TopicMeta;
+use crate::ratelimit::Backoff;
 
 /// What every broker knows of the cluster, as of `revision`.
 #[derive(Debug, Clone, Default)]
@@ -55,6 +56,13 @@ pub enum EtcdError {
 
 /// While etcd is away these repeat every few hundred milliseconds: one line
 /// a second each, with the count held back.
+/// The pause before a keep-alive stream that broke (an answer missing or
+/// late) is opened again.
+const KEEP_ALIVE_REOPEN: Backoff = Backoff::fixed(Duration::from_millis(100));
+
+/// The wait before the view is read again after its watch failed.
+const VIEW_RELOAD: Backoff = Backoff::fixed(Duration::from_millis(200));
+
 static UNREACHABLE: crate::ratelimit::RateLimit = crate::ratelimit::RateLimit::per_second();
 static UNANSWERED: crate::ratelimit::RateLimit = crate::ratelimit::RateLimit::per_second();
 static UNWATCHED: crate::ratelimit::RateLimit = crate::ratelimit::RateLimit::per_second();
@@ -175,6 +183,9 @@ impl Etcd {
     /// itself when the deadline passes.
     pub async fn keep_alive(&self, id: i64) {
         let every = (self.ttl / 5).max(Duration::from_millis(100));
+        // etcd out of reach: the next try one keep-alive period later.
+        let mut unreachable = Backoff::fixed(every);
+        let mut reopen = KEEP_ALIVE_REOPEN;
         loop {
             let stream = bounded(self.client().lease_keep_alive(id)).await;
             let (mut keeper, mut answers) = match stream {
@@ -194,7 +205,7 @@ impl Etcd {
                     if let Some(suppressed) = UNREACHABLE.allow() {
                         tracing::warn!(error = %e, suppressed, "lease keep-alive: cannot reach etcd");
                     }
-                    tokio::time::sleep(every).await;
+                    tokio::time::sleep(unreachable.failed()).await;
                     continue;
                 }
             };
@@ -233,19 +244,20 @@ impl Etcd {
                 let next = sent + every;
                 tokio::time::sleep_until(next.into()).await;
             }
-            tokio::time::sleep(Duration::from_millis(100)).await;
+            tokio::time::sleep(reopen.failed()).await;
         }
     }
 
     /// Keeps the view current: a full read, then a watch from its revision;
     /// any failure starts over with a full read.
     pub async fn run_view(self: Arc<Self>) {
+        let mut reload = VIEW_RELOAD;
         loop {
             if let Err(e) = self.follow().await {
                 if let Some(suppressed) = UNWATCHED.allow() {
                     tracing::warn!(error = %e, suppressed, "cluster view: etcd watch failed; reloading");
                 }
-                tokio::time::sleep(Duration::from_millis(200)).await;
+                tokio::time::sleep(reload.failed()).await;
             }
         }
     }

@@ -30,6 +30,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::ratelimit::Backoff;
+
 /// The directory of fence files, under the data directory.
 pub const FENCE_DIR: &str = "__cluster/producer_fences";
 
@@ -37,7 +39,7 @@ pub const FENCE_DIR: &str = "__cluster/producer_fences";
 pub const MAX_ENTRIES: usize = 100_000;
 
 /// How long the writer waits before trying a failed rewrite again.
-const RETRY: Duration = Duration::from_secs(1);
+const RETRY: Backoff = Backoff::fixed(Duration::from_secs(1));
 
 static WRITE_FAILED: crate::ratelimit::RateLimit =
     crate::ratelimit::RateLimit::new(Duration::from_secs(10));
@@ -301,6 +303,7 @@ impl Drop for FenceLog {
 fn write_loop(shared: &Shared) {
     let mut done = 0u64;
     let mut failed = false;
+    let mut retry = RETRY;
     loop {
         let (snapshot, version) = {
             let mut s = shared.state.lock().unwrap_or_else(|p| p.into_inner());
@@ -334,7 +337,7 @@ fn write_loop(shared: &Shared) {
             if s.stop {
                 return;
             }
-            let _ = shared.wake.wait_timeout(s, RETRY);
+            let _ = shared.wake.wait_timeout(s, retry.failed());
         }
     }
 }

@@ -3,16 +3,26 @@
 //! partition's leader and epoch and each group shard's coordinator; the log
 //! and the coordinators never learn whether they run alone.
 //!
-//! - [`Cluster::Local`]: single-node mode (the embedded default, no etcd):
-//!   this broker is the only one and leads everything it has open.
-//! - [`Cluster::Etcd`]: cluster mode: membership, topics, leadership and
-//!   epochs agreed in etcd ([`etcd`]), placement computed by every broker
-//!   alike ([`placement`]), and a control loop ([`reconcile`]) that opens
-//!   and closes what this broker leads through the [`reconcile::Host`] port.
-//!   The lease and the write gate are in [`lease`]; the etcd key layout in
-//!   [`keys`]; replica sets and the ISR in [`replicas`]. Producer-epoch
-//!   bumps reach every broker through the fence ring ([`fences`]:
-//!   [`fence_log`], [`fence_watcher`] and the etcd push).
+//! [`Cluster::Local`] is single-node mode (the embedded default, no etcd):
+//! this broker is the only one and leads everything it has open.
+//! [`Cluster::Etcd`] is cluster mode: membership, topics, leadership and
+//! epochs agreed in etcd, placement computed by every broker alike, and a
+//! control loop that opens and closes what this broker leads through the
+//! [`reconcile::ControlLoopPorts`] port.
+//!
+//! The modules (cluster mode's, but for [`admin`]):
+//!
+//! - [`etcd`]: the etcd side: lease and keep-alive, membership, the cached view, transactions.
+//! - [`keys`]: what cluster mode keeps in etcd, and under which keys.
+//! - [`lease`]: the broker's lease and the write gate derived from it.
+//! - [`placement`]: which live broker should lead each unit, alike on every broker.
+//! - [`reconcile`]: the control loop: takes, gives up and drops units to match placement.
+//! - [`replicas`]: replica sets and the ISR on a shared volume; replication-factor checks.
+//! - [`admin`]: topic administration (either mode): create, delete, grow, from any broker.
+//! - [`peer`]: the inter-broker client: one broker calling another over the Kafka wire.
+//! - [`fences`]: the cross-broker fence ring: a producer-epoch bump reaches every broker.
+//! - [`fence_log`]: the ring's outbound side: this broker's fence file on the shared volume.
+//! - [`fence_watcher`]: the ring's inbound side: polls every peer's fence file.
 
 pub mod admin;
 pub mod etcd;

@@ -13,7 +13,7 @@
 //! When the lease is lost, every unit is abandoned at once (without writing:
 //! another broker may be writing the files already), and the broker joins
 //! again under a new lease, with a new write-ahead log directory.
-//! It opens and closes units only through the [`Host`] port.
+//! It opens and closes units only through the [`ControlLoopPorts`] port.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
@@ -25,10 +25,11 @@ use super::keys::{EpochRec, LeaderRec, NodeInfo, Unit};
 use super::placement;
 use crate::lease_gate::LeaseGate;
 use crate::log::TopicMeta;
+use crate::ratelimit::Backoff;
 
 /// What the control loop asks of the broker. Blocking methods run on the
 /// blocking pool.
-pub trait Host: Send + Sync + 'static {
+pub trait ControlLoopPorts: Send + Sync + 'static {
     /// Group-coordinator shards (0 when groups are not sharded).
     fn group_shards(&self) -> u32;
     /// The topics are now `topics` (created, grown, deleted).
@@ -70,13 +71,17 @@ pub trait Host: Send + Sync + 'static {
     fn collect_wal_dirs(&self, keep: &BTreeSet<String>) -> usize;
 }
 
+/// The wait before trying again to join the cluster (register with etcd,
+/// open the new lease's write-ahead log).
+const JOIN_RETRY: Backoff = Backoff::fixed(Duration::from_millis(500));
+
 /// How often the controller looks for write-ahead logs nobody needs.
 const WAL_GC_EVERY: Duration = Duration::from_secs(30);
 
 /// The controller's sweep: a write-ahead log directory is kept while a
 /// live broker writes it or a unit's epoch record still lists it (or names
 /// its writer as the current leader).
-async fn collect_wal_dirs(etcd: &Etcd, host: &Arc<dyn Host>) {
+async fn collect_wal_dirs(etcd: &Etcd, host: &Arc<dyn ControlLoopPorts>) {
     let epochs = match etcd.epochs().await {
         Ok(e) => e,
         Err(e) => {
@@ -117,27 +122,29 @@ struct Held {
 }
 
 /// Runs the control loop for ever.
-pub async fn run(etcd: Arc<Etcd>, me: NodeInfo, host: Arc<dyn Host>) {
+pub async fn run(etcd: Arc<Etcd>, me: NodeInfo, host: Arc<dyn ControlLoopPorts>) {
     let view_task = tokio::spawn(etcd.clone().run_view());
     let mut held: BTreeMap<Unit, Held> = BTreeMap::new();
     // What the log was last brought up to (work only on a change).
     let mut synced = Synced::default();
+    let mut join = JOIN_RETRY;
     loop {
         let lease = loop {
             match etcd.register(&me).await {
                 Ok(id) => break id,
                 Err(e) => {
                     tracing::warn!(error = %e, "cannot register with etcd; retrying");
-                    tokio::time::sleep(Duration::from_millis(500)).await;
+                    tokio::time::sleep(join.failed()).await;
                 }
             }
         };
         if let Err(e) = host.new_incarnation(lease) {
             tracing::error!(error = %e, "cannot open a write-ahead log for the new lease; retrying");
             etcd.lease.lost();
-            tokio::time::sleep(Duration::from_millis(500)).await;
+            tokio::time::sleep(join.failed()).await;
             continue;
         }
+        join.succeeded();
         tracing::info!(node = me.id, lease, "joined the cluster");
         let generation = etcd.lease.generation();
         let keeper = {
@@ -173,7 +180,7 @@ pub async fn run(etcd: Arc<Etcd>, me: NodeInfo, host: Arc<dyn Host>) {
 }
 
 /// Drops a unit without writing anything more.
-fn abandon(host: &Arc<dyn Host>, u: &Unit) {
+fn abandon(host: &Arc<dyn ControlLoopPorts>, u: &Unit) {
     match u {
         Unit::Partition(t, p) => host.abandon_partition(t, *p),
         Unit::GroupShard(s) => host.abandon_group_shard(*s),
@@ -197,7 +204,7 @@ async fn turn(
     etcd: &Arc<Etcd>,
     me: &NodeInfo,
     lease: i64,
-    host: &Arc<dyn Host>,
+    host: &Arc<dyn ControlLoopPorts>,
     view: &View,
     held: &mut BTreeMap<Unit, Held>,
     synced: &mut Synced,
@@ -272,7 +279,7 @@ async fn take(
     etcd: &Arc<Etcd>,
     me: &NodeInfo,
     lease: i64,
-    host: &Arc<dyn Host>,
+    host: &Arc<dyn ControlLoopPorts>,
     view: &View,
     u: &Unit,
 ) -> Option<Held> {
@@ -322,7 +329,7 @@ async fn take(
     })
 }
 
-async fn release(etcd: &Arc<Etcd>, host: &Arc<dyn Host>, u: &Unit, mine: &LeaderRec) {
+async fn release(etcd: &Arc<Etcd>, host: &Arc<dyn ControlLoopPorts>, u: &Unit, mine: &LeaderRec) {
     {
         let host = host.clone();
         let u = u.clone();

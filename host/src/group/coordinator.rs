@@ -225,26 +225,48 @@ impl Inner {
         format!("{prefix}-{uuid}")
     }
 
-    /// After an operation on `group`: journal a generation change and wake
+    /// Runs `op` on the classic group `group`, records first: on a copy,
+    /// its answers to parked requests held. A generation change is written
+    /// (the group's metadata record) before the copy becomes the group and
+    /// the answers go out; a failed write leaves the group as it was, every
+    /// parked request still parked, and gives `failed()` instead. Then wakes
     /// the ticker if the group's next deadline is earlier than planned.
-    fn settle(&self, st: &mut State, group: &str, generation_before: Option<i32>) {
-        let Some(g) = st.classic(group) else {
-            return;
-        };
-        let next = g.next_deadline();
-        if generation_before != Some(g.generation()) {
+    /// None when `group` is not a classic group.
+    fn run_classic<R>(
+        &self,
+        st: &mut State,
+        group: &str,
+        op: impl FnOnce(&mut ClassicGroup) -> R,
+        failed: impl FnOnce() -> R,
+    ) -> Option<R> {
+        let g = st.classic(group)?;
+        let generation = g.generation();
+        let mut scratch = g.clone();
+        scratch.outbox().hold();
+        let out = op(&mut scratch);
+        if scratch.generation() != generation {
             let rec = Record::GroupMeta {
                 group: group.to_string(),
-                meta: g.meta(),
+                meta: scratch.meta(),
             };
-            self.append_in_background(st, &[rec]);
+            if !self.append_in_background(st, &[rec]) {
+                scratch.outbox().discard();
+                return Some(failed());
+            }
         }
+        let next = scratch.next_deadline();
+        let outbox = scratch.outbox().clone();
+        if let Some(g) = st.classic_mut(group) {
+            *g = scratch;
+        }
+        outbox.deliver();
         if let Some(d) = next
             && st.planned_wake.is_none_or(|w| d < w)
         {
             st.planned_wake = Some(d);
             self.wake.notify_one();
         }
+        Some(out)
     }
 
     /// Appends records no reply waits for; their fsync rides along with the
@@ -328,11 +350,7 @@ impl Inner {
                 self.tick_consumer(st, &id, now);
                 continue;
             }
-            let before = st.classic(&id).map(ClassicGroup::generation);
-            if let Some(g) = st.classic_mut(&id) {
-                g.tick(now);
-            }
-            self.settle(st, &id, before);
+            self.run_classic(st, &id, |g| g.tick(now), || ());
         }
         if now.at >= st.next_retention {
             self.expire_offsets(st, now);
@@ -596,24 +614,31 @@ impl GroupCoordinator {
             self.inner.append_in_background(st, &[rec]);
             tracing::info!(group = %group_id, "empty consumer group converted to a classic group");
         }
-        let before = match st.classic(group_id) {
-            Some(g) => g.generation(),
-            None if member_id.is_empty() => {
-                let g = ClassicGroup::new(group_id, cfg, now);
-                let generation = g.generation();
-                st.groups.insert(group_id.to_string(), Group::Classic(g));
-                generation
+        let created = st.classic(group_id).is_none();
+        if created {
+            if !member_id.is_empty() {
+                return fail(codes::UNKNOWN_MEMBER_ID);
             }
-            None => return fail(codes::UNKNOWN_MEMBER_ID),
-        };
+            let g = ClassicGroup::new(group_id, cfg, now);
+            st.groups.insert(group_id.to_string(), Group::Classic(g));
+        }
         let inner = &self.inner;
-        let reply = match st.classic_mut(group_id) {
-            Some(g) => g.join(req, now, &mut |prefix| {
+        let mut written = true;
+        let join = |g: &mut ClassicGroup| {
+            g.join(req, now, &mut |prefix| {
                 inner.new_member_id(prefix, group_id)
-            }),
-            None => fail(codes::COORDINATOR_NOT_AVAILABLE),
+            })
         };
-        self.inner.settle(st, group_id, Some(before));
+        let reply = inner
+            .run_classic(st, group_id, join, || {
+                written = false;
+                fail(codes::NOT_COORDINATOR)
+            })
+            .unwrap_or_else(|| fail(codes::COORDINATOR_NOT_AVAILABLE));
+        if created && !written {
+            // The group this join created goes with it.
+            st.remove_classic(group_id);
+        }
         reply
     }
 
@@ -626,13 +651,15 @@ impl GroupCoordinator {
         let now = Now::current();
         let mut st = self.inner.lock();
         let st = &mut *st;
-        let Some(g) = st.classic_mut(group_id) else {
-            return Reply::Now(SyncOutcome::error(codes::UNKNOWN_MEMBER_ID));
-        };
-        let before = Some(g.generation());
-        let reply = g.sync(req, now);
-        self.inner.settle(st, group_id, before);
-        reply
+        let fail = |code| Reply::Now(SyncOutcome::error(code));
+        self.inner
+            .run_classic(
+                st,
+                group_id,
+                |g| g.sync(req, now),
+                || fail(codes::NOT_COORDINATOR),
+            )
+            .unwrap_or_else(|| fail(codes::UNKNOWN_MEMBER_ID))
     }
 
     /// Heartbeat: the error code.
@@ -650,13 +677,10 @@ impl GroupCoordinator {
         let now = Now::current();
         let mut st = self.inner.lock();
         let st = &mut *st;
-        let Some(g) = st.classic_mut(group_id) else {
-            return codes::UNKNOWN_MEMBER_ID;
-        };
-        let before = Some(g.generation());
-        let code = g.heartbeat(member_id, instance_id, generation, now);
-        self.inner.settle(st, group_id, before);
-        code
+        let beat = |g: &mut ClassicGroup| g.heartbeat(member_id, instance_id, generation, now);
+        self.inner
+            .run_classic(st, group_id, beat, || codes::NOT_COORDINATOR)
+            .unwrap_or(codes::UNKNOWN_MEMBER_ID)
     }
 
     /// LeaveGroup: each member's code, or a group-level error.
@@ -672,19 +696,21 @@ impl GroupCoordinator {
         let now = Now::current();
         let mut st = self.inner.lock();
         let st = &mut *st;
-        let Some(g) = st.classic_mut(group_id) else {
+        let Some(g) = st.classic(group_id) else {
             return Ok(vec![codes::UNKNOWN_MEMBER_ID; members.len()]);
         };
         if g.state() == GroupState::Dead {
             return Err(codes::COORDINATOR_NOT_AVAILABLE);
         }
-        let before = Some(g.generation());
-        let out = members
-            .iter()
-            .map(|(m, i)| g.leave(m, i.as_deref(), now))
-            .collect();
-        self.inner.settle(st, group_id, before);
-        Ok(out)
+        let leave = |g: &mut ClassicGroup| {
+            Ok(members
+                .iter()
+                .map(|(m, i)| g.leave(m, i.as_deref(), now))
+                .collect())
+        };
+        self.inner
+            .run_classic(st, group_id, leave, || Err(codes::NOT_COORDINATOR))
+            .unwrap_or_else(|| Ok(vec![codes::UNKNOWN_MEMBER_ID; members.len()]))
     }
 
     /// DescribeGroups for one group (Dead when unknown, as Kafka answers).

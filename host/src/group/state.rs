@@ -31,7 +31,7 @@ use bytes::Bytes;
 use tokio::sync::oneshot;
 
 use super::config::GroupConfig;
-use super::member::Member;
+use super::member::{Member, Outbox, Waiter};
 use super::outcome::{
     GroupOverview, GroupSummary, JoinOutcome, JoinedMember, MemberSummary, Reply, SyncOutcome,
 };
@@ -112,7 +112,7 @@ struct InitialDelay {
 }
 
 /// One classic group.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct ClassicGroup {
     id: String,
     state: GroupState,
@@ -139,6 +139,8 @@ pub struct ClassicGroup {
     initial_delay: Duration,
     /// group.max.size
     max_size: usize,
+    /// Where its answers to parked requests go (shared with its members).
+    outbox: Outbox,
 }
 
 impl ClassicGroup {
@@ -163,6 +165,7 @@ impl ClassicGroup {
             subscribed: None,
             initial_delay: cfg.initial_rebalance_delay,
             max_size: cfg.max_size,
+            outbox: Outbox::default(),
         }
     }
 
@@ -177,6 +180,11 @@ impl ClassicGroup {
 
     pub fn id(&self) -> &str {
         &self.id
+    }
+
+    /// Its answers to parked requests ([`Outbox`]).
+    pub fn outbox(&self) -> &Outbox {
+        &self.outbox
     }
 
     pub fn state(&self) -> GroupState {

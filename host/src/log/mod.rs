@@ -12,6 +12,36 @@
 //! (`__wal/`, see [`wal`]): it hands the log to every partition, replays it
 //! into the partitions at open, and runs its checkpoints. It knows nothing
 //! of coordinators or framing.
+//!
+//! Topics:
+//! - [`topic`]: a topic and its partitions open here, its metadata record, name checks.
+//! - [`creation`]: creating, growing and deleting topics on disk, all or nothing.
+//! - [`takeover`]: cluster mode: partitions taken over, released and abandoned.
+//! - [`topic_config`]: Kafka 3.7's topic-level configs: names, types, defaults, checks.
+//! - [`config_docs`]: one line of documentation per topic config (DescribeConfigs v3+).
+//! - [`broker_defaults`]: the broker-level defaults of topic configs, by Kafka's names.
+//! - [`defaults`]: the static and dynamic defaults topic configs start from, changed live.
+//! - [`reconfigure`]: changing a running topic's configs (AlterConfigs and its incremental form).
+//!
+//! One partition:
+//! - [`partition`]: a partition's log: segments, offsets, producer state, append and read.
+//! - [`segment`]: one segment: a file of batches with its offset and time indexes.
+//! - [`batch`]: record batches: parsing, validation, offset assignment, control batches.
+//! - [`producer`]: idempotent-producer state: epoch, dedupe window, open transaction.
+//! - [`epochs`]: the leader-epoch history (KIP-101), the partition's fencing token.
+//! - [`refusals`]: cluster mode: batches refused as not leader, kept from being overtaken.
+//!
+//! Durability and files:
+//! - [`sync`]: when an append may be acknowledged: group-committed fdatasync.
+//! - [`wal`]: the shared write-ahead log: one fdatasync for small appends to many partitions.
+//! - [`writeback`]: starting the write-out of a file range without waiting for it.
+//! - [`zero_tail`]: zero-filled space kept ahead of an append-only file's end.
+//! - [`atomic_file`]: small files replaced whole (temporary file, fsync, rename).
+//! - [`open_files`]: the bounded cache of open segment files every partition shares.
+//!
+//! Compaction:
+//! - [`cleaner`]: the log cleaner thread: compacts `compact` partitions, dirtiest first.
+//! - [`offset_map`]: the cleaner's bounded offset map and I/O pace.
 
 pub mod atomic_file;
 pub mod batch;

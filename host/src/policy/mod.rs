@@ -9,6 +9,14 @@
 //! defined as a trap. It checks every decision with [`check`] before
 //! returning it, and counts decisions, traps, violations and latencies per
 //! policy ([`stats`]). It persists nothing and knows no protocol.
+//!
+//! - [`types`]: the coordinator's natural types for policy calls, and their ABI mapping.
+//! - [`bindings`]: the host-side bindings generated from `policy-wit/` (the call's wire format).
+//! - [`check`]: the host's own invariants over a policy's decision.
+//! - [`cache`]: the precompiled-artifact cache (keyed by engine hash and wasm sha256).
+//! - [`slot`]: the policy slot: where the running broker's current policy lives.
+//! - [`stats`]: per-policy counters: decisions, traps, violations, latency histograms.
+//! - [`wasi`]: the only WASI a policy gets: a bounded stderr and an empty environment.
 
 mod bindings;
 pub mod cache;

@@ -20,6 +20,7 @@ use sha2::{Digest, Sha256};
 use super::acl::AclBinding;
 use super::acl_filter::{AclFields, new_binding};
 use crate::cluster::etcd::{Etcd, EtcdError, MAX_TXN_OPS};
+use crate::ratelimit::Backoff;
 
 /// The ACL file, relative to the data directory.
 pub const FILE: &str = "__security/acls.json";
@@ -205,6 +206,9 @@ pub enum Update {
 
 static UNWATCHED: crate::ratelimit::RateLimit = crate::ratelimit::RateLimit::per_second();
 
+/// The wait before the ACLs are read again after their watch failed.
+const RELOAD: Backoff = Backoff::fixed(Duration::from_millis(200));
+
 /// Follows the ACL keys from revision `start` (the first not in `by_key`)
 /// for ever, handing every change to `apply`. Any failure (etcd away, a
 /// compacted revision) reloads everything and watches again.
@@ -214,12 +218,13 @@ pub async fn follow(
     mut start: i64,
     apply: impl Fn(Update),
 ) {
+    let mut reload = RELOAD;
     loop {
         let e = watch(&etcd, &mut by_key, start, &apply).await;
         if let Some(suppressed) = UNWATCHED.allow() {
             tracing::warn!(error = %e, suppressed, "ACL watch failed; reloading the ACLs from etcd");
         }
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        tokio::time::sleep(reload.failed()).await;
         match load_etcd(&etcd).await {
             Ok((all, revision)) => {
                 apply(Update::Reset(all.values().cloned().collect()));

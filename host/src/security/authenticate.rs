@@ -27,7 +27,7 @@ use super::sasl::{Exchange, Mechanism, Outcome, Sasl};
 use super::session::Session;
 use crate::codes;
 use crate::metrics::Metrics;
-use crate::names::sb;
+use crate::names::str_bytes;
 use crate::wire::handled::{Handled, Request};
 
 /// What the reader does with a frame.
@@ -338,7 +338,7 @@ fn handshake(sasl: &Sasl, error: i16) -> ResponseKind {
     ResponseKind::SaslHandshake(
         SaslHandshakeResponse::default()
             .with_error_code(error)
-            .with_mechanisms(sasl.names().into_iter().map(sb).collect()),
+            .with_mechanisms(sasl.names().into_iter().map(str_bytes).collect()),
     )
 }
 
@@ -351,7 +351,7 @@ fn authenticate(
     ResponseKind::SaslAuthenticate(
         SaslAuthenticateResponse::default()
             .with_error_code(error)
-            .with_error_message(message.map(sb))
+            .with_error_message(message.map(str_bytes))
             .with_auth_bytes(reply.into())
             .with_session_lifetime_ms(lifetime_ms),
     )

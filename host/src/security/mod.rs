@@ -5,6 +5,23 @@
 //!
 //! Handlers see only a `Session` and ask the broker's authorizer; they never
 //! know how the principal was established.
+//!
+//! Who is asking:
+//! - [`session`]: the identity a connection's requests are decided for.
+//! - [`listener`]: listener definitions (`--listener NAME=PROTOCOL://HOST:PORT`).
+//! - [`tls`]: TLS for SSL and SASL_SSL listeners, and the principal a client certificate names.
+//! - [`authenticate`]: one connection's SASL state (handshake, tokens, re-authentication).
+//! - [`sasl`]: one SASL exchange on the server side: PLAIN and SCRAM-SHA-256/512.
+//! - [`credentials`]: SCRAM credentials as Kafka keeps them (salt, iterations, keys).
+//!
+//! What they may do:
+//! - [`authorizer`]: decides each operation, audits denials, changes the ACLs through its store.
+//! - [`acl`]: Kafka's ACL vocabulary and wire codes, and one ACL binding.
+//! - [`acl_index`]: the ACL engine: the indexed set and StandardAuthorizer's rules. Pure.
+//! - [`acl_filter`]: CreateAcls' and Describe/DeleteAcls' fields, checked, as bindings and filters.
+//! - [`acl_store`]: where ACLs live between restarts: a file, or etcd keys watched by all.
+//! - [`pid_owners`]: producer ids bound to principals (beyond Kafka).
+//! - [`flock`]: the file lock for the stores' read-modify-write on the shared volume.
 
 pub mod acl;
 pub mod acl_filter;

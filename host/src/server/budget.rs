@@ -28,7 +28,11 @@ impl Budget {
     }
 
     /// Waits for `size` bytes of the budget (none for a small frame).
-    pub(super) async fn acquire(&self, size: usize, metrics: &Arc<Metrics>) -> anyhow::Result<Option<Held>> {
+    pub(super) async fn acquire(
+        &self,
+        size: usize,
+        metrics: &Arc<Metrics>,
+    ) -> anyhow::Result<Option<Held>> {
         if size <= SMALL_FRAME {
             return Ok(None);
         }

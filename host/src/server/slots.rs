@@ -98,7 +98,12 @@ impl Registry {
     /// one that has gone longest without progress (the oldest of equals),
     /// sparing those with a request in flight that made progress within
     /// `stuck`; with none to evict the new connection is refused (None).
-    pub(super) fn admit(&self, max: usize, stuck: Duration, metrics: &Metrics) -> Option<Arc<Conn>> {
+    pub(super) fn admit(
+        &self,
+        max: usize,
+        stuck: Duration,
+        metrics: &Metrics,
+    ) -> Option<Arc<Conn>> {
         let mut conns = self.conns.lock().unwrap_or_else(|p| p.into_inner());
         if conns.len() >= max {
             let now = self.clock.now_ms();

@@ -5,8 +5,8 @@
 //! COMMIT/ABORT markers, after which the completion is persisted.
 //!
 //! Its collaborators come through the ports of [`super::port`] (an
-//! `Arc<dyn Host>` each call takes, and the [`StateLog`] it owns); it never
-//! sees the broker.
+//! `Arc<dyn CoordinatorPorts>` each call takes, and the [`StateLog`] it
+//! owns); it never sees the broker.
 //!
 //! Order of every transition: decide (policy, checked) → persist the state
 //! record (fsync) → apply in memory → fence → answer → markers → persist
@@ -33,9 +33,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use super::machine::{Answer, AppendError, InitProducerId, MarkerJob, Step, TxnMachine};
-use super::port::{BoxFuture, Host, MarkerSet, StateLog, Unflushed};
+use super::marker_routing::MarkerVerdict;
+use super::port::{BoxFuture, CoordinatorPorts, MarkerSet, StateLog, Unflushed};
 use super::record::UnsyncedMarkers;
-use super::remote_markers::Outcome;
 use crate::clock::now_ms;
 use crate::codes;
 use crate::fault;
@@ -111,7 +111,7 @@ impl Coordinator {
     /// module docs), then finishes the markers of transactions found
     /// Prepare*. The repairs come first: a Prepare* transaction's markers
     /// go after the previous transaction's in the same partitions.
-    pub fn resume(self: &Arc<Self>, host: &Arc<dyn Host>) {
+    pub fn resume(self: &Arc<Self>, host: &Arc<dyn CoordinatorPorts>) {
         // Whatever a loaded record names as unsynced may have been lost.
         let unsynced = self.machine().unsynced_markers();
         let jobs = std::mem::take(&mut *self.recovered.lock().unwrap_or_else(|p| p.into_inner()));
@@ -177,7 +177,7 @@ impl Coordinator {
     }
 
     /// Persists a planned write (if any), applies it, runs side effects.
-    async fn resolve(self: &Arc<Self>, host: &Arc<dyn Host>, step: Step) -> Answer {
+    async fn resolve(self: &Arc<Self>, host: &Arc<dyn CoordinatorPorts>, step: Step) -> Answer {
         let answer = match step {
             Step::Done(a) => a,
             Step::Write(w) => {
@@ -219,7 +219,7 @@ impl Coordinator {
     /// `unsynced`, before they are durable).
     async fn complete(
         self: &Arc<Self>,
-        host: &Arc<dyn Host>,
+        host: &Arc<dyn CoordinatorPorts>,
         job: &MarkerJob,
         unsynced: Option<UnsyncedMarkers>,
     ) {
@@ -236,7 +236,7 @@ impl Coordinator {
     /// InitProducerId (both paths).
     pub async fn init_producer_id(
         self: &Arc<Self>,
-        host: &Arc<dyn Host>,
+        host: &Arc<dyn CoordinatorPorts>,
         req: &InitProducerId,
     ) -> Reply {
         if let Some(id) = &req.transactional_id {
@@ -263,7 +263,7 @@ impl Coordinator {
     /// AddPartitionsToTxn / AddOffsetsToTxn: the error and per-partition codes.
     pub async fn add_partitions(
         self: &Arc<Self>,
-        host: &Arc<dyn Host>,
+        host: &Arc<dyn CoordinatorPorts>,
         req: &AddPartitionsRequest,
     ) -> (i16, Vec<i16>) {
         if !req.verify_only {
@@ -275,7 +275,11 @@ impl Coordinator {
     }
 
     /// EndTxn.
-    pub async fn end_txn(self: &Arc<Self>, host: &Arc<dyn Host>, req: &EndTxnRequest) -> i16 {
+    pub async fn end_txn(
+        self: &Arc<Self>,
+        host: &Arc<dyn CoordinatorPorts>,
+        req: &EndTxnRequest,
+    ) -> i16 {
         self.await_markers(&req.transactional_id).await;
         let step = self.machine().end_txn(req);
         self.resolve(host, step).await.reply.error_code
@@ -328,7 +332,7 @@ impl Coordinator {
     }
 
     /// One reaper pass: every overdue Ongoing transaction is fenced and aborted.
-    pub async fn reap(self: &Arc<Self>, host: &Arc<dyn Host>) -> usize {
+    pub async fn reap(self: &Arc<Self>, host: &Arc<dyn CoordinatorPorts>) -> usize {
         let ids = self.machine().reap_candidates();
         let mut aborted = 0;
         for id in ids {
@@ -375,7 +379,7 @@ impl Coordinator {
 /// their fdatasync follows (module docs); otherwise every marker (and the
 /// offsets journal) is durable first, wherever it is led.
 fn write_markers(
-    host: Arc<dyn Host>,
+    host: Arc<dyn CoordinatorPorts>,
     coord: Arc<Coordinator>,
     job: MarkerJob,
 ) -> BoxFuture<'static, ()> {
@@ -385,7 +389,7 @@ fn write_markers(
         let offsets_too = job.partitions.iter().any(|tp| tp.topic == OFFSETS_TOPIC);
         if offsets_too || !host.defers_marker_sync() {
             let retired = || coord.is_retired();
-            if super::remote_markers::write_everywhere(
+            if super::marker_routing::write_everywhere(
                 &host,
                 &job,
                 coord.coordinator_epoch,
@@ -398,7 +402,7 @@ fn write_markers(
             return;
         }
         let mut pending: Vec<TopicPartition> = job.partitions.clone();
-        let mut delay = Duration::from_millis(10);
+        let mut backoff = super::marker_routing::MARKER_RETRY;
         let mut marker_offsets = Vec::new();
         let mut flushes = Vec::new();
         while !pending.is_empty() {
@@ -416,15 +420,14 @@ fn write_markers(
                 match result {
                     Ok(offset) => marker_offsets.push((tp, offset)),
                     // Single node: coordinator epoch 0, nothing can fence it.
-                    Err(code) => match super::remote_markers::outcome(&*host, &tp, code) {
-                        Outcome::Written | Outcome::Skip | Outcome::Fenced => {}
-                        Outcome::Retry => retry.push(tp),
+                    Err(code) => match super::marker_routing::verdict(&*host, &tp, code) {
+                        MarkerVerdict::Written | MarkerVerdict::Skip | MarkerVerdict::Fenced => {}
+                        MarkerVerdict::Retry => retry.push(tp),
                     },
                 }
             }
             if !retry.is_empty() {
-                tokio::time::sleep(delay).await;
-                delay = (delay * 2).min(Duration::from_secs(5));
+                tokio::time::sleep(backoff.failed()).await;
             }
             pending = retry;
         }

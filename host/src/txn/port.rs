@@ -1,9 +1,10 @@
 //! The transaction coordinator's ports: everything a [`super::Coordinator`]
 //! asks of the rest of the broker, one narrow trait per collaborator, in
-//! the style of [`crate::cluster::reconcile::Host`]. The coordinator takes
-//! an `Arc<dyn Host>` and never sees the broker, the log manager or the
-//! cluster view; the broker implements the ports (`broker_ports.rs`), and
-//! the coordinator's unit tests implement them in memory.
+//! the style of [`crate::cluster::reconcile::ControlLoopPorts`]. The coordinator takes
+//! an `Arc<dyn CoordinatorPorts>` (every port at once) and never sees the
+//! broker, the log manager or the cluster view; the broker implements the
+//! ports (`broker_ports.rs`), and the coordinator's unit tests implement
+//! them in memory.
 //!
 //! - [`ProducerIdSource`]: fresh producer ids (a block on disk or in etcd).
 //! - [`FenceSink`]: a producer-epoch bump, applied to every partition this
@@ -128,10 +129,17 @@ pub trait PeerMarkers: Send + Sync {
     ) -> BoxFuture<'static, Vec<(TopicPartition, i16)>>;
 }
 
-/// Every port a coordinator uses.
-pub trait Host: ProducerIdSource + FenceSink + LeaderView + MarkerSink + PeerMarkers {}
+/// Every port a coordinator uses: what the transaction coordinator needs
+/// from the rest of the broker.
+pub trait CoordinatorPorts:
+    ProducerIdSource + FenceSink + LeaderView + MarkerSink + PeerMarkers
+{
+}
 
-impl<T: ProducerIdSource + FenceSink + LeaderView + MarkerSink + PeerMarkers + ?Sized> Host for T {}
+impl<T: ProducerIdSource + FenceSink + LeaderView + MarkerSink + PeerMarkers + ?Sized>
+    CoordinatorPorts for T
+{
+}
 
 /// The coordinator's durable state log ([`super::store::TxnStore`] on
 /// disk; a vector in the unit tests).

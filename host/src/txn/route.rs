@@ -28,7 +28,7 @@ use crate::codes::{
 
 /// Where a transactional id is coordinated.
 #[derive(Debug)]
-pub enum Coord {
+pub enum CoordinatorLocation {
     Here(Arc<Coordinator>),
     Peer(NodeInfo),
     /// No live coordinator known (or it is this broker, still loading).
@@ -45,14 +45,14 @@ pub struct Routes<'a> {
 }
 
 /// The coordinator of `txn_id`.
-pub fn coordinator_of(routes: Routes<'_>, txn_id: &str) -> Coord {
+pub fn coordinator_of(routes: Routes<'_>, txn_id: &str) -> CoordinatorLocation {
     if let Some(c) = routes.shards.for_txn(txn_id) {
-        return Coord::Here(c);
+        return CoordinatorLocation::Here(c);
     }
     let cluster = routes.cluster;
     match cluster.txn_coordinator(routes.shards.shard_of(txn_id)) {
-        Some(n) if !cluster.is_local() && n.id != cluster.me().id => Coord::Peer(n),
-        _ => Coord::Unavailable,
+        Some(n) if !cluster.is_local() && n.id != cluster.me().id => CoordinatorLocation::Peer(n),
+        _ => CoordinatorLocation::Unavailable,
     }
 }
 
@@ -96,11 +96,11 @@ pub async fn verify_only(
     tps: &[TopicPartition],
 ) -> Vec<i16> {
     match coordinator_of(routes, txn_id) {
-        Coord::Here(c) => tps
+        CoordinatorLocation::Here(c) => tps
             .iter()
             .map(|tp| c.verify_only_code(txn_id, producer_id, producer_epoch, tp.clone()))
             .collect(),
-        Coord::Peer(node) => {
+        CoordinatorLocation::Peer(node) => {
             ask(
                 routes.peers,
                 &node,
@@ -111,7 +111,7 @@ pub async fn verify_only(
             )
             .await
         }
-        Coord::Unavailable => vec![codes::COORDINATOR_NOT_AVAILABLE; tps.len()],
+        CoordinatorLocation::Unavailable => vec![codes::COORDINATOR_NOT_AVAILABLE; tps.len()],
     }
 }
 
@@ -136,7 +136,7 @@ async fn ask(
     }
     let req = AddPartitionsToTxnRequest::default().with_transactions(vec![
         AddPartitionsToTxnTransaction::default()
-            .with_transactional_id(TransactionalId(crate::names::sb(txn_id)))
+            .with_transactional_id(TransactionalId(crate::names::str_bytes(txn_id)))
             .with_producer_id(ProducerId(producer_id))
             .with_producer_epoch(producer_epoch)
             .with_verify_only(true)

@@ -2,6 +2,12 @@
 //! decoding, dispatch to one handler per API (`api/`), and response
 //! encoding. Codecs come from kafka-protocol; which versions we accept is
 //! ours (Kafka 3.7's ranges, bounded by what the codec decodes).
+//!
+//! - [`api`]: one handler per Kafka API: parse (already decoded), apply, respond.
+//! - [`versions`]: the API versions advertised in ApiVersions, and accepted.
+//! - [`handled`]: the shapes a request arrives in and a handler's answer leaves in.
+//! - [`frame`]: a response frame as byte strings written in turn (Fetch's records uncopied).
+//! - [`throttling`]: client quotas on the request path: throttle times, connection mutes.
 
 pub mod api;
 pub mod frame;
@@ -340,7 +346,7 @@ pub async fn dispatch(
         Some(RequestKind::SaslAuthenticate(_)) => Handled::Now(ResponseKind::SaslAuthenticate(
             kafka_protocol::messages::SaslAuthenticateResponse::default()
                 .with_error_code(codes::ILLEGAL_SASL_STATE)
-                .with_error_message(Some(api::sb(
+                .with_error_message(Some(api::str_bytes(
                     "SaslAuthenticate is not expected now: the connection is not in a SASL exchange",
                 ))),
         )),

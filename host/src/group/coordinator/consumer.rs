@@ -128,7 +128,7 @@ impl GroupCoordinator {
         // replaces: both undone when the heartbeat fails (Kafka's
         // uncommitted timeline).
         let mut created = None;
-        if !st.consumer(group_id).is_some() {
+        if st.consumer(group_id).is_none() {
             if req.member_epoch != 0 {
                 // Only a join (epoch 0) creates a group.
                 return (

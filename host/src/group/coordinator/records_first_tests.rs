@@ -140,3 +140,95 @@ fn a_failed_journal_write_creating_a_group_leaves_no_group() {
     assert!(c.consumer_group("g").is_none());
     assert!(c.consumer_state("g").is_none());
 }
+
+// ---- classic groups: the generation is written before any answer leaves.
+
+fn open_classic(dir: &Path) -> GroupCoordinator {
+    let gc = GroupCommit::new(FsyncMode::Always);
+    let config = GroupConfig {
+        initial_rebalance_delay: std::time::Duration::ZERO,
+        ..GroupConfig::default()
+    };
+    GroupCoordinator::open(dir, config, gc, |_| true).expect("open")
+}
+
+fn classic_join(member_id: &str) -> JoinRequest {
+    JoinRequest {
+        member_id: member_id.into(),
+        instance_id: None,
+        client_id: "c".into(),
+        client_host: String::new(),
+        session_timeout: std::time::Duration::from_secs(10),
+        rebalance_timeout: std::time::Duration::from_secs(10),
+        protocol_type: "consumer".into(),
+        protocols: vec![("range".to_string(), bytes::Bytes::from_static(b"m"))],
+        require_known_member_id: false,
+    }
+}
+
+/// The answer now, or the parked request (its answer if already given).
+fn answer(
+    r: &mut crate::group::Reply<crate::group::JoinOutcome>,
+) -> Option<crate::group::JoinOutcome> {
+    match r {
+        crate::group::Reply::Now(o) => Some(o.clone()),
+        crate::group::Reply::Later(rx) => rx.try_recv().ok(),
+    }
+}
+
+fn generation_on_disk(dir: &Path) -> Option<i32> {
+    let c = open_classic(dir);
+    let st = c.inner.lock();
+    st.classic("g").map(ClassicGroup::generation)
+}
+
+#[test]
+fn a_failed_generation_write_mid_join_answers_no_one_and_leaves_the_group_as_it_was() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let c = open_classic(dir.path());
+    let mut a = c.join("g", classic_join(""));
+    // The first join phase ends on the ticker (group.initial.rebalance.delay.ms).
+    c.inner.tick();
+    let a1 = answer(&mut a).expect("a answered");
+    assert_eq!((a1.error, a1.generation), (codes::NONE, 1), "{a1:?}");
+    // b joins: the group prepares a rebalance and waits for a to rejoin.
+    let mut b = c.join("g", classic_join(""));
+    assert!(answer(&mut b).is_none(), "b waits for the join phase");
+    let meta_before = c.inner.lock().classic("g").map(ClassicGroup::meta);
+
+    // a's rejoin completes the join phase (generation 2), but its write fails.
+    c.fail_next_journal_write();
+    let mut a2 = c.join("g", classic_join(&a1.member_id));
+    let failed = answer(&mut a2).expect("a answered at once");
+    assert_eq!(failed.error, codes::NOT_COORDINATOR, "{failed:?}");
+    assert!(answer(&mut b).is_none(), "no answer left before the write");
+    let meta_after = c.inner.lock().classic("g").map(ClassicGroup::meta);
+    assert_eq!(meta_after, meta_before, "the failed join changed the group");
+
+    // a rejoins again, the write succeeds: both are answered, generation 2.
+    let mut a3 = c.join("g", classic_join(&a1.member_id));
+    let a3 = answer(&mut a3).expect("a answered");
+    let b2 = answer(&mut b).expect("b answered with a");
+    assert_eq!((a3.error, a3.generation), (codes::NONE, 2), "{a3:?}");
+    assert_eq!((b2.error, b2.generation), (codes::NONE, 2), "{b2:?}");
+    c.close().expect("close");
+    assert_eq!(generation_on_disk(dir.path()), Some(2));
+}
+
+#[test]
+fn a_failed_generation_write_on_the_tick_keeps_the_join_parked_until_a_write_succeeds() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let c = open_classic(dir.path());
+    let mut a = c.join("g", classic_join(""));
+    assert!(answer(&mut a).is_none(), "the first join phase ends on the ticker");
+    c.fail_next_journal_write();
+    c.inner.tick();
+    assert!(answer(&mut a).is_none(), "answered before its generation was written");
+    let generation = c.inner.lock().classic("g").map(ClassicGroup::generation);
+    assert_eq!(generation, Some(0), "the failed tick changed the group");
+    c.inner.tick();
+    let a = answer(&mut a).expect("answered once written");
+    assert_eq!((a.error, a.generation), (codes::NONE, 1), "{a:?}");
+    c.close().expect("close");
+    assert_eq!(generation_on_disk(dir.path()), Some(1));
+}

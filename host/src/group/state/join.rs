@@ -164,8 +164,9 @@ impl ClassicGroup {
                 protocol_type: req.protocol_type,
                 protocols: req.protocols,
                 assignment: Bytes::new(),
-                join_waiter: Some(tx),
+                join_waiter: Some(Waiter::new(tx)),
                 sync_waiter: None,
+                outbox: self.outbox.clone(),
                 is_new: true,
                 deadline: now.at + NEW_MEMBER_JOIN_TIMEOUT,
                 order,
@@ -194,9 +195,10 @@ impl ClassicGroup {
         m.rebalance_timeout = req.rebalance_timeout;
         m.session_timeout = req.session_timeout;
         let (tx, rx) = oneshot::channel();
-        if let Some(old) = m.join_waiter.replace(tx) {
-            let _ = old.send(JoinOutcome::error(&req.member_id, codes::UNKNOWN_MEMBER_ID));
-        }
+        m.park_join(
+            tx,
+            JoinOutcome::error(&req.member_id, codes::UNKNOWN_MEMBER_ID),
+        );
         Reply::Later(rx)
     }
 

@@ -31,10 +31,8 @@ impl ClassicGroup {
             GroupState::PreparingRebalance => fail(codes::REBALANCE_IN_PROGRESS),
             GroupState::CompletingRebalance => {
                 let (tx, rx) = oneshot::channel();
-                if let Some(m) = self.members.get_mut(&req.member_id)
-                    && let Some(old) = m.sync_waiter.replace(tx)
-                {
-                    let _ = old.send(SyncOutcome::error(codes::UNKNOWN_MEMBER_ID));
+                if let Some(m) = self.members.get_mut(&req.member_id) {
+                    m.park_sync(tx, SyncOutcome::error(codes::UNKNOWN_MEMBER_ID));
                 }
                 self.sync_received(&req.member_id);
                 if self.leader.as_deref() == Some(req.member_id.as_str()) {

@@ -56,7 +56,11 @@ pub fn handle(
             now_ms: now_ms(),
         };
         let code = match broker.txn.for_txn(&request.transactional_id) {
-            Some(c) => c.add_partitions(&broker.txn_host(), &request).await.0,
+            Some(c) => {
+                c.add_partitions(&broker.coordinator_ports(), &request)
+                    .await
+                    .0
+            }
             None => crate::codes::NOT_COORDINATOR,
         };
         ResponseKind::AddOffsetsToTxn(AddOffsetsToTxnResponse::default().with_error_code(code))

@@ -131,7 +131,7 @@ async fn one(
             now_ms: now_ms(),
         };
         let (code, per) = match broker.txn.for_txn(&req.transactional_id) {
-            Some(c) => c.add_partitions(&broker.txn_host(), &req).await,
+            Some(c) => c.add_partitions(&broker.coordinator_ports(), &req).await,
             None => (crate::codes::NOT_COORDINATOR, Vec::new()),
         };
         if per.len() == parts.len() {

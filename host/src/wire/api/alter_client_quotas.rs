@@ -14,7 +14,7 @@ use kafka_protocol::messages::{
     AlterClientQuotasRequest, AlterClientQuotasResponse, ApiKey, ResponseKind,
 };
 
-use super::sb;
+use super::str_bytes;
 use crate::broker::Broker;
 use crate::codes;
 use crate::quota::QuotaTable;
@@ -122,7 +122,7 @@ pub fn handle(
         .map(|(e, r)| {
             let (code, message) = match r {
                 Ok(()) => (codes::NONE, None),
-                Err((c, m)) => (c, Some(sb(&m))),
+                Err((c, m)) => (c, Some(str_bytes(&m))),
             };
             EntryData::default()
                 .with_error_code(code)

@@ -19,7 +19,7 @@ use kafka_protocol::messages::{
     incremental_alter_configs_response,
 };
 
-use super::sb;
+use super::str_bytes;
 use crate::broker::Broker;
 use crate::cluster::admin::Refusal;
 use crate::codes;
@@ -219,7 +219,7 @@ fn alter(
 fn message(r: &Result<(), Refusal>) -> (i16, Option<kafka_protocol::protocol::StrBytes>) {
     match r {
         Ok(()) => (codes::NONE, None),
-        Err((code, m)) => (*code, Some(sb(m))),
+        Err((code, m)) => (*code, Some(str_bytes(m))),
     }
 }
 

@@ -14,7 +14,7 @@ use kafka_protocol::messages::{
 };
 
 use super::placement::Placement;
-use super::sb;
+use super::str_bytes;
 use crate::codes;
 
 /// The answer for partition `p` of `topic` asked to move to `target`
@@ -72,7 +72,7 @@ pub fn handle(
         return ResponseKind::AlterPartitionReassignments(
             AlterPartitionReassignmentsResponse::default()
                 .with_error_code(codes::CLUSTER_AUTHORIZATION_FAILED)
-                .with_error_message(Some(sb("Cluster authorization failed."))),
+                .with_error_message(Some(str_bytes("Cluster authorization failed."))),
         );
     }
     let responses = req
@@ -90,7 +90,7 @@ pub fn handle(
                     ReassignablePartitionResponse::default()
                         .with_partition_index(p.partition_index)
                         .with_error_code(code)
-                        .with_error_message(msg.as_deref().map(sb))
+                        .with_error_message(msg.as_deref().map(str_bytes))
                 })
                 .collect();
             ReassignableTopicResponse::default()

@@ -18,7 +18,7 @@ use kafka_protocol::messages::api_versions_response::{
 };
 use kafka_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse, ResponseKind};
 
-use super::sb;
+use super::str_bytes;
 use crate::codes;
 use crate::wire::versions::VERSIONS;
 
@@ -67,7 +67,7 @@ pub fn handle(req: &ApiVersionsRequest, version: i16) -> ResponseKind {
                     .iter()
                     .map(|&(name, lo, hi, _)| {
                         SupportedFeatureKey::default()
-                            .with_name(sb(name))
+                            .with_name(str_bytes(name))
                             .with_min_version(lo)
                             .with_max_version(hi)
                     })
@@ -80,7 +80,7 @@ pub fn handle(req: &ApiVersionsRequest, version: i16) -> ResponseKind {
                     .filter(|&&(_, _, _, level)| level > 0)
                     .map(|&(name, _, _, level)| {
                         FinalizedFeatureKey::default()
-                            .with_name(sb(name))
+                            .with_name(str_bytes(name))
                             .with_min_version_level(level)
                             .with_max_version_level(level)
                     })

@@ -13,7 +13,7 @@ use kafka_protocol::messages::{
     ApiKey, ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, ResponseKind, TopicName,
 };
 
-use super::sb;
+use super::str_bytes;
 use crate::broker::Broker;
 use crate::group::consumer;
 use crate::security::Operation;
@@ -37,7 +37,9 @@ pub fn handle(
                 .map(|(t, ps)| {
                     TopicPartitions::default()
                         .with_topic_id(uuid::Uuid::from_bytes(*t))
-                        .with_topic_name(TopicName(sb(names.get(t).map_or("", String::as_str))))
+                        .with_topic_name(TopicName(str_bytes(
+                            names.get(t).map_or("", String::as_str),
+                        )))
                         .with_partitions(ps.iter().copied().collect())
                 })
                 .collect(),
@@ -65,36 +67,34 @@ pub fn handle(
             match described {
                 Err((code, msg)) => base
                     .with_error_code(code)
-                    .with_error_message((!msg.is_empty()).then(|| sb(&msg))),
+                    .with_error_message((!msg.is_empty()).then(|| str_bytes(&msg))),
                 Ok(d) => base
-                    .with_group_state(sb(d.state))
+                    .with_group_state(str_bytes(d.state))
                     .with_group_epoch(d.epoch)
                     .with_assignment_epoch(d.assignment_epoch)
-                    .with_assignor_name(sb(&d.assignor))
+                    .with_assignor_name(str_bytes(&d.assignor))
                     .with_members(
                         d.members
                             .iter()
                             .map(|(m, target)| {
                                 Member::default()
-                                    .with_member_id(sb(&m.id))
-                                    .with_instance_id(m.sub.instance_id.as_deref().map(sb))
-                                    .with_rack_id(m.sub.rack_id.as_deref().map(sb))
+                                    .with_member_id(str_bytes(&m.id))
+                                    .with_instance_id(m.sub.instance_id.as_deref().map(str_bytes))
+                                    .with_rack_id(m.sub.rack_id.as_deref().map(str_bytes))
                                     .with_member_epoch(m.progress.epoch)
-                                    .with_client_id(sb(&m.sub.client_id))
-                                    .with_client_host(sb(&m.sub.client_host))
+                                    .with_client_id(str_bytes(&m.sub.client_id))
+                                    .with_client_host(str_bytes(&m.sub.client_host))
                                     .with_subscribed_topic_names(
                                         m.sub
                                             .topic_names
                                             .iter()
-                                            .map(|n| TopicName(sb(n)))
+                                            .map(|n| TopicName(str_bytes(n)))
                                             .collect(),
                                     )
                                     // Kafka's is "" for a member without one.
-                                    .with_subscribed_topic_regex(Some(sb(m
-                                        .sub
-                                        .topic_regex
-                                        .as_deref()
-                                        .unwrap_or(""))))
+                                    .with_subscribed_topic_regex(Some(str_bytes(
+                                        m.sub.topic_regex.as_deref().unwrap_or(""),
+                                    )))
                                     .with_assignment(assignment(&m.progress.assigned))
                                     .with_target_assignment(assignment(target))
                                     .with_member_type(1)

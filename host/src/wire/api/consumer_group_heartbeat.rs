@@ -12,7 +12,7 @@ use kafka_protocol::messages::{
     ResponseKind,
 };
 
-use super::sb;
+use super::str_bytes;
 use crate::broker::Broker;
 use crate::codes;
 use crate::group::consumer::{self, Heartbeat, TopicId};
@@ -101,7 +101,7 @@ pub fn handle(
         Handled::Now(ResponseKind::ConsumerGroupHeartbeat(
             ConsumerGroupHeartbeatResponse::default()
                 .with_error_code(code)
-                .with_error_message(msg.map(sb)),
+                .with_error_message(msg.map(str_bytes)),
         ))
     };
     let mut checks = super::Checks::new(broker, session, ApiKey::ConsumerGroupHeartbeat);
@@ -171,8 +171,8 @@ pub fn handle(
         ResponseKind::ConsumerGroupHeartbeat(
             ConsumerGroupHeartbeatResponse::default()
                 .with_error_code(reply.error)
-                .with_error_message(reply.message.as_deref().map(sb))
-                .with_member_id(ok.then(|| sb(&reply.member_id)))
+                .with_error_message(reply.message.as_deref().map(str_bytes))
+                .with_member_id(ok.then(|| str_bytes(&reply.member_id)))
                 .with_member_epoch(if ok { reply.member_epoch } else { 0 })
                 .with_heartbeat_interval_ms(reply.heartbeat_interval_ms)
                 .with_assignment(assignment),

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use kafka_protocol::messages::create_acls_response::AclCreationResult;
 use kafka_protocol::messages::{ApiKey, CreateAclsRequest, CreateAclsResponse, ResponseKind};
 
-use super::sb;
+use super::str_bytes;
 use crate::broker::Broker;
 use crate::codes;
 use crate::security::Session;
@@ -26,7 +26,7 @@ pub const CLUSTER_DENIED: &str = "Cluster authorization failed.";
 fn result(code: i16, message: Option<&str>) -> AclCreationResult {
     AclCreationResult::default()
         .with_error_code(code)
-        .with_error_message(message.map(sb))
+        .with_error_message(message.map(str_bytes))
 }
 
 pub fn handle(

@@ -10,7 +10,7 @@ use kafka_protocol::messages::{
     ApiKey, CreatePartitionsRequest, CreatePartitionsResponse, ResponseKind,
 };
 
-use super::sb;
+use super::str_bytes;
 use crate::broker::Broker;
 use crate::codes;
 use crate::security::Operation;
@@ -34,7 +34,7 @@ pub fn handle(
             let fail = |code: i16, msg: String| {
                 r.clone()
                     .with_error_code(code)
-                    .with_error_message(Some(sb(&msg)))
+                    .with_error_message(Some(str_bytes(&msg)))
             };
             if !seen.insert(name.clone()) {
                 return fail(

@@ -20,7 +20,7 @@ use kafka_protocol::messages::create_topics_response::{
 };
 use kafka_protocol::messages::{ApiKey, CreateTopicsRequest, CreateTopicsResponse, ResponseKind};
 
-use super::sb;
+use super::str_bytes;
 use crate::broker::Broker;
 use crate::cluster::admin::Replication;
 use crate::codes;
@@ -49,7 +49,7 @@ pub fn handle(
         CreatableTopicResult::default()
             .with_name(t.name.clone())
             .with_error_code(codes::TOPIC_AUTHORIZATION_FAILED)
-            .with_error_message(Some(sb("Authorization failed.")))
+            .with_error_message(Some(str_bytes("Authorization failed.")))
     };
     let asked = requested_partitions(&req, broker.config.default_partitions);
     let max = broker.config.max_partitions_per_request;
@@ -68,7 +68,7 @@ pub fn handle(
                 CreatableTopicResult::default()
                     .with_name(t.name)
                     .with_error_code(codes::POLICY_VIOLATION)
-                    .with_error_message(Some(sb(&msg)))
+                    .with_error_message(Some(str_bytes(&msg)))
             })
             .chain(duplicates)
             .collect();
@@ -88,7 +88,7 @@ pub fn handle(
                 result
                     .clone()
                     .with_error_code(code)
-                    .with_error_message(Some(sb(&msg)))
+                    .with_error_message(Some(str_bytes(&msg)))
             };
             let replication = match replication(&t) {
                 Ok(r) => r,
@@ -138,8 +138,8 @@ pub fn handle(
                         .iter()
                         .map(|(k, v)| {
                             CreatableTopicConfigs::default()
-                                .with_name(sb(k))
-                                .with_value(Some(sb(v)))
+                                .with_name(str_bytes(k))
+                                .with_value(Some(str_bytes(v)))
                                 .with_config_source(1)
                         })
                         .collect();
@@ -200,7 +200,7 @@ fn take_duplicates(topics: &mut Vec<CreatableTopic>) -> Vec<CreatableTopicResult
             CreatableTopicResult::default()
                 .with_name(name)
                 .with_error_code(codes::INVALID_REQUEST)
-                .with_error_message(Some(sb("Duplicate topic name.")))
+                .with_error_message(Some(str_bytes("Duplicate topic name.")))
         })
         .collect()
 }

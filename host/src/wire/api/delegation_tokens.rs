@@ -11,7 +11,7 @@ use kafka_protocol::messages::{
     ExpireDelegationTokenResponse, RenewDelegationTokenResponse, ResponseKind,
 };
 
-use super::sb;
+use super::str_bytes;
 use crate::codes;
 use crate::security::{Principal, Session};
 
@@ -39,10 +39,10 @@ pub fn create(session: &Session, req: &CreateDelegationTokenRequest) -> Response
     ResponseKind::CreateDelegationToken(
         CreateDelegationTokenResponse::default()
             .with_error_code(refusal(session))
-            .with_principal_type(sb(&owner_kind))
-            .with_principal_name(sb(&owner_name))
-            .with_token_requester_principal_type(sb(&me.kind))
-            .with_token_requester_principal_name(sb(&me.name))
+            .with_principal_type(str_bytes(&owner_kind))
+            .with_principal_name(str_bytes(&owner_name))
+            .with_token_requester_principal_type(str_bytes(&me.kind))
+            .with_token_requester_principal_name(str_bytes(&me.name))
             .with_issue_timestamp_ms(-1)
             .with_expiry_timestamp_ms(-1)
             .with_max_timestamp_ms(-1),

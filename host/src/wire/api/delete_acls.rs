@@ -12,7 +12,7 @@ use kafka_protocol::messages::delete_acls_response::{
 use kafka_protocol::messages::{ApiKey, DeleteAclsRequest, DeleteAclsResponse, ResponseKind};
 
 use super::create_acls::{CLUSTER_DENIED, NO_AUTHORIZER};
-use super::sb;
+use super::str_bytes;
 use crate::broker::Broker;
 use crate::codes;
 use crate::security::Session;
@@ -22,16 +22,16 @@ use crate::security::acl_filter::{AclFields, AclFilter};
 fn failed(code: i16, message: &str) -> DeleteAclsFilterResult {
     DeleteAclsFilterResult::default()
         .with_error_code(code)
-        .with_error_message(Some(sb(message)))
+        .with_error_message(Some(str_bytes(message)))
 }
 
 fn matching(b: &AclBinding) -> DeleteAclsMatchingAcl {
     DeleteAclsMatchingAcl::default()
         .with_resource_type(b.resource_type.code())
-        .with_resource_name(sb(&b.resource_name))
+        .with_resource_name(str_bytes(&b.resource_name))
         .with_pattern_type(b.pattern_type.code())
-        .with_principal(sb(&b.principal.to_string()))
-        .with_host(sb(&b.host))
+        .with_principal(str_bytes(&b.principal.to_string()))
+        .with_host(str_bytes(&b.host))
         .with_operation(b.operation.code())
         .with_permission_type(b.permission.code())
 }

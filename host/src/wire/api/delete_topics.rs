@@ -8,7 +8,7 @@ use kafka_protocol::messages::{
     ApiKey, DeleteTopicsRequest, DeleteTopicsResponse, ResponseKind, TopicName,
 };
 
-use super::sb;
+use super::str_bytes;
 use crate::broker::Broker;
 use crate::codes;
 use crate::security::Operation;
@@ -41,10 +41,10 @@ pub fn handle(
         .map(|(name, id)| {
             if let Some(msg) = ambiguous(name.as_deref(), id) {
                 return DeletableTopicResult::default()
-                    .with_name(name.map(|n| TopicName(sb(&n))))
+                    .with_name(name.map(|n| TopicName(str_bytes(&n))))
                     .with_topic_id(id)
                     .with_error_code(codes::INVALID_REQUEST)
-                    .with_error_message(Some(sb(msg)));
+                    .with_error_message(Some(str_bytes(msg)));
             }
             let name = name.or_else(|| {
                 broker
@@ -58,7 +58,7 @@ pub fn handle(
                     .with_error_code(codes::UNKNOWN_TOPIC_ID);
             };
             if !all && !checks.topic(Operation::Describe, &name) {
-                let shown = (id.is_nil()).then(|| TopicName(sb(&name)));
+                let shown = (id.is_nil()).then(|| TopicName(str_bytes(&name)));
                 return DeletableTopicResult::default()
                     .with_name(shown)
                     .with_topic_id(id)
@@ -66,19 +66,19 @@ pub fn handle(
             }
             if !all && !checks.topic(Operation::Delete, &name) {
                 return DeletableTopicResult::default()
-                    .with_name(Some(TopicName(sb(&name))))
+                    .with_name(Some(TopicName(str_bytes(&name))))
                     .with_topic_id(id)
                     .with_error_code(codes::TOPIC_AUTHORIZATION_FAILED);
             }
             let r = DeletableTopicResult::default()
-                .with_name(Some(TopicName(sb(&name))))
+                .with_name(Some(TopicName(str_bytes(&name))))
                 .with_topic_id(id);
             // controller_mutation_rate: one token per partition deleted.
             let partitions = broker.logs.topic(&name).map_or(0, |t| t.partition_count);
             if quota.admit(partitions.max(0) as u32).is_err() {
                 return r
                     .with_error_code(codes::THROTTLING_QUOTA_EXCEEDED)
-                    .with_error_message(Some(sb(crate::quota::THROTTLED_MESSAGE)));
+                    .with_error_message(Some(str_bytes(crate::quota::THROTTLED_MESSAGE)));
             }
             match crate::cluster::admin::delete_topic(broker.topic_admin(), &name) {
                 Ok(true) => {
@@ -89,7 +89,7 @@ pub fn handle(
                 Ok(false) => r.with_error_code(codes::UNKNOWN_TOPIC_OR_PARTITION),
                 Err(e) => r
                     .with_error_code(codes::KAFKA_STORAGE_ERROR)
-                    .with_error_message(Some(sb(&e.to_string()))),
+                    .with_error_message(Some(str_bytes(&e.to_string()))),
             }
         })
         .collect();

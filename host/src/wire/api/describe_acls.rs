@@ -9,7 +9,7 @@ use kafka_protocol::messages::describe_acls_response::{AclDescription, DescribeA
 use kafka_protocol::messages::{ApiKey, DescribeAclsRequest, DescribeAclsResponse, ResponseKind};
 
 use super::create_acls::{CLUSTER_DENIED, NO_AUTHORIZER};
-use super::sb;
+use super::str_bytes;
 use crate::broker::Broker;
 use crate::codes;
 use crate::security::Session;
@@ -20,7 +20,7 @@ fn error(code: i16, message: &str) -> ResponseKind {
     ResponseKind::DescribeAcls(
         DescribeAclsResponse::default()
             .with_error_code(code)
-            .with_error_message(Some(sb(message))),
+            .with_error_message(Some(str_bytes(message))),
     )
 }
 
@@ -30,8 +30,8 @@ fn group(acls: Vec<AclBinding>) -> Vec<DescribeAclsResource> {
     let mut out: Vec<DescribeAclsResource> = Vec::new();
     for b in acls {
         let entry = AclDescription::default()
-            .with_principal(sb(&b.principal.to_string()))
-            .with_host(sb(&b.host))
+            .with_principal(str_bytes(&b.principal.to_string()))
+            .with_host(str_bytes(&b.host))
             .with_operation(b.operation.code())
             .with_permission_type(b.permission.code());
         match out.last_mut() {
@@ -45,7 +45,7 @@ fn group(acls: Vec<AclBinding>) -> Vec<DescribeAclsResource> {
             _ => out.push(
                 DescribeAclsResource::default()
                     .with_resource_type(b.resource_type.code())
-                    .with_resource_name(sb(&b.resource_name))
+                    .with_resource_name(str_bytes(&b.resource_name))
                     .with_pattern_type(b.pattern_type.code())
                     .with_acls(vec![entry]),
             ),

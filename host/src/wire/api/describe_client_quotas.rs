@@ -10,7 +10,7 @@ use kafka_protocol::messages::{
     ApiKey, DescribeClientQuotasRequest, DescribeClientQuotasResponse, ResponseKind,
 };
 
-use super::sb;
+use super::str_bytes;
 use crate::broker::Broker;
 use crate::codes;
 use crate::quota::entity::Filter;
@@ -20,7 +20,7 @@ fn failed(code: i16, message: &str) -> ResponseKind {
     ResponseKind::DescribeClientQuotas(
         DescribeClientQuotasResponse::default()
             .with_error_code(code)
-            .with_error_message(Some(sb(message)))
+            .with_error_message(Some(str_bytes(message)))
             .with_entries(None),
     )
 }
@@ -58,15 +58,15 @@ pub fn handle(
                         .into_iter()
                         .map(|(t, n)| {
                             EntityData::default()
-                                .with_entity_type(sb(t))
-                                .with_entity_name(n.map(sb))
+                                .with_entity_type(str_bytes(t))
+                                .with_entity_name(n.map(str_bytes))
                         })
                         .collect(),
                 )
                 .with_values(
                     quotas
                         .iter()
-                        .map(|(k, v)| ValueData::default().with_key(sb(k)).with_value(*v))
+                        .map(|(k, v)| ValueData::default().with_key(str_bytes(k)).with_value(*v))
                         .collect(),
                 )
         })

@@ -14,7 +14,7 @@ use kafka_protocol::messages::{
     ApiKey, BrokerId, DescribeClusterRequest, DescribeClusterResponse, ResponseKind,
 };
 
-use super::sb;
+use super::str_bytes;
 use crate::broker::Broker;
 use crate::codes;
 
@@ -28,7 +28,7 @@ pub fn handle(
     version: i16,
 ) -> ResponseKind {
     let mut resp = DescribeClusterResponse::default()
-        .with_cluster_id(sb(&broker.config.cluster_id))
+        .with_cluster_id(str_bytes(&broker.config.cluster_id))
         .with_controller_id(BrokerId(broker.cluster.controller_id()))
         .with_cluster_authorized_operations(i32::MIN);
     if version >= 1 {
@@ -36,7 +36,7 @@ pub fn handle(
         if req.endpoint_type != BROKERS {
             return ResponseKind::DescribeCluster(
                 resp.with_error_code(codes::MISMATCHED_ENDPOINT_TYPE)
-                    .with_error_message(Some(sb(&format!(
+                    .with_error_message(Some(str_bytes(&format!(
                         "The request was sent to an endpoint of type BROKER, but we wanted an \
                          endpoint of type {}",
                         if req.endpoint_type == 2 {
@@ -57,7 +57,7 @@ pub fn handle(
         .map(|(id, host, port)| {
             DescribeClusterBroker::default()
                 .with_broker_id(BrokerId(id))
-                .with_host(sb(&host))
+                .with_host(str_bytes(&host))
                 .with_port(port)
         })
         .collect();

@@ -16,7 +16,7 @@ use kafka_protocol::messages::{
     ApiKey, DescribeConfigsRequest, DescribeConfigsResponse, ResponseKind,
 };
 
-use super::sb;
+use super::str_bytes;
 use crate::broker::Broker;
 use crate::codes;
 use crate::log::broker_defaults::{self, Found, Layer, Source};
@@ -198,8 +198,8 @@ fn default_broker_configs(broker: &Broker) -> Vec<Described> {
 fn encode(d: Described, version: i16, synonyms: bool, docs: bool) -> DescribeConfigsResourceResult {
     let source = d.lineage.first().map_or(Source::Default, |f| f.source);
     let mut r = DescribeConfigsResourceResult::default()
-        .with_name(sb(&d.name))
-        .with_value(d.value.as_deref().map(sb))
+        .with_name(str_bytes(&d.name))
+        .with_value(d.value.as_deref().map(str_bytes))
         .with_read_only(d.read_only)
         .with_config_source(source as i8)
         .with_is_sensitive(false);
@@ -209,8 +209,8 @@ fn encode(d: Described, version: i16, synonyms: bool, docs: bool) -> DescribeCon
             .into_iter()
             .map(|f| {
                 DescribeConfigsSynonym::default()
-                    .with_name(sb(&f.name))
-                    .with_value(Some(sb(&f.value)))
+                    .with_name(str_bytes(&f.name))
+                    .with_value(Some(str_bytes(&f.value)))
                     .with_source(f.source as i8)
             })
             .collect();
@@ -219,7 +219,7 @@ fn encode(d: Described, version: i16, synonyms: bool, docs: bool) -> DescribeCon
     if version >= 3 {
         r.config_type = d.kind;
         if docs {
-            r.documentation = d.doc.map(sb);
+            r.documentation = d.doc.map(str_bytes);
         }
     }
     r
@@ -259,19 +259,23 @@ pub fn handle(
                 _ => None,
             };
             if let Some((code, msg)) = denied {
-                return base.with_error_code(code).with_error_message(Some(sb(msg)));
+                return base
+                    .with_error_code(code)
+                    .with_error_message(Some(str_bytes(msg)));
             }
             let described = match r.resource_type {
                 TOPIC if !crate::log::valid_topic_name(&name) => {
                     return base
                         .with_error_code(codes::INVALID_TOPIC_EXCEPTION)
-                        .with_error_message(Some(sb(&format!("invalid topic name {name:?}"))));
+                        .with_error_message(Some(str_bytes(&format!(
+                            "invalid topic name {name:?}"
+                        ))));
                 }
                 TOPIC => match broker.logs.topic(&name) {
                     None => {
                         return base
                             .with_error_code(codes::UNKNOWN_TOPIC_OR_PARTITION)
-                            .with_error_message(Some(sb("unknown topic")));
+                            .with_error_message(Some(str_bytes("unknown topic")));
                     }
                     Some(t) => topic_configs(
                         &t.config,
@@ -285,7 +289,7 @@ pub fn handle(
                 other => {
                     return base
                         .with_error_code(codes::INVALID_REQUEST)
-                        .with_error_message(Some(sb(&format!(
+                        .with_error_message(Some(str_bytes(&format!(
                             "resource type {other} is not supported"
                         ))));
                 }

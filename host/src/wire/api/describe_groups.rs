@@ -10,7 +10,7 @@ use kafka_protocol::messages::{
     ApiKey, DescribeGroupsRequest, DescribeGroupsResponse, ResponseKind,
 };
 
-use super::sb;
+use super::str_bytes;
 use crate::broker::Broker;
 use crate::security::Operation;
 
@@ -47,18 +47,18 @@ pub fn handle(
             match described {
                 Err(code) => base.with_error_code(code),
                 Ok(s) => base
-                    .with_group_state(sb(s.state))
-                    .with_protocol_type(sb(&s.protocol_type))
-                    .with_protocol_data(sb(&s.protocol))
+                    .with_group_state(str_bytes(s.state))
+                    .with_protocol_type(str_bytes(&s.protocol_type))
+                    .with_protocol_data(str_bytes(&s.protocol))
                     .with_members(
                         s.members
                             .into_iter()
                             .map(|m| {
                                 DescribedGroupMember::default()
-                                    .with_member_id(sb(&m.member_id))
-                                    .with_group_instance_id(m.instance_id.as_deref().map(sb))
-                                    .with_client_id(sb(&m.client_id))
-                                    .with_client_host(sb(&m.client_host))
+                                    .with_member_id(str_bytes(&m.member_id))
+                                    .with_group_instance_id(m.instance_id.as_deref().map(str_bytes))
+                                    .with_client_id(str_bytes(&m.client_id))
+                                    .with_client_host(str_bytes(&m.client_host))
                                     .with_member_metadata(m.metadata)
                                     .with_member_assignment(m.assignment)
                             })

@@ -18,7 +18,7 @@ use kafka_protocol::messages::{
     ApiKey, DescribeLogDirsRequest, DescribeLogDirsResponse, ResponseKind,
 };
 
-use super::{sb, topic_name};
+use super::{str_bytes, topic_name};
 use crate::broker::Broker;
 use crate::codes;
 use crate::security::Operation;
@@ -98,7 +98,7 @@ pub fn handle(
     let dir = std::fs::canonicalize(&broker.config.data_dir)
         .unwrap_or_else(|_| broker.config.data_dir.clone());
     let mut result = DescribeLogDirsResult::default()
-        .with_log_dir(sb(&dir.display().to_string()))
+        .with_log_dir(str_bytes(&dir.display().to_string()))
         .with_topics(topics)
         .with_total_bytes(-1)
         .with_usable_bytes(-1);

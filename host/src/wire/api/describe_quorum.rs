@@ -13,7 +13,7 @@ use kafka_protocol::messages::{
     ApiKey, DescribeQuorumRequest, DescribeQuorumResponse, ResponseKind,
 };
 
-use super::sb;
+use super::str_bytes;
 use crate::broker::Broker;
 use crate::codes;
 use crate::security::Operation;
@@ -44,7 +44,9 @@ pub fn handle(
     } else {
         DescribeQuorumResponse::default()
             .with_error_code(codes::UNSUPPORTED_VERSION)
-            .with_error_message(Some(sb(no_quorum_message(!broker.config.etcd.is_empty()))))
+            .with_error_message(Some(str_bytes(no_quorum_message(
+                !broker.config.etcd.is_empty(),
+            ))))
     };
     ResponseKind::DescribeQuorum(resp)
 }

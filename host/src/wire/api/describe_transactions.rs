@@ -17,7 +17,7 @@ use kafka_protocol::messages::{
     ApiKey, DescribeTransactionsRequest, DescribeTransactionsResponse, ProducerId, ResponseKind,
 };
 
-use super::{sb, topic_name};
+use super::{str_bytes, topic_name};
 use crate::broker::Broker;
 use crate::policy::state_name;
 use crate::security::{Operation, ResourceType};
@@ -46,20 +46,20 @@ pub fn handle(
             if !checks.txn(Operation::Describe, &id.0) {
                 return base
                     .with_error_code(crate::codes::TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-                    .with_transaction_state(sb(""));
+                    .with_transaction_state(str_bytes(""));
             }
             // Cluster mode: the id's coordinator is another broker.
             let Some(c) = broker.txn.for_txn(&id.0) else {
                 return base
                     .with_error_code(crate::codes::NOT_COORDINATOR)
-                    .with_transaction_state(sb(""));
+                    .with_transaction_state(str_bytes(""));
             };
             let machine = c.machine();
             let Some(e) = machine.entry(&id.0) else {
                 // Kafka leaves the state empty for an id it does not know.
                 return base
                     .with_error_code(TRANSACTIONAL_ID_NOT_FOUND)
-                    .with_transaction_state(sb(""));
+                    .with_transaction_state(str_bytes(""));
             };
             let mut topics: Vec<TopicData> = Vec::new();
             for p in &e.partitions {
@@ -79,7 +79,7 @@ pub fn handle(
             if let Some(by) = machine.written_by(&id.0) {
                 tagged.insert(TAG_DECIDED_BY, bytes::Bytes::copy_from_slice(by.as_bytes()));
             }
-            base.with_transaction_state(sb(state_name(e.state)))
+            base.with_transaction_state(str_bytes(state_name(e.state)))
                 .with_unknown_tagged_fields(tagged)
                 .with_transaction_timeout_ms(e.timeout_ms)
                 .with_transaction_start_time_ms(e.start_timestamp_ms)

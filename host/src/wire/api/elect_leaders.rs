@@ -12,7 +12,7 @@ use kafka_protocol::messages::elect_leaders_response::{PartitionResult, ReplicaE
 use kafka_protocol::messages::{ElectLeadersRequest, ElectLeadersResponse, ResponseKind};
 
 use super::placement::Placement;
-use super::sb;
+use super::str_bytes;
 use crate::codes;
 
 pub fn handle(
@@ -58,7 +58,7 @@ pub fn handle(
                     PartitionResult::default()
                         .with_partition_id(p)
                         .with_error_code(code)
-                        .with_error_message(msg.map(sb))
+                        .with_error_message(msg.map(str_bytes))
                 })
                 .collect();
             ReplicaElectionResult::default()

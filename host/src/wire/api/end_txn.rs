@@ -49,7 +49,7 @@ pub fn handle(
             now_ms: now_ms(),
         };
         let code = match broker.txn.for_txn(&request.transactional_id) {
-            Some(c) => c.end_txn(&broker.txn_host(), &request).await,
+            Some(c) => c.end_txn(&broker.coordinator_ports(), &request).await,
             None => crate::codes::NOT_COORDINATOR,
         };
         ResponseKind::EndTxn(

@@ -13,7 +13,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
-use super::sb;
+use super::str_bytes;
 use crate::broker::Broker;
 use crate::codes;
 use crate::security::Operation;
@@ -120,11 +120,11 @@ pub fn handle(
                     Ok((node, host, port)) => c
                         .with_error_code(codes::NONE)
                         .with_node_id(BrokerId(node))
-                        .with_host(sb(&host))
+                        .with_host(str_bytes(&host))
                         .with_port(port),
                     Err((error, message)) => c
                         .with_error_code(error)
-                        .with_error_message(Some(sb(message)))
+                        .with_error_message(Some(str_bytes(message)))
                         .with_node_id(BrokerId(-1))
                         .with_port(-1),
                 }
@@ -140,11 +140,11 @@ pub fn handle(
             Ok((node, host, port)) => r
                 .with_error_code(codes::NONE)
                 .with_node_id(BrokerId(node))
-                .with_host(sb(&host))
+                .with_host(str_bytes(&host))
                 .with_port(port),
             Err((error, message)) => r
                 .with_error_code(error)
-                .with_error_message(Some(sb(message)))
+                .with_error_message(Some(str_bytes(message)))
                 .with_node_id(BrokerId(-1))
                 .with_port(-1),
         },

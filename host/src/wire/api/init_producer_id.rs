@@ -86,7 +86,7 @@ pub fn handle(
     let session = session.clone();
     Handled::Later(Box::pin(async move {
         let mut reply = coordinator
-            .init_producer_id(&broker.txn_host(), &request)
+            .init_producer_id(&broker.coordinator_ports(), &request)
             .await;
         if reply.error_code == codes::NONE && reply.producer_id >= 0 && broker.pid_owners.is_some()
         {

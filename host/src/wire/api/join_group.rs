@@ -12,7 +12,7 @@ use kafka_protocol::messages::{
     ApiKey, JoinGroupRequest, JoinGroupResponse, RequestHeader, ResponseKind,
 };
 
-use super::sb;
+use super::str_bytes;
 use crate::broker::Broker;
 use crate::group::outcome::join_answer;
 use crate::group::{JoinOutcome, JoinRequest, Reply};
@@ -80,12 +80,12 @@ pub fn handle(
 fn response(o: JoinOutcome, version: i16) -> ResponseKind {
     // Before v7 the protocol name is not nullable.
     let protocol_name = if version >= 7 {
-        o.protocol.as_deref().map(sb)
+        o.protocol.as_deref().map(str_bytes)
     } else {
-        Some(sb(o.protocol.as_deref().unwrap_or("")))
+        Some(str_bytes(o.protocol.as_deref().unwrap_or("")))
     };
     let protocol_type = if version >= 7 {
-        o.protocol_type.as_deref().map(sb)
+        o.protocol_type.as_deref().map(str_bytes)
     } else {
         None
     };
@@ -94,8 +94,8 @@ fn response(o: JoinOutcome, version: i16) -> ResponseKind {
         .into_iter()
         .map(|m| {
             JoinGroupResponseMember::default()
-                .with_member_id(sb(&m.member_id))
-                .with_group_instance_id(m.instance_id.as_deref().map(sb))
+                .with_member_id(str_bytes(&m.member_id))
+                .with_group_instance_id(m.instance_id.as_deref().map(str_bytes))
                 .with_metadata(m.metadata)
         })
         .collect();
@@ -105,8 +105,8 @@ fn response(o: JoinOutcome, version: i16) -> ResponseKind {
             .with_generation_id(o.generation)
             .with_protocol_type(protocol_type)
             .with_protocol_name(protocol_name)
-            .with_leader(sb(&o.leader))
-            .with_member_id(sb(&o.member_id))
+            .with_leader(str_bytes(&o.leader))
+            .with_member_id(str_bytes(&o.member_id))
             .with_skip_assignment(version >= 9 && o.skip_assignment)
             .with_members(members),
     )

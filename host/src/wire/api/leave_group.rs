@@ -7,7 +7,7 @@ use std::sync::Arc;
 use kafka_protocol::messages::leave_group_response::MemberResponse;
 use kafka_protocol::messages::{ApiKey, LeaveGroupRequest, LeaveGroupResponse, ResponseKind};
 
-use super::sb;
+use super::str_bytes;
 use crate::broker::Broker;
 use crate::codes;
 use crate::security::Operation;
@@ -49,8 +49,8 @@ pub fn handle(
                 .zip(results)
                 .map(|((m, i), code)| {
                     MemberResponse::default()
-                        .with_member_id(sb(m))
-                        .with_group_instance_id(i.as_deref().map(sb))
+                        .with_member_id(str_bytes(m))
+                        .with_group_instance_id(i.as_deref().map(str_bytes))
                         .with_error_code(code)
                 })
                 .collect(),

@@ -9,7 +9,7 @@ use kafka_protocol::messages::{
     ApiKey, GroupId, ListGroupsRequest, ListGroupsResponse, ResponseKind,
 };
 
-use super::sb;
+use super::str_bytes;
 use crate::broker::Broker;
 use crate::security::{Operation, ResourceType};
 
@@ -41,10 +41,10 @@ pub fn handle(
         .filter(|g| all || checks.probe(Operation::Describe, ResourceType::Group, &g.group_id))
         .map(|g| {
             ListedGroup::default()
-                .with_group_id(GroupId(sb(&g.group_id)))
-                .with_protocol_type(sb(&g.protocol_type))
-                .with_group_state(sb(g.state))
-                .with_group_type(sb(g.group_type))
+                .with_group_id(GroupId(str_bytes(&g.group_id)))
+                .with_protocol_type(str_bytes(&g.protocol_type))
+                .with_group_state(str_bytes(g.state))
+                .with_group_type(str_bytes(g.group_type))
         })
         .collect();
     ResponseKind::ListGroups(ListGroupsResponse::default().with_groups(groups))

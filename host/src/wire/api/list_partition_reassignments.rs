@@ -6,7 +6,7 @@ use kafka_protocol::messages::{
     ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse, ResponseKind,
 };
 
-use super::sb;
+use super::str_bytes;
 use crate::codes;
 
 pub fn handle(authorized: bool, _req: ListPartitionReassignmentsRequest) -> ResponseKind {
@@ -15,7 +15,7 @@ pub fn handle(authorized: bool, _req: ListPartitionReassignmentsRequest) -> Resp
     } else {
         ListPartitionReassignmentsResponse::default()
             .with_error_code(codes::CLUSTER_AUTHORIZATION_FAILED)
-            .with_error_message(Some(sb("Cluster authorization failed.")))
+            .with_error_message(Some(str_bytes("Cluster authorization failed.")))
     };
     ResponseKind::ListPartitionReassignments(resp)
 }

@@ -9,7 +9,7 @@ use kafka_protocol::messages::{
     TransactionalId,
 };
 
-use super::sb;
+use super::str_bytes;
 use crate::broker::Broker;
 use crate::clock::now_ms;
 use crate::policy::state_name;
@@ -36,7 +36,7 @@ pub fn handle(
     let unknown: Vec<_> = filters
         .iter()
         .filter(|f| !KNOWN.contains(&f.as_str()))
-        .map(|f| sb(f))
+        .map(|f| str_bytes(f))
         .collect();
     let now = now_ms();
     let shards = broker.txn.all();
@@ -62,9 +62,9 @@ pub fn handle(
         })
         .map(|e| {
             TransactionState::default()
-                .with_transactional_id(TransactionalId(sb(&e.transactional_id)))
+                .with_transactional_id(TransactionalId(str_bytes(&e.transactional_id)))
                 .with_producer_id(ProducerId(e.producer_id))
-                .with_transaction_state(sb(state_name(e.state)))
+                .with_transaction_state(str_bytes(state_name(e.state)))
         })
         .collect();
     ResponseKind::ListTransactions(

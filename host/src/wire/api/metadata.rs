@@ -27,7 +27,7 @@ use kafka_protocol::messages::metadata_response::{
 };
 use kafka_protocol::messages::{ApiKey, BrokerId, MetadataRequest, MetadataResponse, ResponseKind};
 
-use super::{sb, topic_name};
+use super::{str_bytes, topic_name};
 use crate::broker::Broker;
 use crate::codes;
 use crate::log::{Topic, TopicMeta};
@@ -157,7 +157,7 @@ pub fn handle(
         .map(|(id, host, port)| {
             MetadataResponseBroker::default()
                 .with_node_id(BrokerId(id))
-                .with_host(sb(&host))
+                .with_host(str_bytes(&host))
                 .with_port(port)
         })
         .collect();
@@ -174,7 +174,7 @@ pub fn handle(
     }
     let mut resp = MetadataResponse::default()
         .with_brokers(brokers)
-        .with_cluster_id(Some(sb(&broker.config.cluster_id)))
+        .with_cluster_id(Some(str_bytes(&broker.config.cluster_id)))
         .with_controller_id(BrokerId(broker.cluster.controller_id()))
         .with_topics(topics);
     if cluster_operations {

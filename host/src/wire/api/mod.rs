@@ -54,7 +54,7 @@ pub mod txn_offset_commit;
 pub mod update_features;
 pub mod write_txn_markers;
 
-pub(crate) use crate::names::{sb, topic_name};
+pub(crate) use crate::names::{str_bytes, topic_name};
 
 /// One request's authorization checks: each distinct
 /// (operation, resource) is decided once, so a request naming many

@@ -13,7 +13,7 @@ use kafka_protocol::messages::offset_fetch_response::{
 };
 use kafka_protocol::messages::{ApiKey, OffsetFetchRequest, OffsetFetchResponse, ResponseKind};
 
-use super::{sb, topic_name};
+use super::{str_bytes, topic_name};
 use crate::broker::Broker;
 use crate::group::Committed;
 use crate::group::coordinator::FetchedTopic;
@@ -36,7 +36,7 @@ fn group_topics(topics: Vec<FetchedTopic>) -> Vec<OffsetFetchResponseTopics> {
             .with_error_code(code)
             .with_committed_offset(offset)
             .with_committed_leader_epoch(epoch)
-            .with_metadata(Some(sb(&meta)))
+            .with_metadata(Some(str_bytes(&meta)))
     };
     topics
         .into_iter()
@@ -60,7 +60,7 @@ fn single_group_topics(
             .with_partition_index(p)
             .with_committed_offset(offset)
             .with_committed_leader_epoch(epoch)
-            .with_metadata(Some(sb(&meta)))
+            .with_metadata(Some(str_bytes(&meta)))
             .with_error_code(if code != 0 { code } else { partition_error })
     };
     topics

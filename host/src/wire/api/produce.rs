@@ -64,7 +64,9 @@ pub fn append_error_code(e: &AppendError) -> i16 {
 /// the message and the refused records' indexes in the batch.
 type Detail = (String, Vec<i32>);
 
-struct Outcome {
+/// What one partition of the request came to: its append's result (or
+/// the code it was refused with), before the response is encoded.
+struct PartitionOutcome {
     partition: Option<Arc<Partition>>,
     index: i32,
     result: Result<Appended, i16>,
@@ -181,7 +183,7 @@ fn refuse_all(req: Request, code: i16) -> Handled {
         .map(|(name, es)| {
             let outs = es
                 .iter()
-                .map(|e| Outcome {
+                .map(|e| PartitionOutcome {
                     partition: None,
                     index: e.index,
                     result: Err(code),
@@ -368,7 +370,7 @@ fn compresses(broker: &Broker, req: &Request) -> bool {
 }
 
 /// Each topic's append outcomes, in request order.
-type Topics = Vec<(TopicName, Vec<Outcome>)>;
+type Topics = Vec<(TopicName, Vec<PartitionOutcome>)>;
 
 /// The checks before any append, for every entry of `req`, in Kafka's
 /// order; also counts the bytes that pass them (bytes_in).
@@ -528,7 +530,7 @@ async fn verify(broker: &Broker, req: &mut Request) {
         let answers = if first == Some((pid, epoch))
             || matches!(
                 route::coordinator_of(broker.txn_routes(), txn_id),
-                route::Coord::Here(_)
+                route::CoordinatorLocation::Here(_)
             ) {
             route::verify_only(broker.txn_routes(), txn_id, pid, epoch, &tps).await
         } else {
@@ -567,7 +569,7 @@ fn too_few_in_sync(
 }
 
 /// The outcome of one entry: its refusal, or its append.
-fn append(e: Entry) -> Outcome {
+fn append(e: Entry) -> PartitionOutcome {
     let mut detail = None;
     let records = e.records.unwrap_or_default();
     let (partition, result) = match e.admission {
@@ -584,7 +586,7 @@ fn append(e: Entry) -> Outcome {
             (Some(part), result)
         }
     };
-    Outcome {
+    PartitionOutcome {
         partition,
         index: e.index,
         result,
@@ -646,7 +648,7 @@ fn write(
 /// KAFKA_STORAGE_ERROR.
 async fn wait_durable(
     broker: &Arc<Broker>,
-    topics: &mut [(kafka_protocol::messages::TopicName, Vec<Outcome>)],
+    topics: &mut [(kafka_protocol::messages::TopicName, Vec<PartitionOutcome>)],
 ) {
     let mut files = Vec::new();
     for (_, outs) in topics.iter() {
@@ -676,7 +678,7 @@ async fn wait_durable(
 }
 
 fn respond(
-    topics: Vec<(kafka_protocol::messages::TopicName, Vec<Outcome>)>,
+    topics: Vec<(kafka_protocol::messages::TopicName, Vec<PartitionOutcome>)>,
     version: i16,
 ) -> ResponseKind {
     let responses = topics

@@ -17,7 +17,7 @@ use kafka_protocol::messages::{
     DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse, ResponseKind,
 };
 
-use super::sb;
+use super::str_bytes;
 use crate::broker::Broker;
 use crate::codes;
 use crate::security::acl::CLUSTER_NAME;
@@ -64,7 +64,7 @@ pub fn describe(
             .iter()
             .map(|(u, m)| {
                 DescribeUserScramCredentialsResult::default()
-                    .with_user(sb(u))
+                    .with_user(str_bytes(u))
                     .with_credential_infos(info(m))
             })
             .collect(),
@@ -77,16 +77,16 @@ pub fn describe(
                 .iter()
                 .take(MAX_USERS_PER_REQUEST)
                 .map(|(u, n)| {
-                    let r = DescribeUserScramCredentialsResult::default().with_user(sb(u));
+                    let r = DescribeUserScramCredentialsResult::default().with_user(str_bytes(u));
                     if *n > 1 {
-                        r.with_error_code(codes::DUPLICATE_RESOURCE).with_error_message(Some(sb(
+                        r.with_error_code(codes::DUPLICATE_RESOURCE).with_error_message(Some(str_bytes(
                             &format!("Cannot describe SCRAM credentials for the same user twice in a single request: {u}"),
                         )))
                     } else {
                         match all.get(u) {
                             Some(m) => r.with_credential_infos(info(m)),
                             None => r.with_error_code(codes::RESOURCE_NOT_FOUND).with_error_message(
-                                Some(sb(&format!(
+                                Some(str_bytes(&format!(
                                     "Attempt to describe a user credential that does not exist: {u}"
                                 ))),
                             ),
@@ -246,9 +246,11 @@ pub fn alter(
         }
         let mut results: Vec<AlterUserScramCredentialsResult> = Vec::new();
         for name in named.keys() {
-            let r = AlterUserScramCredentialsResult::default().with_user(sb(name));
+            let r = AlterUserScramCredentialsResult::default().with_user(str_bytes(name));
             results.push(match errors.get(name) {
-                Some((code, msg)) => r.with_error_code(*code).with_error_message(Some(sb(msg))),
+                Some((code, msg)) => r
+                    .with_error_code(*code)
+                    .with_error_message(Some(str_bytes(msg))),
                 None => r,
             });
         }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use kafka_protocol::messages::{ApiKey, ResponseKind, SyncGroupRequest, SyncGroupResponse};
 
-use super::sb;
+use super::str_bytes;
 use crate::broker::Broker;
 use crate::group::outcome::sync_answer;
 use crate::group::{Reply, SyncOutcome, SyncRequest};
@@ -55,8 +55,8 @@ fn response(o: SyncOutcome, version: i16) -> ResponseKind {
         .with_error_code(o.error)
         .with_assignment(o.assignment);
     ResponseKind::SyncGroup(if version >= 5 {
-        r.with_protocol_type(o.protocol_type.as_deref().map(sb))
-            .with_protocol_name(o.protocol.as_deref().map(sb))
+        r.with_protocol_type(o.protocol_type.as_deref().map(str_bytes))
+            .with_protocol_name(o.protocol.as_deref().map(str_bytes))
     } else {
         r
     })

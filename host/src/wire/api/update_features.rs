@@ -11,7 +11,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
-use super::sb;
+use super::str_bytes;
 use crate::codes;
 
 /// The finalized feature levels, as ApiVersions reports them.
@@ -56,7 +56,7 @@ pub fn handle(
         return ResponseKind::UpdateFeatures(
             UpdateFeaturesResponse::default()
                 .with_error_code(codes::CLUSTER_AUTHORIZATION_FAILED)
-                .with_error_message(Some(sb("Cluster authorization failed."))),
+                .with_error_message(Some(str_bytes("Cluster authorization failed."))),
         );
     }
     let results = req
@@ -67,7 +67,7 @@ pub fn handle(
             UpdatableFeatureResult::default()
                 .with_feature(u.feature)
                 .with_error_code(code)
-                .with_error_message(msg.as_deref().map(sb))
+                .with_error_message(msg.as_deref().map(str_bytes))
         })
         .collect();
     ResponseKind::UpdateFeatures(UpdateFeaturesResponse::default().with_results(results))

@@ -31,15 +31,22 @@ use kafka_protocol::messages::write_txn_markers_request::{
 use kafka_protocol::messages::{ProducerId, WriteTxnMarkersRequest};
 
 use super::machine::MarkerJob;
-use super::port::{Host, Leader, MarkerSet};
+use super::port::{CoordinatorPorts, Leader, MarkerSet};
 use crate::cluster::NodeInfo;
 use crate::cluster::peer::Peers;
 use crate::codes;
 use crate::policy::TopicPartition;
+use crate::ratelimit::Backoff;
+
+/// The waits between tries of markers not written yet (no leader, a leader
+/// that moved, an unreachable peer, a disk error): 5 ms doubling to 1 s.
+/// Both marker paths wait by it: this router and the coordinator's
+/// single-node unsynced path.
+pub const MARKER_RETRY: Backoff = Backoff::new(Duration::from_millis(5), Duration::from_secs(1));
 
 /// What a marker's answer means for the coordinator writing it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
+pub enum MarkerVerdict {
     /// Written and durable.
     Written,
     /// Nothing to write there: the partition is gone, or holds a newer
@@ -51,25 +58,25 @@ pub enum Outcome {
     Retry,
 }
 
-/// The [`Outcome`] of `code`, the answer for `tp`'s marker (both marker
+/// The [`MarkerVerdict`] on `code`, the answer for `tp`'s marker (both marker
 /// paths decide with it).
-pub fn outcome(host: &dyn Host, tp: &TopicPartition, code: i16) -> Outcome {
+pub fn verdict(host: &dyn CoordinatorPorts, tp: &TopicPartition, code: i16) -> MarkerVerdict {
     match code {
-        codes::NONE => Outcome::Written,
+        codes::NONE => MarkerVerdict::Written,
         codes::INVALID_PRODUCER_EPOCH => {
             tracing::warn!(topic = %tp.topic, partition = tp.partition, "the partition holds a newer epoch; marker skipped");
-            Outcome::Skip
+            MarkerVerdict::Skip
         }
-        codes::TRANSACTION_COORDINATOR_FENCED => Outcome::Fenced,
+        codes::TRANSACTION_COORDINATOR_FENCED => MarkerVerdict::Fenced,
         codes::UNKNOWN_TOPIC_OR_PARTITION
             if !host.exists(tp) && tp.topic != crate::group::offsets_topic::OFFSETS_TOPIC =>
         {
             tracing::warn!(topic = %tp.topic, partition = tp.partition, "marker for a partition that no longer exists; skipped");
-            Outcome::Skip
+            MarkerVerdict::Skip
         }
         other => {
             tracing::debug!(topic = %tp.topic, partition = tp.partition, code = other, "marker not written yet; retrying");
-            Outcome::Retry
+            MarkerVerdict::Retry
         }
     }
 }
@@ -78,13 +85,13 @@ pub fn outcome(host: &dyn Host, tp: &TopicPartition, code: i16) -> Outcome {
 /// `coordinator_epoch`; true once every one is durable (or needs none),
 /// false when this coordinator was fenced or (`retired`) its shard moved.
 pub async fn write_everywhere(
-    host: &Arc<dyn Host>,
+    host: &Arc<dyn CoordinatorPorts>,
     job: &MarkerJob,
     coordinator_epoch: i32,
     retired: impl Fn() -> bool,
 ) -> bool {
     let mut pending = job.partitions.clone();
-    let mut delay = Duration::from_millis(5);
+    let mut backoff = MARKER_RETRY;
     loop {
         if retired() {
             tracing::info!(txn = %job.transactional_id, "the shard moved; its new coordinator finishes the markers");
@@ -144,20 +151,19 @@ pub async fn write_everywhere(
             }
         }
         for (tp, code) in local.into_iter().chain(peers) {
-            match outcome(&**host, &tp, code) {
-                Outcome::Written | Outcome::Skip => {}
-                Outcome::Fenced => {
+            match verdict(&**host, &tp, code) {
+                MarkerVerdict::Written | MarkerVerdict::Skip => {}
+                MarkerVerdict::Fenced => {
                     tracing::warn!(txn = %job.transactional_id, topic = %tp.topic, partition = tp.partition, coordinator_epoch, "a newer coordinator fenced this one; it finishes the markers");
                     return false;
                 }
-                Outcome::Retry => retry.push(tp),
+                MarkerVerdict::Retry => retry.push(tp),
             }
         }
         if retry.is_empty() {
             return true;
         }
-        tokio::time::sleep(delay).await;
-        delay = (delay * 2).min(Duration::from_secs(1));
+        tokio::time::sleep(backoff.failed()).await;
         pending = retry;
     }
 }
