@@ -453,14 +453,17 @@ impl Partition {
         }
     }
 
-    /// [`Self::check_gate`] for a client batch `h`: a refusal is
+    /// [`Self::check_gate`] for batch `h`: a client batch's refusal is
     /// remembered, so that no batch behind it gets through before it comes
-    /// again ([`super::refusals`]).
+    /// again ([`super::refusals`]); a marker (a control batch) is in no
+    /// client's pipeline.
     fn check_gate_for(&self, st: &State, h: &BatchHeader) -> Result<(), AppendError> {
         if self.gate.open() {
             return Ok(());
         }
-        self.gate.refusals.refused(h, Some(&st.producers));
+        if !h.is_control() {
+            self.gate.refusals.refused(h, Some(&st.producers));
+        }
         Err(AppendError::NotLeader)
     }
 
@@ -506,27 +509,54 @@ impl Partition {
         } else {
             -1
         };
+        let admit = |st: &mut State, h: &BatchHeader| -> Result<_, AppendError> {
+            let verdict = st.producers.check(h);
+            if let Ok(Verdict::Duplicate(meta)) = verdict {
+                // Written already: answered as such (possibly written, by
+                // the caller, when the gate has closed meanwhile).
+                return Ok(Some(Appended {
+                    base_offset: meta.base_offset,
+                    duplicate: true,
+                    end_offset: st.log_end(),
+                    file: None,
+                    log_append_time: -1,
+                }));
+            }
+            // Not leading comes before any producer-state error (as in
+            // Kafka): an OUT_OF_ORDER_SEQUENCE_NUMBER for the batch behind
+            // one refused as not leader is a gap the client did not make.
+            self.check_gate_for(st, h)?;
+            if self.gate.refusals.holds_back(h, &st.producers) {
+                return Err(AppendError::NotLeader);
+            }
+            verdict.map_err(AppendError::Producer)?;
+            Ok(None)
+        };
+        self.write(bytes, h, log_append_time, admit, |st, h| {
+            st.producers.record(h)
+        })
+    }
+
+    /// The write path of [`Self::append`] and [`Self::append_marker`].
+    /// Under the partition lock, `admit` decides on batch `h` (Ok(Some):
+    /// answered so, without a write); then the batch gets the next offset
+    /// and the current leader epoch, is written to the active segment
+    /// (rolled first when due) and framed into the write-ahead log (or its
+    /// segment file is the one to sync), and `record` updates the producer
+    /// state with its header. The gate is checked again before the write;
+    /// the high watermark follows at once unless fsync waits hold it.
+    fn write(
+        &self,
+        mut bytes: Vec<u8>,
+        mut h: BatchHeader,
+        log_append_time: i64,
+        admit: impl FnOnce(&mut State, &BatchHeader) -> Result<Option<Appended>, AppendError>,
+        record: impl FnOnce(&mut State, &BatchHeader),
+    ) -> Result<Appended, AppendError> {
         let mut st = self.lock();
-        let verdict = st.producers.check(&h);
-        if let Ok(Verdict::Duplicate(meta)) = verdict {
-            // Written already: answered as such (possibly written, by the
-            // caller, when the gate has closed meanwhile).
-            return Ok(Appended {
-                base_offset: meta.base_offset,
-                duplicate: true,
-                end_offset: st.log_end(),
-                file: None,
-                log_append_time: -1,
-            });
+        if let Some(answer) = admit(&mut st, &h)? {
+            return Ok(answer);
         }
-        // Not leading comes before any producer-state error (as in Kafka):
-        // an OUT_OF_ORDER_SEQUENCE_NUMBER for the batch behind one refused
-        // as not leader is a gap the client did not make.
-        self.check_gate_for(&st, &h)?;
-        if self.gate.refusals.holds_back(&h, &st.producers) {
-            return Err(AppendError::NotLeader);
-        }
-        verdict.map_err(AppendError::Producer)?;
         self.unmark_clean(&mut st)?;
         let base = st.log_end();
         let leader_epoch = stamp_epoch(&mut st, base)?;
@@ -536,7 +566,7 @@ impl Partition {
         self.maybe_roll(&mut st, bytes.len() as u64, h.max_timestamp)?;
         st.active()?.append(&bytes, &h)?;
         let file = self.durable_file(&mut st, &bytes)?;
-        st.producers.record(&h);
+        record(&mut st, &h);
         let end = st.log_end();
         drop(st);
         if self.immediate_hw {
@@ -583,51 +613,35 @@ impl Partition {
         coordinator_epoch: i32,
         timestamp: i64,
     ) -> Result<Appended, AppendError> {
-        let mut st = self.lock();
-        self.check_gate()?;
-        st.producers
-            .check_marker(producer_id, epoch, coordinator_epoch)
-            .map_err(AppendError::Producer)?;
-        self.unmark_clean(&mut st)?;
-        let mut bytes =
-            batch::control_batch(producer_id, epoch, commit, coordinator_epoch, timestamp);
-        let mut h = batch::parse_header(&bytes)
+        let bytes = batch::control_batch(producer_id, epoch, commit, coordinator_epoch, timestamp);
+        let h = batch::parse_header(&bytes)
             .ok_or_else(|| AppendError::Io(io::Error::other("control batch header")))?;
-        let base = st.log_end();
-        let leader_epoch = stamp_epoch(&mut st, base)?;
-        batch::assign_offset(&mut bytes, base, leader_epoch);
-        h.base_offset = base;
-        self.check_gate()?;
-        self.maybe_roll(&mut st, bytes.len() as u64, h.max_timestamp)?;
-        st.active()?.append(&bytes, &h)?;
-        let file = self.durable_file(&mut st, &bytes)?;
-        if let Some(done) = st.producers.record_marker(
-            producer_id,
-            epoch,
-            coordinator_epoch,
-            base,
-            !commit,
-            timestamp,
-        ) && done.aborted
-        {
-            st.aborted.push(AbortedTxn {
+        let admit = |st: &mut State, _: &BatchHeader| -> Result<_, AppendError> {
+            self.check_gate()?;
+            st.producers
+                .check_marker(producer_id, epoch, coordinator_epoch)
+                .map_err(AppendError::Producer)?;
+            Ok(None)
+        };
+        let record = |st: &mut State, h: &BatchHeader| {
+            let base = h.base_offset;
+            if let Some(done) = st.producers.record_marker(
                 producer_id,
-                first_offset: done.first_offset,
-                last_offset: base,
-            });
-        }
-        let end = st.log_end();
-        drop(st);
-        if self.immediate_hw {
-            self.advance_high_watermark(end);
-        }
-        Ok(Appended {
-            base_offset: base,
-            duplicate: false,
-            end_offset: end,
-            file: Some(file),
-            log_append_time: -1,
-        })
+                epoch,
+                coordinator_epoch,
+                base,
+                !commit,
+                timestamp,
+            ) && done.aborted
+            {
+                st.aborted.push(AbortedTxn {
+                    producer_id,
+                    first_offset: done.first_offset,
+                    last_offset: base,
+                });
+            }
+        };
+        self.write(bytes, h, -1, admit, record)
     }
 
     /// Before the first change to the partition's files since a clean open

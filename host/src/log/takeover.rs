@@ -189,10 +189,18 @@ impl LogManager {
     /// not held here, was refused as not leader; remembered for when this
     /// broker leads it again ([`refusals`]).
     pub fn refused_unheld(&self, topic: &str, p: i32, batch: &[u8]) {
-        if let (Some(t), Some(h)) = (self.topic(topic), batch::parse_header(batch))
+        if let Some(h) = batch::parse_header(batch) {
+            self.refused_unheld_header(topic, p, &h);
+        }
+    }
+
+    /// [`Self::refused_unheld`] for a batch whose header `h` the caller
+    /// parsed.
+    pub fn refused_unheld_header(&self, topic: &str, p: i32, h: &batch::BatchHeader) {
+        if let Some(t) = self.topic(topic)
             && (0..t.partition_count).contains(&p)
         {
-            t.refusals(p).refused(&h, None);
+            t.refusals(p).refused(h, None);
         }
     }
 

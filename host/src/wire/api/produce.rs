@@ -4,6 +4,12 @@
 //! never answers PRODUCER_FENCED (KAFKA-10687): a stale epoch is
 //! INVALID_PRODUCER_EPOCH on every version.
 //!
+//! One pass per step over the request, parsed once into its partitions'
+//! entries ([`Request`]: each partition's records and their batch header):
+//! authorization ([`authorize`]), the checks before any append ([`admit`]),
+//! transaction verification ([`verify`]), then the appends ([`append_all`]),
+//! where the log validates each batch whole.
+//!
 //! Authorization: a request carrying transactional batches
 //! needs a transactional id with WRITE on it, else every partition is
 //! TRANSACTIONAL_ID_AUTHORIZATION_FAILED; each topic needs WRITE, else its
@@ -12,24 +18,26 @@
 //! principal (or to none) is refused like one under an id never handed out
 //! (`security::pid_owners`).
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
+use bytes::Bytes;
 use kafka_protocol::messages::produce_response::{
     BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
 };
-use kafka_protocol::messages::{ApiKey, ProduceRequest, ProduceResponse, ResponseKind};
+use kafka_protocol::messages::{ApiKey, ProduceRequest, ProduceResponse, ResponseKind, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
 use crate::broker::Broker;
 use crate::codes;
-use crate::log::batch::BatchError;
+use crate::log::batch::{self, BatchError, BatchHeader};
 use crate::log::partition::{AppendError, Appended};
 use crate::log::producer::ProducerError;
 use crate::log::{FsyncMode, Partition};
 use crate::security::Operation;
 use crate::security::pid_owners::Owner;
+use crate::txn::route;
 use crate::wire::handled::Handled;
 
 /// The Kafka error code for a refused append.
@@ -52,20 +60,107 @@ pub fn append_error_code(e: &AppendError) -> i16 {
     }
 }
 
+/// Why records were refused, one by one (Produce v8+'s record_errors):
+/// the message and the refused records' indexes in the batch.
+type Detail = (String, Vec<i32>);
+
 /// What one partition of the request came to: its append's result (or
 /// the code it was refused with), before the response is encoded.
 struct PartitionOutcome {
     partition: Option<Arc<Partition>>,
     index: i32,
     result: Result<Appended, i16>,
-    /// Why records were refused, one by one (Produce v8+'s record_errors):
-    /// the message and the refused records' indexes in the batch.
-    detail: Option<(String, Vec<i32>)>,
+    detail: Option<Detail>,
 }
 
 /// Record bytes in one request above which its appends run off the async
 /// runtime even when uncompressed (walking them takes a while).
 const OFFLOAD_PLAIN_BYTES: usize = 1 << 20;
+
+/// A Produce request, parsed once: every step after the parse reads its
+/// entries, not the request.
+struct Request {
+    head: Head,
+    /// Each topic's name and partition entries, in request order.
+    topics: Vec<(TopicName, Vec<Entry>)>,
+}
+
+/// What every entry of a request shares.
+struct Head {
+    acks: i16,
+    version: i16,
+    transactional_id: Option<String>,
+}
+
+/// One partition's part of a Produce request.
+struct Entry {
+    index: i32,
+    records: Option<Bytes>,
+    /// The header of the records' (first) batch, parsed once; None when
+    /// the records are absent, empty or too short for one.
+    header: Option<BatchHeader>,
+    /// What the checks before any append decided ([`admit`]).
+    admission: Admission,
+    /// A transactional batch whose producer had no transaction open on the
+    /// partition when [`admit`] looked: the coordinator must know the
+    /// partition is in its transaction ([`verify`]).
+    opens_txn: bool,
+    /// The coordinator's answer for that, as Produce's code ([`verify`]).
+    verified: Option<i16>,
+}
+
+/// What the checks before any append decided for an entry.
+enum Admission {
+    /// Answered so, nothing appended.
+    Refused(i16, Option<Detail>),
+    /// A batch under a producer id this broker never handed out, or one
+    /// bound to another principal: answered with this code, unless the
+    /// batch is invalid anyway (then with its own; see [`refuse_valid`]).
+    RefusedIfValid(Arc<Partition>, i16),
+    /// To be appended to the partition.
+    Append(Arc<Partition>),
+}
+
+impl Request {
+    /// Parses `req` (of `version`): each partition's records and their
+    /// batch header.
+    fn parse(req: ProduceRequest, version: i16) -> Request {
+        let entry = |p: kafka_protocol::messages::produce_request::PartitionProduceData| Entry {
+            index: p.index,
+            header: p.records.as_deref().and_then(batch::parse_header),
+            records: p.records,
+            // Until [`admit`] decides.
+            admission: Admission::Refused(codes::UNKNOWN_SERVER_ERROR, None),
+            opens_txn: false,
+            verified: None,
+        };
+        Request {
+            head: Head {
+                acks: req.acks,
+                version,
+                transactional_id: req.transactional_id.map(|t| t.0.to_string()),
+            },
+            topics: req
+                .topic_data
+                .into_iter()
+                .map(|t| (t.name, t.partition_data.into_iter().map(entry).collect()))
+                .collect(),
+        }
+    }
+
+    /// Every entry, with its topic's name.
+    fn entries(&self) -> impl Iterator<Item = (&str, &Entry)> {
+        self.topics
+            .iter()
+            .flat_map(|(name, es)| es.iter().map(move |e| (name.0.as_str(), e)))
+    }
+
+    /// Every batch header, with its topic's name.
+    fn headers(&self) -> impl Iterator<Item = (&str, BatchHeader)> {
+        self.entries()
+            .filter_map(|(topic, e)| e.header.map(|h| (topic, h)))
+    }
+}
 
 /// What authorization decided before any append.
 #[derive(Debug, Default)]
@@ -77,29 +172,28 @@ struct Checks {
 }
 
 /// Every partition of `req` answered `code`, nothing appended.
-fn refuse_all(req: ProduceRequest, code: i16, version: i16) -> Handled {
-    if req.acks == 0 {
+fn refuse_all(req: Request, code: i16) -> Handled {
+    if req.head.acks == 0 {
         // Kafka closes the connection of a failed acks=0 produce.
         return Handled::Close;
     }
     let topics = req
-        .topic_data
+        .topics
         .into_iter()
-        .map(|t| {
-            let outs = t
-                .partition_data
+        .map(|(name, es)| {
+            let outs = es
                 .iter()
-                .map(|p| PartitionOutcome {
+                .map(|e| PartitionOutcome {
                     partition: None,
-                    index: p.index,
+                    index: e.index,
                     result: Err(code),
                     detail: None,
                 })
                 .collect();
-            (t.name, outs)
+            (name, outs)
         })
         .collect();
-    Handled::Now(respond(topics, version))
+    Handled::Now(respond(topics, req.head.version))
 }
 
 /// The authorization checks of `req` (nothing to check when the
@@ -107,44 +201,37 @@ fn refuse_all(req: ProduceRequest, code: i16, version: i16) -> Handled {
 async fn authorize(
     broker: &Broker,
     session: &crate::security::Session,
-    req: &ProduceRequest,
+    req: &Request,
 ) -> Result<Checks, i16> {
     let mut checks = Checks::default();
-    let headers = || {
-        req.topic_data.iter().flat_map(|t| {
-            t.partition_data.iter().filter_map(move |p| {
-                p.records
-                    .as_ref()
-                    .and_then(|b| crate::log::batch::parse_header(b))
-                    .map(|h| (t.name.0.as_str(), h))
-            })
-        })
-    };
     // Kafka checks this first, authorizer or not: a transactional (or
     // control) batch needs a transactional id.
-    if req.transactional_id.is_none() && headers().any(|(_, h)| h.is_transactional()) {
+    let transactional = req.headers().any(|(_, h)| h.is_transactional());
+    if req.head.transactional_id.is_none() && transactional {
         return Err(codes::TRANSACTIONAL_ID_AUTHORIZATION_FAILED);
     }
     if !broker.authz.is_enabled() {
         return Ok(checks);
     }
     let mut access = super::Checks::new(broker, session, ApiKey::Produce);
-    if headers().any(|(_, h)| h.is_transactional()) {
+    if transactional {
         let allowed = req
+            .head
             .transactional_id
             .as_ref()
-            .is_some_and(|id| access.txn(Operation::Write, &id.0));
+            .is_some_and(|id| access.txn(Operation::Write, id));
         if !allowed {
             return Err(codes::TRANSACTIONAL_ID_AUTHORIZATION_FAILED);
         }
     }
-    for t in &req.topic_data {
-        if !access.topic(Operation::Write, &t.name.0) {
-            checks.denied_topics.insert(t.name.0.to_string());
+    for (name, _) in &req.topics {
+        if !access.topic(Operation::Write, &name.0) {
+            checks.denied_topics.insert(name.0.to_string());
         }
     }
     if let Some(owners) = &broker.pid_owners {
-        let mut pids: Vec<i64> = headers()
+        let mut pids: Vec<i64> = req
+            .headers()
             .filter(|(topic, h)| {
                 !checks.denied_topics.contains(*topic)
                     && h.has_producer_id()
@@ -177,29 +264,24 @@ pub async fn handle(
     req: ProduceRequest,
     version: i16,
 ) -> Handled {
-    let acks = req.acks;
+    let mut req = Request::parse(req, version);
+    let acks = req.head.acks;
     let checks = match authorize(broker, session, &req).await {
         Ok(c) => c,
-        Err(code) => return refuse_all(req, code, version),
+        Err(code) => return refuse_all(req, code),
     };
     // Cluster mode: a producer id above what this broker has seen may come
     // from a block another broker took a moment ago.
     if let Some(etcd) = broker.producer_ids.etcd() {
         let unseen = req
-            .topic_data
-            .iter()
-            .flat_map(|t| &t.partition_data)
-            .filter_map(|p| p.records.as_ref())
-            .filter_map(|b| crate::log::batch::parse_header(b))
-            .any(|h| h.has_producer_id() && !broker.producer_ids.issued(h.producer_id));
+            .headers()
+            .any(|(_, h)| h.has_producer_id() && !broker.producer_ids.issued(h.producer_id));
         if unseen && let Err(e) = etcd.refresh_producer_ids().await {
             tracing::warn!(error = %e, "cannot read the producer-id counter from etcd");
         }
     }
-    // Cluster mode: the first transactional batch of a producer on a
-    // partition is verified with its coordinator, over the wire when that
-    // is another broker (KIP-890 part 1), before anything is appended.
-    let verified = verify_remotely(broker, &req, &checks).await;
+    admit(broker, &mut req, &checks);
+    verify(broker, &mut req).await;
     // Validation decompresses and walks every record (batch::walk_records):
     // for a compressed batch, up to MAX_SCAN_BYTES of work, so such a
     // request is appended on the blocking pool, and so is one a topic's
@@ -207,25 +289,19 @@ pub async fn handle(
     // awaits this before reading its next request, so appends keep their
     // order; small uncompressed requests stay on this thread.
     let (compressed, plain) = req
-        .topic_data
-        .iter()
-        .flat_map(|t| &t.partition_data)
-        .filter_map(|p| p.records.as_ref())
-        .fold((false, 0usize), |(c, n), b| {
-            let codec = crate::log::batch::parse_header(b).map_or(0, |h| h.compression());
-            (c || codec != 0, n + b.len())
+        .entries()
+        .filter_map(|(_, e)| e.records.as_ref().map(|b| (e.header, b.len())))
+        .fold((false, 0usize), |(c, n), (h, len)| {
+            (c || h.is_some_and(|h| h.compression() != 0), n + len)
         });
     let mut topics = if compressed || plain > OFFLOAD_PLAIN_BYTES || compresses(broker, &req) {
-        let b = broker.clone();
-        match crate::log::batch::offload(move || append_all(&b, req, version, &verified, &checks))
-            .await
-        {
+        match batch::offload(move || append_all(req)).await {
             Some(t) => t,
             None if acks == 0 => return Handled::Close,
             None => return Handled::Now(ResponseKind::Produce(ProduceResponse::default())),
         }
     } else {
-        append_all(broker, req, version, &verified, &checks)
+        append_all(req)
     };
     let needs_wait = broker.logs.group_commit().mode() == FsyncMode::Always
         && topics.iter().any(|(_, outs)| {
@@ -284,174 +360,194 @@ fn acks_zero(broker: &Arc<Broker>, mut topics: Topics, needs_wait: bool) -> Hand
 /// Whether a topic of `req` stores its batches compressed
 /// (compression.type gzip, snappy, lz4 or zstd): its uncompressed batches
 /// are compressed on append.
-fn compresses(broker: &Broker, req: &ProduceRequest) -> bool {
-    req.topic_data.iter().any(|t| {
+fn compresses(broker: &Broker, req: &Request) -> bool {
+    req.topics.iter().any(|(name, _)| {
         broker
             .logs
-            .topic(&t.name.0)
+            .topic(&name.0)
             .is_some_and(|t| t.config.compression.is_some_and(|c| c != 0))
     })
 }
 
 /// Each topic's append outcomes, in request order.
-type Topics = Vec<(kafka_protocol::messages::TopicName, Vec<PartitionOutcome>)>;
+type Topics = Vec<(TopicName, Vec<PartitionOutcome>)>;
 
-/// Verification answers from a remote coordinator, by partition.
-type Verified = BTreeMap<(String, i32), i16>;
-
-/// The transactional batches of `req` that need verification by a
-/// coordinator on another broker: asked in one request; their Produce codes.
-async fn verify_remotely(broker: &Arc<Broker>, req: &ProduceRequest, checks: &Checks) -> Verified {
-    let mut out = Verified::new();
-    let Some(txn_id) = req.transactional_id.as_ref().map(|t| t.0.to_string()) else {
-        return out;
-    };
-    if broker.cluster.is_local()
-        || !matches!(
-            crate::txn::route::coordinator_of(broker.txn_routes(), &txn_id),
-            crate::txn::route::CoordinatorLocation::Peer(_)
-        )
-    {
-        return out;
-    }
-    let mut ask = Vec::new();
-    let mut producer = None;
-    for t in &req.topic_data {
-        if checks.denied_topics.contains(t.name.0.as_str()) {
-            continue;
-        }
-        for p in &t.partition_data {
-            let Some(h) = p
-                .records
-                .as_ref()
-                .and_then(|b| crate::log::batch::parse_header(b))
-                .filter(|h| {
-                    h.is_transactional()
-                        && h.producer_id >= 0
-                        && !checks.foreign_pids.contains(&h.producer_id)
-                })
-            else {
-                continue;
-            };
-            let Some(part) = broker.logs.partition(&t.name.0, p.index) else {
-                continue;
-            };
-            if part.has_open_txn(h.producer_id) {
-                continue;
-            }
-            // One producer per request (a client's batches all carry its id);
-            // any other gets the local answer (NOT_ENOUGH_REPLICAS).
-            if *producer.get_or_insert((h.producer_id, h.producer_epoch))
-                != (h.producer_id, h.producer_epoch)
-            {
-                continue;
-            }
-            ask.push(crate::policy::TopicPartition {
-                topic: t.name.0.to_string(),
-                partition: p.index,
-            });
-        }
-    }
-    let Some((pid, epoch)) = producer else {
-        return out;
-    };
-    let answers =
-        crate::txn::route::verify_only(broker.txn_routes(), &txn_id, pid, epoch, &ask).await;
-    for (tp, code) in ask.into_iter().zip(answers) {
-        out.insert(
-            (tp.topic, tp.partition),
-            crate::txn::route::produce_code(code),
-        );
-    }
-    out
-}
-
-/// Validates and appends every partition's batch of a request.
-fn append_all(
-    broker: &Broker,
-    req: ProduceRequest,
-    version: i16,
-    verified: &Verified,
-    checks: &Checks,
-) -> Topics {
-    let acks = req.acks;
-    let mut topics: Vec<(kafka_protocol::messages::TopicName, Vec<PartitionOutcome>)> = Vec::new();
-    for t in req.topic_data {
-        let name = t.name.0.to_string();
-        let denied = checks.denied_topics.contains(&name);
-        let mut outs = Vec::new();
-        for p in t.partition_data {
+/// The checks before any append, for every entry of `req`, in Kafka's
+/// order; also counts the bytes that pass them (bytes_in).
+fn admit(broker: &Broker, req: &mut Request, checks: &Checks) {
+    for (name, entries) in &mut req.topics {
+        let topic = name.0.as_str();
+        let denied = checks.denied_topics.contains(topic);
+        for e in entries {
             let part = if denied {
                 None
             } else {
-                broker.logs.partition(&name, p.index)
+                broker.logs.partition(topic, e.index)
             };
-            let mut detail = None;
-            let result = if !matches!(acks, -1..=1) {
-                Err(codes::INVALID_REQUIRED_ACKS)
-            } else if denied {
-                Err(codes::TOPIC_AUTHORIZATION_FAILED)
-            } else if let Some(part) = &part {
-                match p.records {
-                    None => Err(codes::INVALID_RECORD),
-                    // As Kafka: a partition's records hold one batch at least.
-                    Some(b) if b.is_empty() => Err(codes::INVALID_RECORD),
-                    // zstd needs Produce v7 (KIP-110), as in Kafka.
-                    Some(b) if version < 7 && is_zstd(&b) => {
-                        Err(codes::UNSUPPORTED_COMPRESSION_TYPE)
-                    }
-                    Some(_)
-                        if let Some(m) = too_few_in_sync(broker, acks, part, &name, p.index) =>
-                    {
-                        detail = Some((m, Vec::new()));
-                        Err(codes::NOT_ENOUGH_REPLICAS)
-                    }
-                    Some(bytes) => {
-                        broker
-                            .metrics
-                            .bytes_in
-                            .fetch_add(bytes.len() as u64, Ordering::Relaxed);
-                        let txn_id = req.transactional_id.as_ref().map(|t| t.0.as_str());
-                        append(
-                            broker,
-                            part,
-                            bytes.to_vec(),
-                            txn_id,
-                            verified,
-                            checks,
-                            &mut detail,
-                        )
-                    }
+            e.opens_txn = match (&part, e.header) {
+                (Some(part), Some(h)) => {
+                    h.is_transactional()
+                        && h.producer_id >= 0
+                        && !checks.foreign_pids.contains(&h.producer_id)
+                        && !part.has_open_txn(h.producer_id)
                 }
-            } else {
-                let code = broker.not_here(&name, p.index);
-                // Cluster mode: remembered, so that a batch of the same
-                // producer pipelined behind this one is not appended should
-                // the partition come back here before it (a gap the client
-                // would answer with an epoch bump and duplicates).
-                if code == codes::NOT_LEADER_OR_FOLLOWER
-                    && let Some(bytes) = &p.records
-                {
-                    broker.logs.refused_unheld(&name, p.index, bytes);
-                }
-                Err(code)
+                _ => false,
             };
-            outs.push(PartitionOutcome {
-                partition: part,
-                index: p.index,
-                result,
-                detail,
-            });
+            e.admission = admission(broker, checks, &req.head, topic, denied, e, part);
         }
-        topics.push((t.name, outs));
     }
-    topics
 }
 
-/// Whether `records` starts with a zstd-compressed batch.
-fn is_zstd(records: &[u8]) -> bool {
-    crate::log::batch::parse_header(records)
-        .is_some_and(|h| h.compression() == crate::log::batch::CODEC_ZSTD)
+/// [`admit`] for one entry `e` of `topic` (`denied`: without WRITE);
+/// `part`: its partition, when it is here and the topic not denied.
+fn admission(
+    broker: &Broker,
+    checks: &Checks,
+    head: &Head,
+    topic: &str,
+    denied: bool,
+    e: &Entry,
+    part: Option<Arc<Partition>>,
+) -> Admission {
+    use Admission::Refused;
+    let acks = head.acks;
+    if !matches!(acks, -1..=1) {
+        return Refused(codes::INVALID_REQUIRED_ACKS, None);
+    }
+    if denied {
+        return Refused(codes::TOPIC_AUTHORIZATION_FAILED, None);
+    }
+    let Some(part) = part else {
+        let code = broker.not_here(topic, e.index);
+        // Cluster mode: remembered, so that a batch of the same producer
+        // pipelined behind this one is not appended should the partition
+        // come back here before it (a gap the client would answer with an
+        // epoch bump and duplicates).
+        if code == codes::NOT_LEADER_OR_FOLLOWER
+            && let Some(h) = &e.header
+        {
+            broker.logs.refused_unheld_header(topic, e.index, h);
+        }
+        return Refused(code, None);
+    };
+    // As Kafka: a partition's records hold one batch at least.
+    let Some(bytes) = e.records.as_ref().filter(|b| !b.is_empty()) else {
+        return Refused(codes::INVALID_RECORD, None);
+    };
+    // zstd needs Produce v7 (KIP-110), as in Kafka.
+    if head.version < 7
+        && e.header
+            .is_some_and(|h| h.compression() == batch::CODEC_ZSTD)
+    {
+        return Refused(codes::UNSUPPORTED_COMPRESSION_TYPE, None);
+    }
+    if let Some(m) = too_few_in_sync(broker, acks, &part, topic, e.index) {
+        return Refused(codes::NOT_ENOUGH_REPLICAS, Some((m, Vec::new())));
+    }
+    broker
+        .metrics
+        .bytes_in
+        .fetch_add(bytes.len() as u64, Ordering::Relaxed);
+    let Some(h) = e.header else {
+        return Admission::Append(part);
+    };
+    // Only ids this broker handed out may carry state: a batch under the
+    // next ids, written before InitProducerId hands them out, would make the
+    // real producer's first batch look like a duplicate of it. With the
+    // authorizer enabled, only ids bound to the session's principal: to
+    // the sender, an id another principal holds is as good as one never
+    // handed out (the same answer, so it learns nothing of which ids are
+    // live; a client whose binding was dropped re-initialises).
+    if h.has_producer_id()
+        && (!broker.producer_ids.issued(h.producer_id)
+            || checks.foreign_pids.contains(&h.producer_id))
+    {
+        let code = if h.is_transactional() {
+            codes::INVALID_PRODUCER_ID_MAPPING
+        } else {
+            codes::UNKNOWN_PRODUCER_ID
+        };
+        return Admission::RefusedIfValid(part, code);
+    }
+    if h.is_transactional() {
+        // Test-only: answer one later transactional batch as if the broker had
+        // lost the producer's state (UNKNOWN_PRODUCER_ID), so the client must
+        // recover with a KIP-360 epoch bump. (librdkafka treats an
+        // OUT_OF_ORDER_SEQUENCE_NUMBER on the next expected sequence as fatal
+        // "sequence desynchronization", so that code cannot drive the bump.)
+        if h.base_sequence > 0 && crate::fault::once("produce-unknown-producer-id-once") {
+            return Refused(codes::UNKNOWN_PRODUCER_ID, None);
+        }
+        if head.transactional_id.is_none() {
+            return Refused(codes::INVALID_RECORD, None);
+        }
+    }
+    Admission::Append(part)
+}
+
+/// KIP-890 part 1 (docs/txn-semantics.md §3.6): the first transactional
+/// batch of a producer on a partition must belong to a transaction the
+/// coordinator knows includes the partition. Asked before any append, for
+/// every admitted entry that [`Entry::opens_txn`], in one
+/// [`route::verify_only`] call per producer, wherever the coordinator runs
+/// (on this broker: a call; on another: one AddPartitionsToTxn VerifyOnly).
+async fn verify(broker: &Broker, req: &mut Request) {
+    let Request { head, topics } = req;
+    let Some(txn_id) = head.transactional_id.as_deref() else {
+        return;
+    };
+    // The request's producer: the first of its transactional batches (a
+    // client's batches all carry its id). A coordinator on another broker
+    // is asked about it only; another producer's batches (a forged request)
+    // get "not reached" there (NOT_ENOUGH_REPLICAS: the client retries).
+    let mut first = None;
+    // Each producer's entries to ask about, by (topic, entry) position.
+    let mut asks: Vec<((i64, i16), Vec<(usize, usize)>)> = Vec::new();
+    for (ti, (_, entries)) in topics.iter().enumerate() {
+        for (ei, e) in entries.iter().enumerate() {
+            let Some(h) = e.header.filter(|_| e.opens_txn) else {
+                continue;
+            };
+            let producer = (h.producer_id, h.producer_epoch);
+            first.get_or_insert(producer);
+            if !matches!(e.admission, Admission::Append(_)) {
+                continue;
+            }
+            match asks.iter_mut().find(|(p, _)| *p == producer) {
+                Some((_, at)) => at.push((ti, ei)),
+                None => asks.push((producer, vec![(ti, ei)])),
+            }
+        }
+    }
+    for ((pid, epoch), at) in asks {
+        let tps: Vec<crate::policy::TopicPartition> = at
+            .iter()
+            .map(|&(ti, ei)| crate::policy::TopicPartition {
+                topic: topics[ti].0.0.to_string(),
+                partition: topics[ti].1[ei].index,
+            })
+            .collect();
+        let answers = if first == Some((pid, epoch))
+            || matches!(
+                route::coordinator_of(broker.txn_routes(), txn_id),
+                route::CoordinatorLocation::Here(_)
+            ) {
+            route::verify_only(broker.txn_routes(), txn_id, pid, epoch, &tps).await
+        } else {
+            vec![codes::COORDINATOR_NOT_AVAILABLE; tps.len()]
+        };
+        for ((ti, ei), code) in at.into_iter().zip(answers) {
+            topics[ti].1[ei].verified = Some(route::produce_code(code));
+        }
+    }
+}
+
+/// Appends every admitted entry of `req`.
+fn append_all(req: Request) -> Topics {
+    req.topics
+        .into_iter()
+        .map(|(name, entries)| (name, entries.into_iter().map(append).collect()))
+        .collect()
 }
 
 /// Why an acks=all append to `part` must not be written (min.insync.replicas
@@ -472,77 +568,62 @@ fn too_few_in_sync(
     super::min_isr::refusal(acks, min, set.replicas.len(), &set.isr, topic, p)
 }
 
-fn append(
-    broker: &Broker,
+/// The outcome of one entry: its refusal, or its append.
+fn append(e: Entry) -> PartitionOutcome {
+    let mut detail = None;
+    let records = e.records.unwrap_or_default();
+    let (partition, result) = match e.admission {
+        Admission::Refused(code, d) => {
+            detail = d;
+            (None, Err(code))
+        }
+        Admission::RefusedIfValid(part, code) => {
+            let result = refuse_valid(&part, &records, code);
+            (Some(part), result)
+        }
+        Admission::Append(part) => {
+            let result = write(&part, &records, e.header, e.verified, &mut detail);
+            (Some(part), result)
+        }
+    };
+    PartitionOutcome {
+        partition,
+        index: e.index,
+        result,
+        detail,
+    }
+}
+
+/// Err(`code`), or the batch's own code when it is invalid anyway (only
+/// on this refusal path is a batch validated before the log does).
+fn refuse_valid(part: &Partition, records: &[u8], code: i16) -> Result<Appended, i16> {
+    batch::validate_client_batch(records, part.config().max_message_bytes)
+        .map_err(|e| append_error_code(&AppendError::Batch(e)))?;
+    Err(code)
+}
+
+/// Appends an admitted batch (`header`, when parsed) to `part`. A
+/// transactional batch whose producer has no open transaction on the
+/// partition now needs the coordinator's yes ([`verify`]); with no answer
+/// (the transaction was open when [`admit`] looked, and has ended since)
+/// the client is told to retry (NOT_ENOUGH_REPLICAS).
+fn write(
     part: &Partition,
-    bytes: Vec<u8>,
-    transactional_id: Option<&str>,
-    verified: &Verified,
-    checks: &Checks,
-    detail: &mut Option<(String, Vec<i32>)>,
+    records: &[u8],
+    header: Option<BatchHeader>,
+    verified: Option<i16>,
+    detail: &mut Option<Detail>,
 ) -> Result<Appended, i16> {
-    let header = crate::log::batch::parse_header(&bytes);
-    // Only ids this broker handed out may carry state: a batch under the
-    // next ids, written before InitProducerId hands them out, would make the
-    // real producer's first batch look like a duplicate of it. With the
-    // authorizer enabled, only ids bound to the session's principal: to
-    // the sender, an id another principal holds is as good as one never
-    // handed out (the same answer, so it learns nothing of which ids are
-    // live; a client whose binding was dropped re-initialises).
-    if let Some(h) = header.filter(|h| h.has_producer_id())
-        && (!broker.producer_ids.issued(h.producer_id)
-            || checks.foreign_pids.contains(&h.producer_id))
+    if let Some(h) = header.filter(|h| h.is_transactional() && h.producer_id >= 0)
+        && !part.has_open_txn(h.producer_id)
     {
-        // A batch that is invalid anyway gets its own code (only on this
-        // refusal path is it validated twice).
-        crate::log::batch::validate_client_batch(&bytes, part.config().max_message_bytes)
-            .map_err(|e| append_error_code(&AppendError::Batch(e)))?;
-        return Err(if h.is_transactional() {
-            codes::INVALID_PRODUCER_ID_MAPPING
-        } else {
-            codes::UNKNOWN_PRODUCER_ID
-        });
-    }
-    if let Some(h) = header.filter(|h| h.is_transactional()) {
-        // Test-only: answer one later transactional batch as if the broker had
-        // lost the producer's state (UNKNOWN_PRODUCER_ID), so the client must
-        // recover with a KIP-360 epoch bump. (librdkafka treats an
-        // OUT_OF_ORDER_SEQUENCE_NUMBER on the next expected sequence as fatal
-        // "sequence desynchronization", so that code cannot drive the bump.)
-        if h.base_sequence > 0 && crate::fault::once("produce-unknown-producer-id-once") {
-            return Err(codes::UNKNOWN_PRODUCER_ID);
-        }
-        let Some(txn_id) = transactional_id else {
-            return Err(codes::INVALID_RECORD);
-        };
-        // KIP-890 part 1 (docs/txn-semantics.md §3.6): the first transactional batch of a
-        // producer on this partition must belong to a transaction the
-        // coordinator knows includes the partition.
-        if h.producer_id >= 0 && !part.has_open_txn(h.producer_id) {
-            let tp = crate::policy::TopicPartition {
-                topic: part.topic.clone(),
-                partition: part.id,
-            };
-            let code = match verified.get(&(tp.topic.clone(), tp.partition)) {
-                Some(&code) => code,
-                None => match crate::txn::route::coordinator_of(broker.txn_routes(), txn_id) {
-                    crate::txn::route::CoordinatorLocation::Here(c) => {
-                        crate::txn::route::produce_code(c.verify_only_code(
-                            txn_id,
-                            h.producer_id,
-                            h.producer_epoch,
-                            tp,
-                        ))
-                    }
-                    _ => crate::txn::route::produce_code(codes::COORDINATOR_NOT_AVAILABLE),
-                },
-            };
-            if code != codes::NONE {
-                return Err(code);
-            }
+        let code =
+            verified.unwrap_or_else(|| route::produce_code(codes::COORDINATOR_NOT_AVAILABLE));
+        if code != codes::NONE {
+            return Err(code);
         }
     }
-    part.append(bytes).map_err(|e| {
+    part.append(records.to_vec()).map_err(|e| {
         if matches!(e, AppendError::Io(_)) {
             tracing::error!(topic = %part.topic, partition = part.id, error = %e, "append failed");
         }
