@@ -3,10 +3,18 @@
 
     .venv/bin/python bench/group_protocols_bench.py [--members 50] [--leaves 10]
         [--partitions 200] [--protocols eager,cooperative,consumer] [--keep]
+        [--brokers kaas,kafka,kaas=PATH,...]
 
-One kaas broker (single-node, $KAAS_BIN or target/release/kaas, --fsync
-always) and one topic of --partitions partitions (empty: what is measured is
-who owns what, not how fast records flow). For each protocol a new group
+One broker at a time and one topic of --partitions partitions (empty: what
+is measured is who owns what, not how fast records flow). --brokers lists
+them, run one after another, each on a fresh data dir (default: kaas):
+  kaas        single-node kaas ($KAAS_BIN or target/release/kaas, --fsync always)
+  kaas=PATH   the same with the binary at PATH (a before/after pair)
+  kafka       Apache Kafka 4.4.0 (./scripts/kafka-ref, KRaft, one node), the
+              reference: its group settings below set to kaas's
+With more than one broker a last table gives each broker's total time to
+stable per protocol and its ratio to the first Kafka (or the first broker).
+For each protocol a new group
 grows from 1 to --members members, one at a time, and then loses --leaves of
 them, one at a time, each step waiting until the group is stable again:
 
@@ -41,6 +49,9 @@ Settings: classic session.timeout.ms=6000, heartbeat.interval.ms=500 and the
 broker's --group-initial-rebalance-delay-ms 0; consumer protocol, the
 broker's --group-consumer-session-timeout-ms 6000 and
 --group-consumer-heartbeat-interval-ms 500 (the client may not set them).
+Kafka gets the same through group.initial.rebalance.delay.ms,
+group.consumer.session.timeout.ms and group.consumer.heartbeat.interval.ms
+(with their .min. bounds lowered to match: Kafka's defaults are 45 s and 5 s).
 
 Target: with the consumer protocol a join pauses only the
 partitions that move (paused == moved), and the group is stable within 2
@@ -48,8 +59,10 @@ heartbeat intervals (1 s) of the last change.
 """
 
 import argparse
+import re
 import shutil
 import statistics
+import subprocess
 import sys
 import threading
 import time
@@ -59,7 +72,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "cluster"))
 
 from confluent_kafka import Consumer  # noqa: E402
+from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
+import harness  # noqa: E402
 from harness import Cluster  # noqa: E402
 
 SESSION_MS = 6000
@@ -176,7 +191,93 @@ def owners(owned: dict[str, set[int]]) -> dict[int, str]:
     return {p: m for m, ps in owned.items() for p in ps}
 
 
-def run_protocol(c: Cluster, protocol: str, topic: str, n_members: int, n_leaves: int,
+KAFKA_REF = REPO / "scripts" / "kafka-ref"
+
+
+class KaasUnderBench:
+    """Single-node kaas through the cluster tests' harness."""
+
+    DEFAULT_BIN = harness.KAAS_BIN
+
+    def __init__(self, root: Path, binary: str | None):
+        self.binary = Path(binary) if binary else self.DEFAULT_BIN
+        self.c = Cluster(root, n=1, etcd=False, extra_args=(
+            "--group-initial-rebalance-delay-ms", "0",
+            "--group-consumer-heartbeat-interval-ms", str(HEARTBEAT_MS),
+            "--group-consumer-session-timeout-ms", str(SESSION_MS)))
+
+    def start(self) -> None:
+        harness.KAAS_BIN = self.binary  # the harness starts what this names
+        self.c.start()
+
+    @property
+    def bootstrap(self) -> str:
+        return self.c.bootstrap
+
+    def create_topic(self, topic: str, partitions: int) -> None:
+        self.c.create_topic(topic, partitions)
+
+    def stop(self) -> None:
+        self.c.stop()
+
+
+class KafkaUnderBench:
+    """Apache Kafka 4.4.0, one KRaft node, started by scripts/kafka-ref."""
+
+    CONFIGS = (
+        "group.initial.rebalance.delay.ms=0",
+        f"group.consumer.heartbeat.interval.ms={HEARTBEAT_MS}",
+        f"group.consumer.min.heartbeat.interval.ms={HEARTBEAT_MS}",
+        f"group.consumer.session.timeout.ms={SESSION_MS}",
+        f"group.consumer.min.session.timeout.ms={SESSION_MS}",
+    )
+
+    def __init__(self, root: Path):
+        self.dir = root / "kafka"
+        self.bootstrap = ""
+
+    def start(self) -> None:
+        cmd = [sys.executable, str(KAFKA_REF), "start", "--dir", str(self.dir), "--version", "4"]
+        for c in self.CONFIGS:
+            cmd += ["--config", c]
+        out = subprocess.run(cmd, capture_output=True, text=True)
+        m = re.search(r"bootstrap=(\S+)", out.stdout)
+        if out.returncode != 0 or not m:
+            raise RuntimeError(f"kafka-ref start failed ({out.returncode}): {out.stderr[-2000:]}")
+        self.bootstrap = m.group(1)
+
+    def create_topic(self, topic: str, partitions: int) -> None:
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        fut = admin.create_topics([NewTopic(topic, partitions, 1)])[topic]
+        fut.result(60)
+        # Metadata shows every partition with a leader before the groups start.
+        deadline = time.monotonic() + 60
+        while True:
+            md = admin.list_topics(topic, timeout=10).topics[topic]
+            if len(md.partitions) == partitions and all(
+                    p.leader >= 0 for p in md.partitions.values()):
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{topic}: partitions without a leader after 60 s")
+            time.sleep(0.2)
+
+    def stop(self) -> None:
+        if self.dir.is_dir():
+            subprocess.run([sys.executable, str(KAFKA_REF), "stop", "--dir", str(self.dir)],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def broker_under_bench(spec: str, root: Path):
+    if spec == "kafka":
+        return KafkaUnderBench(root)
+    if spec == "kaas":
+        return KaasUnderBench(root, None)
+    if spec.startswith("kaas="):
+        return KaasUnderBench(root, spec.split("=", 1)[1])
+    raise SystemExit(f"--brokers: {spec!r} is not kaas, kaas=PATH or kafka")
+
+
+def run_protocol(c, protocol: str, topic: str, n_members: int, n_leaves: int,
                  partitions: int, quiet_s: float) -> dict:
     conf = {"bootstrap.servers": c.bootstrap, "group.id": f"bench-{protocol}-{time.time_ns()}",
             "enable.auto.commit": False, "auto.offset.reset": "earliest",
@@ -239,6 +340,8 @@ def main() -> int:
     ap.add_argument("--quiet-ms", type=int, default=1000,
                     help="no callback for this long after the group looks stable")
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--brokers", default="kaas",
+                    help="comma-separated: kaas, kaas=PATH, kafka (default %(default)s)")
     args = ap.parse_args()
     protocols = args.protocols.split(",")
     assert args.leaves < args.members and set(protocols) <= set(PROTOCOLS), args
@@ -249,24 +352,51 @@ def main() -> int:
           f"1 -> {args.members} members joining one at a time, then {args.leaves} leaving, "
           f"{args.partitions} partitions; heartbeat {HEARTBEAT_MS} ms, session {SESSION_MS} ms, "
           f"quiet {args.quiet_ms} ms; data in {root}", flush=True)
-    c = Cluster(root, n=1, etcd=False, extra_args=(
-        "--group-initial-rebalance-delay-ms", "0",
-        "--group-consumer-heartbeat-interval-ms", str(HEARTBEAT_MS),
-        "--group-consumer-session-timeout-ms", str(SESSION_MS)))
-    results = {}
-    try:
-        c.start()
-        topic = "group-protocols-bench"
-        c.create_topic(topic, args.partitions)
-        for p in protocols:
-            log(f"{LABELS[p]}")
-            results[p] = run_protocol(c, p, topic, args.members, args.leaves, args.partitions,
-                                      args.quiet_ms / 1000)
-    finally:
-        c.stop()
-        if not args.keep:
-            shutil.rmtree(root, ignore_errors=True)
+    specs = args.brokers.split(",")
+    by_broker = {}
+    for i, spec in enumerate(specs):
+        name = f"{i + 1}:{spec.rsplit('/', 1)[-1]}"
+        broker_root = root / f"broker-{i + 1}"
+        broker_root.mkdir()
+        b = broker_under_bench(spec, broker_root)
+        results = {}
+        log(f"== broker {name}")
+        try:
+            b.start()
+            topic = "group-protocols-bench"
+            b.create_topic(topic, args.partitions)
+            for p in protocols:
+                log(f"{LABELS[p]}")
+                results[p] = run_protocol(b, p, topic, args.members, args.leaves,
+                                          args.partitions, args.quiet_ms / 1000)
+        finally:
+            b.stop()
+        by_broker[name] = results
+    if not args.keep:
+        shutil.rmtree(root, ignore_errors=True)
 
+    ok = True
+    for name, results in by_broker.items():
+        print(f"\n==== broker {name}")
+        ok = report(results, protocols, args) and ok
+    if len(by_broker) > 1:
+        names = list(by_broker)
+        ref = next((n for n in names if n.endswith(":kafka")), names[0])
+        print(f"\nbrokers side by side: total seconds to stable (joins + leaves); ratio vs {ref}")
+        print(f"{'broker':40s} " + " ".join(f"{p:>22s}" for p in protocols))
+        totals = {n: {p: sum(summary(r[p]["steps"], k)["total"] for k in ("join", "leave"))
+                      for p in protocols} for n, r in by_broker.items()}
+        for n in names:
+            cells = [f"{totals[n][p]:8.2f} s ({totals[n][p] / totals[ref][p]:5.2f})"
+                     for p in protocols]
+            print(f"{n:40s} " + " ".join(f"{c:>22s}" for c in cells))
+    print(f"run took {time.monotonic() - started:.0f} s; " +
+          ("target met" if ok else "target NOT met"))
+    return 0 if ok else 1
+
+
+def report(results: dict, protocols: list, args) -> bool:
+    """One broker's tables; whether it meets the consumer protocol's target."""
     ref = "eager" if "eager" in results else protocols[0]
     sums = {p: {k: summary(r["steps"], k) for k in ("join", "leave")} for p, r in results.items()}
     for kind, what in (("join", f"{sums[ref]['join']['n']} joins, 2 -> {args.members} members "
@@ -295,9 +425,7 @@ def main() -> int:
               f"{j['n']} joins (paused {j['paused']}, moved {j['moved']}); stable within 2 "
               f"heartbeat intervals: {within_j} of {j['n']} joins, {within_l} of {lv['n']} leaves")
         ok = j["only_moved"] == j["n"] and within_j == j["n"] and within_l == lv["n"]
-    print(f"run took {time.monotonic() - started:.0f} s; " +
-          ("target met" if ok else "target NOT met"))
-    return 0 if ok else 1
+    return ok
 
 
 if __name__ == "__main__":
