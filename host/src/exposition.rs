@@ -11,7 +11,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
 use crate::broker::Broker;
-use crate::metrics::{escape, fsync_counters, policy_metrics, sample};
+use crate::metrics::{escape, sample};
 
 /// The Prometheus text exposition of `broker`.
 pub fn render(broker: &Broker) -> String {
@@ -35,9 +35,9 @@ pub fn render(broker: &Broker) -> String {
         slot.swaps_ok(),
         slot.swaps_refused()
     );
-    fsync_counters(&mut out, "kaas_fsync", broker.logs.group_commit().stats());
+    broker.logs.group_commit().stats().render(&mut out, "kaas_fsync");
     // The transaction state log has its own flusher.
-    fsync_counters(&mut out, "kaas_txn_state_fsync", broker.txn.sync_stats());
+    broker.txn.sync_stats().render(&mut out, "kaas_txn_state_fsync");
     if let Some(wal) = broker.logs.wal() {
         sample(
             &mut out,
@@ -66,7 +66,7 @@ pub fn render(broker: &Broker) -> String {
             broker.fences.applied_total(via)
         );
     }
-    policy_metrics(&mut out, &broker.policy());
+    crate::policy::exposition::render(&mut out, &broker.policy());
     let _ = writeln!(
         out,
         "# HELP kaas_txn_entry_epoch Producer epoch per transactional.id, labelled with its state and the policy that made its last transition."

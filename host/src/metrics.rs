@@ -1,8 +1,8 @@
 //! The request-path counters ([`Metrics`]) and the Prometheus text helpers
-//! the exposition uses (samples, label escaping, fsync counters, the
-//! policies' counters). The broker-wide page, which reads every part of the
-//! broker, is gathered by `crate::exposition`; nothing here knows the
-//! broker.
+//! (samples, label escaping) every part renders its own lines with: the
+//! policies' (`policy::exposition`), the flushers' (`log::sync`), the
+//! quotas' and the open-file cache's. A leaf: it imports nothing of the
+//! crate but `names`. The broker-wide page is gathered by `crate::exposition`.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -135,126 +135,6 @@ impl Metrics {
     }
 }
 
-/// The policy deciding now (`kaas_policy_info`) and the counters of every
-/// policy this process loaded, labelled
-/// `policy="name@version",sha256="<12 hex digits>"` so a swapped-out
-/// policy's series stay apart. Decisions and traps are listed where
-/// non-zero, violations for every decision call, latency histograms for
-/// every call made at least once.
-pub fn policy_metrics(out: &mut String, current: &crate::policy::Policy) {
-    use crate::policy::stats::{BUCKET_BOUNDS_NS, DECISION_KINDS, decision_kind_name};
-    use crate::policy::{Call, TrapKind};
-
-    let id = current.identity();
-    let _ = writeln!(
-        out,
-        "# HELP kaas_policy_info The transaction policy deciding now.\n# TYPE kaas_policy_info gauge"
-    );
-    let _ = writeln!(
-        out,
-        "kaas_policy_info{{policy=\"{}@{}\",name=\"{}\",version=\"{}\",sha256=\"{}\",wit=\"{}\"}} 1",
-        escape(&id.name),
-        escape(&id.version),
-        escape(&id.name),
-        escape(&id.version),
-        escape(&id.sha256),
-        escape(&id.wit_version)
-    );
-    let loaded = current.loaded_policies();
-    let labels: Vec<String> = loaded
-        .iter()
-        .map(|s| {
-            format!(
-                "policy=\"{}\",sha256=\"{}\"",
-                escape(&s.label()),
-                escape(s.short_sha256())
-            )
-        })
-        .collect();
-    let decision_calls = &Call::ALL[..Call::ALL.len() - 1];
-    let _ = writeln!(
-        out,
-        "# HELP kaas_policy_decisions_total Legal decisions by policy, call and decision kind.\n# TYPE kaas_policy_decisions_total counter"
-    );
-    for (s, l) in loaded.iter().zip(&labels) {
-        for call in decision_calls {
-            for kind in DECISION_KINDS {
-                let n = s.decisions(*call, kind);
-                if n > 0 {
-                    let _ = writeln!(
-                        out,
-                        "kaas_policy_decisions_total{{{l},call=\"{}\",kind=\"{}\"}} {n}",
-                        call.name(),
-                        decision_kind_name(kind)
-                    );
-                }
-            }
-        }
-    }
-    let _ = writeln!(
-        out,
-        "# HELP kaas_policy_traps_total Calls that trapped, by policy, call and trap kind.\n# TYPE kaas_policy_traps_total counter"
-    );
-    for (s, l) in loaded.iter().zip(&labels) {
-        for call in Call::ALL {
-            for kind in TrapKind::ALL {
-                let n = s.traps(call, kind);
-                if n > 0 {
-                    let _ = writeln!(
-                        out,
-                        "kaas_policy_traps_total{{{l},call=\"{}\",kind=\"{}\"}} {n}",
-                        call.name(),
-                        kind.name()
-                    );
-                }
-            }
-        }
-    }
-    let _ = writeln!(
-        out,
-        "# HELP kaas_policy_violations_total Decisions the host's invariant check refused.\n# TYPE kaas_policy_violations_total counter"
-    );
-    for (s, l) in loaded.iter().zip(&labels) {
-        for call in decision_calls {
-            let _ = writeln!(
-                out,
-                "kaas_policy_violations_total{{{l},call=\"{}\"}} {}",
-                call.name(),
-                s.violations(*call)
-            );
-        }
-    }
-    let _ = writeln!(
-        out,
-        "# HELP kaas_policy_call_seconds Latency of policy calls (sandboxed call and host check).\n# TYPE kaas_policy_call_seconds histogram"
-    );
-    for (s, l) in loaded.iter().zip(&labels) {
-        for call in Call::ALL {
-            let h = s.histogram(call);
-            if h.count() == 0 {
-                continue;
-            }
-            let name = call.name();
-            for (bound, n) in BUCKET_BOUNDS_NS.iter().zip(&h.cumulative) {
-                let _ = writeln!(
-                    out,
-                    "kaas_policy_call_seconds_bucket{{{l},call=\"{name}\",le=\"{}\"}} {n}",
-                    *bound as f64 / 1e9
-                );
-            }
-            let _ = writeln!(
-                out,
-                "kaas_policy_call_seconds_bucket{{{l},call=\"{name}\",le=\"+Inf\"}} {}\n\
-                 kaas_policy_call_seconds_sum{{{l},call=\"{name}\"}} {:.9}\n\
-                 kaas_policy_call_seconds_count{{{l},call=\"{name}\"}} {}",
-                h.count(),
-                h.sum_nanos as f64 / 1e9,
-                h.count()
-            );
-        }
-    }
-}
-
 /// Escapes a Prometheus label value.
 pub fn escape(v: &str) -> String {
     v.replace('\\', "\\\\")
@@ -265,27 +145,4 @@ pub fn escape(v: &str) -> String {
 /// One metric with a single sample: its TYPE line and its value.
 pub fn sample(out: &mut String, name: &str, kind: &str, value: impl std::fmt::Display) {
     let _ = writeln!(out, "# TYPE {name} {kind}\n{name} {value}");
-}
-
-/// `<name>_total`, `<name>_seconds_sum` and `<name>_inline_total` of one
-/// flusher.
-pub fn fsync_counters(out: &mut String, name: &str, st: &crate::log::sync::SyncStats) {
-    sample(
-        out,
-        &format!("{name}_total"),
-        "counter",
-        st.syncs.load(Ordering::Relaxed),
-    );
-    sample(
-        out,
-        &format!("{name}_seconds_sum"),
-        "counter",
-        format_args!("{:.9}", st.sync_nanos.load(Ordering::Relaxed) as f64 / 1e9),
-    );
-    sample(
-        out,
-        &format!("{name}_inline_total"),
-        "counter",
-        st.inline_syncs.load(Ordering::Relaxed),
-    );
 }

@@ -374,6 +374,31 @@ pub mod slow_disk {
     }
 }
 
+impl SyncStats {
+    /// `<name>_total`, `<name>_seconds_sum` and `<name>_inline_total` of
+    /// this flusher, as Prometheus text.
+    pub fn render(&self, out: &mut String, name: &str) {
+        crate::metrics::sample(
+            out,
+            &format!("{name}_total"),
+            "counter",
+            self.syncs.load(Ordering::Relaxed),
+        );
+        crate::metrics::sample(
+            out,
+            &format!("{name}_seconds_sum"),
+            "counter",
+            format_args!("{:.9}", self.sync_nanos.load(Ordering::Relaxed) as f64 / 1e9),
+        );
+        crate::metrics::sample(
+            out,
+            &format!("{name}_inline_total"),
+            "counter",
+            self.inline_syncs.load(Ordering::Relaxed),
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -13,6 +13,7 @@
 //! - [`types`]: the coordinator's natural types for policy calls, and their ABI mapping.
 //! - [`bindings`]: the host-side bindings generated from `policy-wit/` (the call's wire format).
 //! - [`check`]: the host's own invariants over a policy's decision.
+//! - [`exposition`]: the policies' lines of the Prometheus page.
 //! - [`cache`]: the precompiled-artifact cache (keyed by engine hash and wasm sha256).
 //! - [`slot`]: the policy slot: where the running broker's current policy lives.
 //! - [`stats`]: per-policy counters: decisions, traps, violations, latency histograms.
@@ -21,6 +22,7 @@
 mod bindings;
 pub mod cache;
 pub mod check;
+pub mod exposition;
 pub mod slot;
 pub mod stats;
 #[cfg(test)]
