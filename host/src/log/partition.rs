@@ -48,6 +48,7 @@ pub mod open;
 mod read;
 mod recovery;
 mod retention;
+mod state_files;
 pub mod seal;
 #[cfg(test)]
 mod takeover_tests;
@@ -55,11 +56,12 @@ mod takeover_tests;
 mod tests;
 mod wal_io;
 
-use recovery::{first_record_at_or_after, replay_batch, stamp_epoch, write_snapshot};
+use recovery::{first_record_at_or_after, replay_batch, stamp_epoch};
+pub use state_files::AbortedTxn;
+use state_files::write_snapshot;
 
 use seal::History;
 
-pub use compaction::{Cleaned, Dirtiness};
 
 /// Per-topic log settings (Kafka topic configs of the same names).
 #[derive(Debug, Clone, PartialEq)]
@@ -250,14 +252,6 @@ pub struct Appended {
     /// The time the broker stamped the batch with (LogAppendTime topics),
     /// else -1 (Produce's log_append_time_ms).
     pub log_append_time: i64,
-}
-
-/// An aborted transaction as Fetch reports it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct AbortedTxn {
-    pub producer_id: i64,
-    pub first_offset: i64,
-    pub last_offset: i64,
 }
 
 /// What a read returns.

@@ -92,18 +92,6 @@ struct View {
     producer_batches: HashSet<i64>,
 }
 
-/// The cleaner checkpoint file (advisory: a lower value only makes the
-/// next pass map more).
-pub(super) const CHECKPOINT: &str = "cleaner-checkpoint";
-
-pub(super) fn read_checkpoint(dir: &Path) -> Option<i64> {
-    fs::read_to_string(dir.join(CHECKPOINT))
-        .ok()?
-        .trim()
-        .parse()
-        .ok()
-}
-
 /// Reads the batches of `seg` from `pos` on, one at a time.
 fn for_each_batch(
     seg: &SegRef,
@@ -347,7 +335,7 @@ impl Partition {
         stats.clean_upto = st.clean_upto;
         if self.gate.open() {
             write_atomically(
-                &self.dir.join(CHECKPOINT),
+                &self.dir.join(super::state_files::CHECKPOINT),
                 st.clean_upto.to_string().as_bytes(),
             )?;
         }
@@ -460,11 +448,11 @@ impl Partition {
             let gone = |a: &AbortedTxn| dropped.contains(&(a.producer_id, a.last_offset));
             st.aborted.retain(|a| !gone(a));
             if let Some((offset, table, mut aborted)) =
-                super::recovery::read_snapshot(&self.dir, self.generation)
+                super::state_files::read_snapshot(&self.dir, self.generation)
                 && aborted.iter().any(gone)
             {
                 aborted.retain(|a| !gone(a));
-                super::recovery::write_snapshot(
+                super::state_files::write_snapshot(
                     &self.dir,
                     self.generation,
                     offset,

@@ -3,6 +3,7 @@
 //! rebuilt from the snapshot and the batches after it, and the snapshot
 //! written at a clean close or a roll. Blocking file work only.
 
+use super::state_files::{read_checkpoint, read_snapshot};
 use super::*;
 
 /// Recovers a partition directory's valid segments (per `history`: a
@@ -75,7 +76,7 @@ pub(super) fn recover_dir(
         appends: 0,
         written_out: (0, 0),
         epochs,
-        clean_upto: super::compaction::read_checkpoint(dir).unwrap_or(log_start),
+        clean_upto: read_checkpoint(dir).unwrap_or(log_start),
         marked_clean: false,
         producers_changed: false,
     };
@@ -262,64 +263,4 @@ pub(super) fn replay_batch(
         });
     }
     Ok(())
-}
-
-type Snapshot = (i64, ProducerTable, Vec<AbortedTxn>);
-
-pub(super) fn read_snapshot(dir: &Path, generation: u64) -> Option<Snapshot> {
-    let b = fs::read(dir.join(seal::snapshot_name(generation))).ok()?;
-    if b.len() < 16 {
-        return None;
-    }
-    let mut o = [0u8; 8];
-    o.copy_from_slice(&b[..8]);
-    let crc = u32::from_be_bytes([b[8], b[9], b[10], b[11]]);
-    if crc32c::crc32c(&b[12..]) != crc {
-        return None;
-    }
-    let table_len = u32::from_be_bytes([b[12], b[13], b[14], b[15]]) as usize;
-    let table = ProducerTable::decode(b.get(16..16 + table_len)?)?;
-    let rest = b.get(16 + table_len..)?;
-    if rest.len() % 24 != 0 {
-        return None;
-    }
-    let aborted = rest
-        .chunks_exact(24)
-        .map(|c| {
-            let n = |i: usize| {
-                let mut a = [0u8; 8];
-                a.copy_from_slice(&c[i..i + 8]);
-                i64::from_be_bytes(a)
-            };
-            AbortedTxn {
-                producer_id: n(0),
-                first_offset: n(8),
-                last_offset: n(16),
-            }
-        })
-        .collect();
-    Some((i64::from_be_bytes(o), table, aborted))
-}
-
-pub(super) fn write_snapshot(
-    dir: &Path,
-    generation: u64,
-    offset: i64,
-    table: &ProducerTable,
-    aborted: &[AbortedTxn],
-) -> io::Result<()> {
-    let t = table.encode();
-    let mut body = Vec::with_capacity(4 + t.len() + aborted.len() * 24);
-    body.extend_from_slice(&(t.len() as u32).to_be_bytes());
-    body.extend_from_slice(&t);
-    for a in aborted {
-        body.extend_from_slice(&a.producer_id.to_be_bytes());
-        body.extend_from_slice(&a.first_offset.to_be_bytes());
-        body.extend_from_slice(&a.last_offset.to_be_bytes());
-    }
-    let mut b = Vec::with_capacity(12 + body.len());
-    b.extend_from_slice(&offset.to_be_bytes());
-    b.extend_from_slice(&crc32c::crc32c(&body).to_be_bytes());
-    b.extend_from_slice(&body);
-    write_atomically(&dir.join(seal::snapshot_name(generation)), &b)
 }
