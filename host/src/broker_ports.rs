@@ -238,7 +238,7 @@ impl ControlLoopPorts for Broker {
         }
     }
 
-    fn defaults_changed(&self, layer: &crate::log::broker_defaults::Layer) {
+    fn defaults_changed(&self, layer: &crate::log::config::broker_defaults::Layer) {
         self.logs.apply_dynamic_defaults(layer);
     }
 

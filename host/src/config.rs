@@ -35,7 +35,7 @@ pub struct BrokerConfig {
     pub log: LogConfig,
     /// The static broker-level topic defaults as set (`--override`, by
     /// Kafka's broker names), for DescribeConfigs.
-    pub log_overrides: crate::log::broker_defaults::Layer,
+    pub log_overrides: crate::log::config::broker_defaults::Layer,
     /// The log cleaner (compaction).
     pub cleaner: crate::log::cleaner::CleanerConfig,
     /// Group coordinator settings (consumer groups).

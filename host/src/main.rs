@@ -484,7 +484,7 @@ fn parse_override(s: &str) -> Result<(String, String), String> {
         .ok_or_else(|| format!("{s:?} is not NAME=VALUE"))?;
     let (k, v) = (k.trim().to_string(), v.trim().to_string());
     let layer = std::collections::BTreeMap::from([(k.clone(), v.clone())]);
-    kaas::log::broker_defaults::as_topic_configs(&layer)
+    kaas::log::config::broker_defaults::as_topic_configs(&layer)
         .and_then(|topic| kaas::log::parse_configs(&kaas::log::LogConfig::default(), &topic))
         .map_err(|e| {
             format!("{e} (a broker-level topic default is expected, e.g. log.retention.ms=3600000)")

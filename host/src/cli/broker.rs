@@ -204,7 +204,7 @@ fn config_from_args(
     config.max_request_bytes = args.max_request_bytes;
     config.max_connections = args.max_connections;
     config.log_overrides = args.overrides.iter().cloned().collect();
-    config.log = kaas::log::broker_defaults::as_topic_configs(&config.log_overrides)
+    config.log = kaas::log::config::broker_defaults::as_topic_configs(&config.log_overrides)
         .and_then(|topic| kaas::log::parse_configs(&config.log, &topic))
         .map_err(|e| anyhow::anyhow!("--override: {e}"))?;
     config.cleaner = kaas::log::cleaner::CleanerConfig {

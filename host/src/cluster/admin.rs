@@ -383,8 +383,8 @@ pub fn alter_topic_configs(
 pub fn alter_broker_defaults(
     admin: TopicAdmin<'_>,
     change: impl Fn(
-        &crate::log::broker_defaults::Layer,
-    ) -> Result<crate::log::broker_defaults::Layer, Refusal>,
+        &crate::log::config::broker_defaults::Layer,
+    ) -> Result<crate::log::config::broker_defaults::Layer, Refusal>,
     validate_only: bool,
 ) -> Result<(), Refusal> {
     use crate::codes;

@@ -28,7 +28,7 @@ pub struct View {
     pub topics: BTreeMap<String, TopicMeta>,
     pub leaders: BTreeMap<Unit, LeaderRec>,
     /// The cluster-wide dynamic broker defaults (None: never set).
-    pub broker_defaults: Option<crate::log::broker_defaults::Layer>,
+    pub broker_defaults: Option<crate::log::config::broker_defaults::Layer>,
     /// The cluster-wide client quotas (None: never set).
     pub client_quotas: Option<crate::quota::QuotaTable>,
     pub revision: i64,
@@ -536,8 +536,8 @@ impl Etcd {
     /// `new`; false if they changed meanwhile.
     pub async fn replace_broker_defaults(
         &self,
-        old: Option<&crate::log::broker_defaults::Layer>,
-        new: &crate::log::broker_defaults::Layer,
+        old: Option<&crate::log::config::broker_defaults::Layer>,
+        new: &crate::log::config::broker_defaults::Layer,
     ) -> Result<bool, EtcdError> {
         self.replace_value(self.keys.broker_defaults(), old, new)
             .await

@@ -17,7 +17,7 @@
 //!   every put is a revision of its own, so the watch sees each bump.
 //! - `config/broker-default` → the cluster-wide dynamic broker defaults
 //!   of topic configs (a JSON map of Kafka broker names to values,
-//!   persistent; see [`crate::log::broker_defaults`]).
+//!   persistent; see [`crate::log::config::broker_defaults`]).
 //! - `acls/<sha-256 of the record>` → one ACL (persistent),
 //!   read and watched by [`crate::security::acl_store`], not by the view.
 //!

@@ -35,7 +35,7 @@ pub trait ControlLoopPorts: Send + Sync + 'static {
     /// The topics are now `topics` (created, grown, deleted).
     fn topics_changed(&self, topics: &BTreeMap<String, TopicMeta>);
     /// The cluster-wide dynamic broker defaults are now `layer`.
-    fn defaults_changed(&self, layer: &crate::log::broker_defaults::Layer);
+    fn defaults_changed(&self, layer: &crate::log::config::broker_defaults::Layer);
     /// The cluster-wide client quotas are now `table`.
     fn quotas_changed(&self, table: &crate::quota::QuotaTable);
     /// Opens partition `p` of `meta` as its leader at `rec.epoch`, taking
@@ -111,7 +111,7 @@ async fn collect_wal_dirs(etcd: &Etcd, host: &Arc<dyn ControlLoopPorts>) {
 #[derive(Default)]
 struct Synced {
     topics: BTreeMap<String, TopicMeta>,
-    defaults: Option<crate::log::broker_defaults::Layer>,
+    defaults: Option<crate::log::config::broker_defaults::Layer>,
     quotas: Option<crate::quota::QuotaTable>,
 }
 

@@ -14,14 +14,11 @@
 //! of coordinators or framing.
 //!
 //! Topics:
-//! - [`topic`]: a topic and its partitions open here, its metadata record, name checks.
-//! - [`creation`]: creating, growing and deleting topics on disk, all or nothing.
+//! - [`topics`]: a topic and its partitions open here, its metadata record, name checks;
+//!   creating, growing and deleting topics on disk, all or nothing.
+//! - [`config`]: topic configs: Kafka 3.7's table, the broker-level defaults by Kafka's
+//!   names, the static and dynamic defaults, changing a running topic's configs.
 //! - [`takeover`]: cluster mode: partitions taken over, released and abandoned.
-//! - [`topic_config`]: Kafka 3.7's topic-level configs: names, types, defaults, checks.
-//! - [`config_docs`]: one line of documentation per topic config (DescribeConfigs v3+).
-//! - [`broker_defaults`]: the broker-level defaults of topic configs, by Kafka's names.
-//! - [`defaults`]: the static and dynamic defaults topic configs start from, changed live.
-//! - [`reconfigure`]: changing a running topic's configs (AlterConfigs and its incremental form).
 //!
 //! One partition:
 //! - [`partition`]: a partition's log: segments, offsets, producer state, append and read.
@@ -45,25 +42,20 @@
 
 pub mod atomic_file;
 pub mod batch;
-pub mod broker_defaults;
 pub mod cleaner;
-pub mod config_docs;
-mod creation;
-mod defaults;
+pub mod config;
 pub mod epochs;
 pub mod offset_map;
 pub mod open_files;
 pub mod partition;
 pub mod producer;
-mod reconfigure;
 pub mod refusals;
 pub mod segment;
 pub mod sync;
 mod takeover;
 #[cfg(test)]
 mod tests;
-mod topic;
-pub mod topic_config;
+pub mod topics;
 pub mod wal;
 pub mod writeback;
 pub mod zero_tail;
@@ -82,8 +74,9 @@ pub use partition::{LogConfig, Partition};
 /// Cluster mode: the write-ahead logs, one directory per broker lease.
 pub const CLUSTER_WAL_DIR: &str = "__cluster/wal";
 pub use sync::{FsyncMode, GroupCommit};
-use topic::new_topic_id;
-pub use topic::{
+use config::defaults;
+use topics::topic::new_topic_id;
+pub use topics::topic::{
     CreateError, Topic, TopicLimits, TopicMeta, parse_configs, parse_id, parse_stored_configs,
     valid_topic_name,
 };

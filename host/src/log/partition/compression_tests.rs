@@ -165,11 +165,11 @@ fn compression_type_configs_parse_to_the_codec_the_log_stores() {
         (" zstd ", Some(4)),
     ] {
         let overrides = [("compression.type".to_string(), value.to_string())].into();
-        let c = crate::log::topic::parse_configs(&LogConfig::default(), &overrides)
+        let c = crate::log::parse_configs(&LogConfig::default(), &overrides)
             .unwrap_or_else(|e| panic!("{value}: {e}"));
         assert_eq!(c.compression, codec, "{value}");
     }
     let overrides = [("compression.type".to_string(), "brotli".to_string())].into();
-    let e = crate::log::topic::parse_configs(&LogConfig::default(), &overrides).unwrap_err();
+    let e = crate::log::parse_configs(&LogConfig::default(), &overrides).unwrap_err();
     assert!(e.contains("String must be one of"), "{e}");
 }

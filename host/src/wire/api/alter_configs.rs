@@ -6,7 +6,7 @@
 //! `validate_only`, makes it durable and in force (`cluster::admin`).
 //! The broker resource with an empty name (Kafka's cluster-wide default)
 //! takes the dynamic broker defaults of topic configs (`log.retention.ms`,
-//! `log.cleanup.policy`, ...: `log::broker_defaults`), agreed and applied
+//! `log.cleanup.policy`, ...: `log::config::broker_defaults`), agreed and applied
 //! as a topic's are; a named broker and broker loggers are refused (kaas
 //! takes other broker settings from its flags).
 
@@ -23,8 +23,8 @@ use super::str_bytes;
 use crate::broker::Broker;
 use crate::cluster::admin::Refusal;
 use crate::codes;
-use crate::log::broker_defaults;
-use crate::log::topic_config::{self, Kind};
+use crate::log::config::broker_defaults;
+use crate::log::config::topic_config::{self, Kind};
 use crate::security::Operation;
 
 const TOPIC: i8 = 2;

@@ -1,7 +1,7 @@
 //! CreateTopics (key 19): a replication factor up to the live brokers
 //! (-1: `--default-replication-factor`), or a manual assignment naming
 //! live brokers (`cluster::replicas` has the checks and Kafka's messages);
-//! topic configs checked as Kafka 3.7 checks them (`log::topic_config`);
+//! topic configs checked as Kafka 3.7 checks them (`log::config::topic_config`);
 //! validate_only supported.
 //!
 //! Bounds: a request asking for more than

@@ -7,7 +7,7 @@
 //! (`cluster::admin`) and each broker applies it through
 //! [`LogManager::sync_topics`].
 
-use super::*;
+use crate::log::*;
 
 impl LogManager {
     /// The log settings `overrides` give on this broker's defaults, or
@@ -49,7 +49,7 @@ impl LogManager {
 
     /// Puts `t` back under new settings: a new topic entry with the same
     /// partitions, each told the new settings.
-    pub(super) fn reconfigure(
+    pub(in crate::log) fn reconfigure(
         &self,
         t: &Topic,
         config: LogConfig,

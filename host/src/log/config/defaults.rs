@@ -10,20 +10,20 @@
 //! check or cleaning pass.
 
 use super::broker_defaults::{self, Layer};
-use super::*;
+use crate::log::*;
 
 const DIR: &str = "__configs";
 const FILE: &str = "broker-default.json";
 
 /// The defaults layers and what they make.
 #[derive(Debug)]
-pub(super) struct Defaults {
+pub(in crate::log) struct Defaults {
     /// From the flags: static broker settings over the built-in defaults.
     base: LogConfig,
     /// The cluster-wide dynamic defaults, by broker name.
     dynamic: Layer,
     /// `dynamic` over `base`: what a topic without overrides has.
-    pub(super) effective: LogConfig,
+    pub(in crate::log) effective: LogConfig,
 }
 
 /// The log settings `layer` gives over `base`.
@@ -34,7 +34,7 @@ fn layered(base: &LogConfig, layer: &Layer) -> Result<LogConfig, String> {
 /// `layer` without the entries that no longer validate (a layer stored by
 /// an earlier build), each logged.
 fn valid_part(base: &LogConfig, layer: &Layer) -> Layer {
-    super::topic::valid_entries(
+    crate::log::topics::topic::valid_entries(
         layer,
         |l| layered(base, l),
         |k, v, error| {
@@ -46,7 +46,7 @@ fn valid_part(base: &LogConfig, layer: &Layer) -> Layer {
 
 impl Defaults {
     /// No dynamic layer.
-    pub(super) fn new(base: LogConfig) -> Self {
+    pub(in crate::log) fn new(base: LogConfig) -> Self {
         Defaults {
             effective: base.clone(),
             base,
@@ -55,7 +55,7 @@ impl Defaults {
     }
 
     /// Single-node mode: with the dynamic layer stored under `root`, if any.
-    pub(super) fn stored(root: &Path, base: LogConfig) -> Self {
+    pub(in crate::log) fn stored(root: &Path, base: LogConfig) -> Self {
         let path = root.join(DIR).join(FILE);
         let layer = match fs::read(&path) {
             Ok(b) => serde_json::from_slice::<Layer>(&b).unwrap_or_else(|error| {

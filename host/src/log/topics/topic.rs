@@ -2,7 +2,7 @@
 //! here, its metadata record (`__topics/<topic>.json`), the creation
 //! errors and limits, name and config validation, and topic ids.
 
-use super::*;
+use crate::log::*;
 
 /// A topic and the partitions of it this broker has open.
 #[derive(Debug)]
@@ -14,17 +14,17 @@ pub struct Topic {
     pub partition_count: i32,
     /// One slot per partition: the partition when this broker has it open
     /// (single-node mode: always; cluster mode: while it leads it).
-    pub(super) slots: Vec<RwLock<Option<Arc<Partition>>>>,
+    pub(in crate::log) slots: Vec<RwLock<Option<Arc<Partition>>>>,
     /// One per slot: the producer batches refused there, shared by every
     /// partition opened in the slot ([`refusals`]).
-    pub(super) refusals: Vec<Arc<refusals::Refusals>>,
+    pub(in crate::log) refusals: Vec<Arc<refusals::Refusals>>,
     pub config: LogConfig,
     /// The configs as given (DescribeConfigs shows them as dynamic).
     pub overrides: BTreeMap<String, String>,
 }
 
 impl Topic {
-    pub(super) fn new(
+    pub(in crate::log) fn new(
         name: &str,
         id: [u8; 16],
         count: i32,
@@ -62,7 +62,7 @@ impl Topic {
     }
 
     /// The refusals of slot `id` (a fresh set for an id out of range).
-    pub(super) fn refusals(&self, id: i32) -> Arc<refusals::Refusals> {
+    pub(in crate::log) fn refusals(&self, id: i32) -> Arc<refusals::Refusals> {
         usize::try_from(id)
             .ok()
             .and_then(|i| self.refusals.get(i))
@@ -70,12 +70,12 @@ impl Topic {
             .unwrap_or_default()
     }
 
-    pub(super) fn take(&self, id: i32) -> Option<Arc<Partition>> {
+    pub(in crate::log) fn take(&self, id: i32) -> Option<Arc<Partition>> {
         let slot = self.slots.get(usize::try_from(id).ok()?)?;
         slot.write().unwrap_or_else(|p| p.into_inner()).take()
     }
 
-    pub(super) fn put(&self, id: i32, p: Arc<Partition>) -> bool {
+    pub(in crate::log) fn put(&self, id: i32, p: Arc<Partition>) -> bool {
         let Some(slot) = usize::try_from(id).ok().and_then(|i| self.slots.get(i)) else {
             return false;
         };
@@ -217,7 +217,7 @@ pub fn parse_stored_configs(
 /// The entries of `stored` that `check` accepts: all of them when it
 /// accepts the whole map, else those it accepts added one at a time, each
 /// refused one handed to `refused` (name, value, why).
-pub(super) fn valid_entries(
+pub(in crate::log) fn valid_entries(
     stored: &BTreeMap<String, String>,
     check: impl Fn(&BTreeMap<String, String>) -> Result<LogConfig, String>,
     refused: impl Fn(&str, &str, &str),
@@ -239,7 +239,7 @@ pub(super) fn valid_entries(
 
 /// The log config of a topic with `overrides` over `defaults`: every
 /// name and value checked as Kafka 3.7 checks them
-/// ([`super::topic_config`]); the enforced ones applied.
+/// ([`crate::log::config::topic_config`]); the enforced ones applied.
 pub fn parse_configs(
     defaults: &LogConfig,
     overrides: &BTreeMap<String, String>,
@@ -247,7 +247,7 @@ pub fn parse_configs(
     let mut c = defaults.clone();
     let mut difference = None;
     for (k, v) in overrides {
-        super::topic_config::validate(k, v)?;
+        crate::log::config::topic_config::validate(k, v)?;
         let v = v.trim();
         let num = |v: &str| {
             v.parse::<i64>()
@@ -282,7 +282,7 @@ pub fn parse_configs(
                     .map_err(|_| format!("{k}={v} is not a number"))?
             }
             "message.timestamp.type" => c.log_append_time = v == "LogAppendTime",
-            "compression.type" => c.compression = super::batch::recompress::codec_of(v),
+            "compression.type" => c.compression = crate::log::batch::recompress::codec_of(v),
             "message.timestamp.before.max.ms" => c.timestamp_before_max_ms = num(v)?,
             "message.timestamp.after.max.ms" => c.timestamp_after_max_ms = num(v)?,
             "message.timestamp.difference.max.ms" => difference = Some(num(v)?),
@@ -307,7 +307,7 @@ pub fn parse_configs(
     Ok(c)
 }
 
-pub(super) fn new_topic_id(name: &str) -> [u8; 16] {
+pub(in crate::log) fn new_topic_id(name: &str) -> [u8; 16] {
     use sha2::{Digest, Sha256};
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

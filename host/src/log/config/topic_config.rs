@@ -54,7 +54,7 @@ pub enum Check {
 /// What kaas does with a config.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Support {
-    /// Applied by the log ([`super::LogConfig`]).
+    /// Applied by the log ([`crate::log::LogConfig`]).
     Enforced,
     /// Accepted and stored; what it tunes does not exist here (the reason).
     NoOp(&'static str),

@@ -2,7 +2,7 @@
 //! against the limits first, then all or nothing (a creation that fails
 //! leaves no directory behind).
 
-use super::*;
+use crate::log::*;
 
 impl LogManager {
     /// Checks a topic creation (name, partition count, configs, limits)
@@ -280,6 +280,6 @@ impl LogManager {
 /// Test-only: with the `fault-injection` feature and
 /// `KAAS_FAULT=create-partition`, the creation of the middle partition of
 /// the first topic created with more than one partition fails, once.
-pub(super) fn fault_in_creation(p: usize, count: usize) -> bool {
+pub(in crate::log) fn fault_in_creation(p: usize, count: usize) -> bool {
     count > 1 && p == count / 2 && crate::fault::once("create-partition")
 }
