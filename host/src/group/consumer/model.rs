@@ -84,6 +84,20 @@ impl ConsumerModel {
         out
     }
 
+    /// A member whose epoch is above the group's, or a target assignment
+    /// epoch above it, if any (id and epoch; the group itself for the
+    /// target). Neither may happen: a member reconciles towards the target
+    /// assignment, whose epoch the group epoch bounds.
+    pub fn epoch_above_group(&self) -> Option<(&str, i32)> {
+        if self.assignment_epoch > self.epoch {
+            return Some(("(target assignment)", self.assignment_epoch));
+        }
+        self.members
+            .values()
+            .find(|m| m.epoch() > self.epoch)
+            .map(|m| (m.id.as_str(), m.epoch()))
+    }
+
     /// The records that rebuild it from nothing (a compaction's snapshot).
     pub fn records(&self) -> Vec<ConsumerRecord> {
         let mut out = vec![ConsumerRecord::Epochs {
@@ -107,5 +121,45 @@ impl ConsumerModel {
                 }),
         );
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::member::{Progress, Subscription};
+    use super::*;
+
+    fn member(id: &str, epoch: i32) -> ConsumerRecord {
+        ConsumerRecord::Member(Box::new(Member {
+            id: id.to_string(),
+            sub: Subscription::default(),
+            progress: Progress {
+                epoch,
+                ..Progress::joining()
+            },
+        }))
+    }
+
+    #[test]
+    fn a_member_epoch_above_the_group_epoch_is_found() {
+        let mut m = ConsumerModel::default();
+        for r in [
+            ConsumerRecord::Epochs {
+                epoch: 4,
+                assignment_epoch: 4,
+            },
+            member("a", 4),
+            member("b", 3),
+        ] {
+            m.apply(&r);
+        }
+        assert_eq!(m.epoch_above_group(), None);
+        m.apply(&member("b", 5));
+        assert_eq!(m.epoch_above_group(), Some(("b", 5)));
+        m.apply(&ConsumerRecord::Epochs {
+            epoch: 5,
+            assignment_epoch: 6,
+        });
+        assert_eq!(m.epoch_above_group(), Some(("(target assignment)", 6)));
     }
 }

@@ -53,7 +53,8 @@ impl Inner {
 
 /// After `changes` were written: applies them to the group and takes the
 /// scratch copy's unjournaled parts. In every test build, checks that the
-/// applied records reproduce the copy they were computed on.
+/// applied records reproduce the copy they were computed on, and that no
+/// member's epoch (nor the target's) is above the group epoch.
 fn commit_scratch(g: &mut ConsumerGroup, changes: &[ConsumerRecord], scratch: ConsumerGroup) {
     for c in changes {
         g.apply(c);
@@ -62,6 +63,13 @@ fn commit_scratch(g: &mut ConsumerGroup, changes: &[ConsumerRecord], scratch: Co
         g.same_state(&scratch),
         "group {}: applying its records did not reproduce the state they were computed on",
         g.id()
+    );
+    crate::invariant::invariant!(
+        g.model().epoch_above_group().is_none(),
+        "group {} at epoch {}: {:?} is above the group epoch",
+        g.id(),
+        g.model().epoch,
+        g.model().epoch_above_group()
     );
     g.adopt_unjournaled(scratch);
 }
