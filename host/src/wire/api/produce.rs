@@ -485,6 +485,9 @@ fn admission(
     Admission::Append(part)
 }
 
+/// An entry's place in a [`Request`]: (topic, entry) indexes.
+type EntryAt = (usize, usize);
+
 /// KIP-890 part 1 (docs/txn-semantics.md §3.6): the first transactional
 /// batch of a producer on a partition must belong to a transaction the
 /// coordinator knows includes the partition. Asked before any append, for
@@ -501,8 +504,8 @@ async fn verify(broker: &Broker, req: &mut Request) {
     // is asked about it only; another producer's batches (a forged request)
     // get "not reached" there (NOT_ENOUGH_REPLICAS: the client retries).
     let mut first = None;
-    // Each producer's entries to ask about, by (topic, entry) position.
-    let mut asks: Vec<((i64, i16), Vec<(usize, usize)>)> = Vec::new();
+    // Each producer's entries to ask about.
+    let mut asks: Vec<((i64, i16), Vec<EntryAt>)> = Vec::new();
     for (ti, (_, entries)) in topics.iter().enumerate() {
         for (ei, e) in entries.iter().enumerate() {
             let Some(h) = e.header.filter(|_| e.opens_txn) else {
