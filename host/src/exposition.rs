@@ -35,9 +35,16 @@ pub fn render(broker: &Broker) -> String {
         slot.swaps_ok(),
         slot.swaps_refused()
     );
-    broker.logs.group_commit().stats().render(&mut out, "kaas_fsync");
+    broker
+        .logs
+        .group_commit()
+        .stats()
+        .render(&mut out, "kaas_fsync");
     // The transaction state log has its own flusher.
-    broker.txn.sync_stats().render(&mut out, "kaas_txn_state_fsync");
+    broker
+        .txn
+        .sync_stats()
+        .render(&mut out, "kaas_txn_state_fsync");
     if let Some(wal) = broker.logs.wal() {
         sample(
             &mut out,

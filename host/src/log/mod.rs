@@ -73,8 +73,8 @@ pub use partition::{LogConfig, Partition};
 
 /// Cluster mode: the write-ahead logs, one directory per broker lease.
 pub const CLUSTER_WAL_DIR: &str = "__cluster/wal";
-pub use sync::{FsyncMode, GroupCommit};
 use config::defaults;
+pub use sync::{FsyncMode, GroupCommit};
 use topics::topic::new_topic_id;
 pub use topics::topic::{
     CreateError, Topic, TopicLimits, TopicMeta, parse_configs, parse_id, parse_stored_configs,

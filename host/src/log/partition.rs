@@ -48,8 +48,8 @@ pub mod open;
 mod read;
 mod recovery;
 mod retention;
-mod state_files;
 pub mod seal;
+mod state_files;
 #[cfg(test)]
 mod takeover_tests;
 #[cfg(test)]
@@ -61,7 +61,6 @@ pub use state_files::AbortedTxn;
 use state_files::write_snapshot;
 
 use seal::History;
-
 
 /// Per-topic log settings (Kafka topic configs of the same names).
 #[derive(Debug, Clone, PartialEq)]

@@ -388,7 +388,10 @@ impl SyncStats {
             out,
             &format!("{name}_seconds_sum"),
             "counter",
-            format_args!("{:.9}", self.sync_nanos.load(Ordering::Relaxed) as f64 / 1e9),
+            format_args!(
+                "{:.9}",
+                self.sync_nanos.load(Ordering::Relaxed) as f64 / 1e9
+            ),
         );
         crate::metrics::sample(
             out,

@@ -16,7 +16,6 @@ use crate::metrics::escape;
 /// non-zero, violations for every decision call, latency histograms for
 /// every call made at least once.
 pub fn render(out: &mut String, current: &Policy) {
-
     let id = current.identity();
     let _ = writeln!(
         out,

@@ -220,10 +220,16 @@ fn a_failed_generation_write_on_the_tick_keeps_the_join_parked_until_a_write_suc
     let dir = tempfile::tempdir().expect("tempdir");
     let c = open_classic(dir.path());
     let mut a = c.join("g", classic_join(""));
-    assert!(answer(&mut a).is_none(), "the first join phase ends on the ticker");
+    assert!(
+        answer(&mut a).is_none(),
+        "the first join phase ends on the ticker"
+    );
     c.fail_next_journal_write();
     c.inner.tick();
-    assert!(answer(&mut a).is_none(), "answered before its generation was written");
+    assert!(
+        answer(&mut a).is_none(),
+        "answered before its generation was written"
+    );
     let generation = c.inner.lock().classic("g").map(ClassicGroup::generation);
     assert_eq!(generation, Some(0), "the failed tick changed the group");
     c.inner.tick();

@@ -1,7 +1,7 @@
 use std::collections::BTreeMap;
 
-use super::open::shorthand::*;
 use super::compaction::Cleaned;
+use super::open::shorthand::*;
 use super::*;
 use crate::log::batch::{kv_batch, records};
 use crate::log::offset_map::{OffsetMap, Throttle};

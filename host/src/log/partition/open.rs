@@ -13,8 +13,8 @@ use std::sync::atomic::AtomicI64;
 use std::sync::{Arc, Mutex};
 
 use super::recovery::{recover_dir, remove_strays, replay_batch, replayable};
-use super::state_files::write_snapshot;
 use super::seal::{self, History};
+use super::state_files::write_snapshot;
 use super::{LogConfig, Partition, State, WriteState, chunk};
 use crate::log::epochs::LeaderEpochs;
 use crate::log::open_files::OpenFiles;

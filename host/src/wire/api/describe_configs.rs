@@ -19,8 +19,8 @@ use kafka_protocol::messages::{
 use super::str_bytes;
 use crate::broker::Broker;
 use crate::codes;
-use crate::log::config::broker_defaults::{self, Found, Layer, Source};
 use crate::log::LogConfig;
+use crate::log::config::broker_defaults::{self, Found, Layer, Source};
 use crate::log::config::{config_docs, topic_config};
 use crate::security::Operation;
 
