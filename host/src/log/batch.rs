@@ -32,9 +32,15 @@ const CRC_START: usize = 21;
 pub const ATTR_COMPRESSION_MASK: i16 = 0x07;
 pub const ATTR_TRANSACTIONAL: i16 = 0x10;
 pub const ATTR_CONTROL: i16 = 0x20;
-/// The compression codec id of zstd (attributes & ATTR_COMPRESSION_MASK),
-/// which Produce below v7 and Fetch below v10 may not carry.
-pub const CODEC_ZSTD: i16 = 4;
+/// Compression codec ids, the attribute field `attributes &
+/// ATTR_COMPRESSION_MASK` (Kafka's `CompressionType.id`), named once for
+/// every match on a codec (the walker, the encoders, `compression.type`).
+pub const CODEC_NONE: i16 = 0x00;
+pub const CODEC_GZIP: i16 = 0x01;
+pub const CODEC_SNAPPY: i16 = 0x02;
+pub const CODEC_LZ4: i16 = 0x03;
+/// zstd, which Produce below v7 and Fetch below v10 may not carry.
+pub const CODEC_ZSTD: i16 = 0x04;
 
 /// The fixed header of one batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -4,7 +4,10 @@
 
 use std::io;
 
-use super::{ATTR_TRANSACTIONAL, CRC_START, HEADER_LEN, LOG_OVERHEAD, put_varint};
+use super::{
+    ATTR_TRANSACTIONAL, CODEC_GZIP, CODEC_LZ4, CODEC_SNAPPY, CODEC_ZSTD, CRC_START, HEADER_LEN,
+    LOG_OVERHEAD, put_varint,
+};
 
 /// Builds an uncompressed data batch (tests and benchmarks).
 pub fn data_batch(
@@ -76,21 +79,21 @@ fn encode_kv(records: &[KeyValue<'_>]) -> Vec<u8> {
 pub fn compress(codec: i16, plain: &[u8]) -> io::Result<Vec<u8>> {
     use std::io::Write;
     match codec {
-        1 => {
+        CODEC_GZIP => {
             let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
             e.write_all(plain)?;
             e.finish()
         }
-        2 => snap::raw::Encoder::new()
+        CODEC_SNAPPY => snap::raw::Encoder::new()
             .compress_vec(plain)
             .map_err(io::Error::other),
-        3 => {
+        CODEC_LZ4 => {
             let mut e = lz4::EncoderBuilder::new().build(Vec::new())?;
             e.write_all(plain)?;
             let (out, done) = e.finish();
             done.map(|()| out)
         }
-        4 => zstd::stream::encode_all(plain, 3),
+        CODEC_ZSTD => zstd::stream::encode_all(plain, 3),
         _ => Ok(plain.to_vec()),
     }
 }

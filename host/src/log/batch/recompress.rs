@@ -23,19 +23,19 @@ use std::cell::Cell;
 use std::io::{self, Read, Write};
 
 use super::{
-    ATTR_COMPRESSION_MASK, BatchError, BatchHeader, CRC_START, HEADER_LEN, LOG_OVERHEAD,
-    MAX_SCAN_BYTES,
+    ATTR_COMPRESSION_MASK, BatchError, BatchHeader, CODEC_GZIP, CODEC_LZ4, CODEC_NONE,
+    CODEC_SNAPPY, CODEC_ZSTD, CRC_START, HEADER_LEN, LOG_OVERHEAD, MAX_SCAN_BYTES,
 };
 
 /// Kafka's codec number for a `compression.type` value; None for
 /// `producer` (or anything else: validation admits only these).
 pub fn codec_of(compression_type: &str) -> Option<i16> {
     match compression_type {
-        "uncompressed" => Some(0),
-        "gzip" => Some(1),
-        "snappy" => Some(2),
-        "lz4" => Some(3),
-        "zstd" => Some(4),
+        "uncompressed" => Some(CODEC_NONE),
+        "gzip" => Some(CODEC_GZIP),
+        "snappy" => Some(CODEC_SNAPPY),
+        "lz4" => Some(CODEC_LZ4),
+        "zstd" => Some(CODEC_ZSTD),
         _ => None,
     }
 }
@@ -43,11 +43,11 @@ pub fn codec_of(compression_type: &str) -> Option<i16> {
 /// The `compression.type` value of Kafka codec `codec` (`producer` for None).
 pub fn compression_type_name(codec: Option<i16>) -> &'static str {
     match codec {
-        Some(0) => "uncompressed",
-        Some(1) => "gzip",
-        Some(2) => "snappy",
-        Some(3) => "lz4",
-        Some(4) => "zstd",
+        Some(CODEC_NONE) => "uncompressed",
+        Some(CODEC_GZIP) => "gzip",
+        Some(CODEC_SNAPPY) => "snappy",
+        Some(CODEC_LZ4) => "lz4",
+        Some(CODEC_ZSTD) => "zstd",
         _ => "producer",
     }
 }
@@ -116,15 +116,15 @@ pub fn recompress(
 /// Streams `src` into `dst` compressed with Kafka codec `codec` (0: as is).
 pub(super) fn encode(codec: i16, src: &mut impl Read, dst: &mut impl Write) -> io::Result<()> {
     match codec {
-        0 => {
+        CODEC_NONE => {
             io::copy(src, dst)?;
         }
-        1 => {
+        CODEC_GZIP => {
             let mut e = flate2::write::GzEncoder::new(dst, flate2::Compression::default());
             io::copy(src, &mut e)?;
             e.try_finish()?;
         }
-        2 => {
+        CODEC_SNAPPY => {
             // xerial framing: magic, version 1, compatible version 1, then
             // (length, raw snappy block) per 32 KiB of input.
             dst.write_all(b"\x82SNAPPY\x00")?;
@@ -150,7 +150,7 @@ pub(super) fn encode(codec: i16, src: &mut impl Read, dst: &mut impl Write) -> i
                 }
             }
         }
-        3 => {
+        CODEC_LZ4 => {
             let mut e = lz4::EncoderBuilder::new()
                 .block_size(lz4::BlockSize::Max64KB)
                 .block_mode(lz4::BlockMode::Independent)
@@ -160,7 +160,7 @@ pub(super) fn encode(codec: i16, src: &mut impl Read, dst: &mut impl Write) -> i
             let (_, done) = e.finish();
             done?;
         }
-        4 => {
+        CODEC_ZSTD => {
             let mut e = zstd::stream::write::Encoder::new(dst, 3)?;
             io::copy(src, &mut e)?;
             e.finish()?;

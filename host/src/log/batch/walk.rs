@@ -7,7 +7,10 @@ use std::io;
 use std::ops::ControlFlow;
 
 use super::snappy::SnappyReader;
-use super::{BatchError, BatchHeader, HEADER_LEN};
+use super::{
+    BatchError, BatchHeader, CODEC_GZIP, CODEC_LZ4, CODEC_NONE, CODEC_SNAPPY, CODEC_ZSTD,
+    HEADER_LEN,
+};
 
 /// Most decompressed bytes one batch may hold: a compressed batch is at
 /// most `max.message.bytes` on disk, but a decompression bomb can expand it
@@ -59,7 +62,7 @@ pub fn walk_records(
         .ok_or_else(|| BatchError::Corrupt("the batch is shorter than its length field".into()))?;
     let stream = |e: io::Error| BatchError::Corrupt(format!("records do not decompress: {e}"));
     match h.compression() {
-        0 => walk(&mut SliceSource(records), h, visit),
+        CODEC_NONE => walk(&mut SliceSource(records), h, visit),
         c => walk(
             &mut Stream::new(decoder(c, records).map_err(stream)?),
             h,
@@ -76,11 +79,11 @@ pub fn walk_records(
 /// claims before reading.
 pub(super) fn decoder(codec: i16, records: &[u8]) -> io::Result<Box<dyn io::Read + '_>> {
     Ok(match codec {
-        0 => Box::new(records),
-        1 => Box::new(flate2::read::MultiGzDecoder::new(records)),
-        2 => Box::new(SnappyReader::new(records, MAX_SCAN_BYTES)),
-        3 => Box::new(lz4::Decoder::new(records)?),
-        4 => {
+        CODEC_NONE => Box::new(records),
+        CODEC_GZIP => Box::new(flate2::read::MultiGzDecoder::new(records)),
+        CODEC_SNAPPY => Box::new(SnappyReader::new(records, MAX_SCAN_BYTES)),
+        CODEC_LZ4 => Box::new(lz4::Decoder::new(records)?),
+        CODEC_ZSTD => {
             let mut d = zstd::stream::read::Decoder::new(records)?;
             d.window_log_max(ZSTD_WINDOW_LOG_MAX)?;
             Box::new(d)
