@@ -168,19 +168,21 @@ fn sdk_inputs(s: &Scenario) -> SdkInputs {
             producer_epoch: s.epoch,
             last_producer_id: s.last_pid,
             last_producer_epoch: s.last_epoch,
+            next_producer_id: -1,
             state: s.state,
             timeout_ms: TIMEOUT_MS,
-            has_failed_epoch_fence: false,
+            flags: sdk::EntryFlags::empty(),
         },
         req: sdk::InitRequest {
             transactional_id: sdk::TransactionalId::Present,
-            claim: Some(sdk::Claim {
+            claim: sdk::Claim {
                 producer_id: PID,
                 producer_epoch: s.claim_epoch,
-            }),
+            },
             version: 4,
             timeout_ms: TIMEOUT_MS,
             candidate_producer_id: CANDIDATE,
+            tenant: 0,
         },
         limits: sdk::Limits {
             max_timeout_ms: 900_000,
@@ -228,6 +230,8 @@ fn host_inputs(s: &Scenario) -> HostInputs {
             timeout_ms: i.entry.timeout_ms,
             start_timestamp_ms: s.start_ms,
             last_update_timestamp_ms: NOW_MS - 1_000,
+            next_producer_id: -1,
+            client_transaction_version: 0,
             has_failed_epoch_fence: false,
         },
         req: host::InitRequest {
@@ -239,6 +243,7 @@ fn host_inputs(s: &Scenario) -> HostInputs {
             version: i.req.version,
             timeout_ms: i.req.timeout_ms,
             candidate_producer_id: i.req.candidate_producer_id,
+            tenant: 0,
             now_ms: NOW_MS,
         },
         limits: host::Limits {
@@ -257,19 +262,21 @@ fn direct_inputs(s: &Scenario) -> (direct::Entry, direct::InitRequest, direct::L
             producer_epoch: i.entry.producer_epoch,
             last_producer_id: i.entry.last_producer_id,
             last_producer_epoch: i.entry.last_producer_epoch,
+            next_producer_id: -1,
             state: state_for!(direct, s.state),
             timeout_ms: i.entry.timeout_ms,
-            has_failed_epoch_fence: false,
+            flags: direct::EntryFlags::empty(),
         },
         direct::InitRequest {
             transactional_id: direct::TransactionalId::Present,
-            claim: Some(direct::Claim {
+            claim: direct::Claim {
                 producer_id: PID,
                 producer_epoch: s.claim_epoch,
-            }),
+            },
             version: i.req.version,
             timeout_ms: i.req.timeout_ms,
             candidate_producer_id: i.req.candidate_producer_id,
+            tenant: 0,
         },
         direct::Limits {
             max_timeout_ms: i.limits.max_timeout_ms,

@@ -246,6 +246,8 @@ async fn main() -> anyhow::Result<()> {
             timeout_ms: 60_000,
             start_timestamp_ms: -1,
             last_update_timestamp_ms: 1,
+            next_producer_id: -1,
+            client_transaction_version: 0,
             has_failed_epoch_fence: false,
         };
         let req = kaas::policy::InitRequest {
@@ -254,6 +256,7 @@ async fn main() -> anyhow::Result<()> {
             version: 4,
             timeout_ms: 60_000,
             candidate_producer_id: 2000,
+            tenant: 0,
             now_ms: 2,
         };
         let n = 20_000;

@@ -124,11 +124,13 @@ impl Broker {
         }
         let slot = crate::policy::PolicySlot::new(policy);
         let limits = crate::txn::machine::limits(config.transaction_max_timeout_ms);
+        let tenants = Arc::new(config.tenant_classes.clone());
         let txn = if cluster.is_local() {
             TxnShards::single(
                 &own_dir,
                 slot,
                 limits,
+                tenants,
                 config.transactional_id_expiration_ms,
             )?
         } else {
@@ -137,6 +139,7 @@ impl Broker {
                 &own_dir,
                 slot,
                 limits,
+                tenants,
                 config.transactional_id_expiration_ms,
             )?
         };

@@ -57,6 +57,8 @@ pub struct BrokerConfig {
     /// producer may ask for; the policy is configured with it (through its
     /// limits) and refuses a longer one with INVALID_TRANSACTION_TIMEOUT.
     pub transaction_max_timeout_ms: i32,
+    /// `--tenant-class`: the tenant class of each transactional id.
+    pub tenant_classes: crate::txn::tenant::TenantClasses,
     /// A write-ahead log file holding data this old is checkpointed
     /// (`--fsync always`; see log::wal).
     pub wal_checkpoint_interval: std::time::Duration,
@@ -145,6 +147,7 @@ impl BrokerConfig {
             producer_id_expiration_ms: 86_400_000,
             producer_id_expiration_check: std::time::Duration::from_millis(600_000),
             transaction_max_timeout_ms: crate::txn::machine::DEFAULT_MAX_TIMEOUT_MS,
+            tenant_classes: Default::default(),
             wal_checkpoint_interval: WAL_CHECKPOINT_AGE,
             max_partitions: DEFAULT_MAX_PARTITIONS,
             max_open_segment_files: crate::log::open_files::DEFAULT_MAX_OPEN,

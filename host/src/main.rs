@@ -156,6 +156,13 @@ struct BrokerArgs {
     #[arg(long, default_value_t = kaas::txn::machine::DEFAULT_MAX_TIMEOUT_MS,
           value_parser = clap::value_parser!(i32).range(1..))]
     transaction_max_timeout_ms: i32,
+    /// PREFIX=CLASS: transactional ids starting with PREFIX are of tenant
+    /// class CLASS (0-255), which every policy decision about them carries
+    /// (ABI 3.0's tenant-class; e.g. `capped` caps the transaction timeout
+    /// per class). Repeatable; the longest matching prefix wins; an id no
+    /// prefix matches is class 0.
+    #[arg(long = "tenant-class", value_name = "PREFIX=CLASS")]
+    tenant_classes: Vec<String>,
     /// Serve the admin endpoint (policy hot swap: `kaas policy load`) on
     /// this loopback address; off by default. A non-loopback address is
     /// refused.
@@ -709,6 +716,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 timeout_ms: 60_000,
                 start_timestamp_ms: now,
                 last_update_timestamp_ms: now,
+                next_producer_id: -1,
+                client_transaction_version: 0,
                 has_failed_epoch_fence: false,
             };
             let rt = tokio::runtime::Builder::new_current_thread()

@@ -195,6 +195,7 @@ impl Swapper {
             version: 4,
             timeout_ms: 60_000,
             candidate_producer_id: 1,
+            tenant: 0,
             now_ms: 0,
         };
         policy

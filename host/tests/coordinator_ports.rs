@@ -280,6 +280,8 @@ async fn commit(
                 partitions,
                 version: 3,
                 verify_only: false,
+                source: kaas::policy::AddSource::AddPartitions,
+                tenant: 0,
                 now_ms: now(),
             },
         )
@@ -298,6 +300,8 @@ async fn commit(
                 producer_epoch: r.producer_epoch,
                 commit: true,
                 version: 3,
+                candidate_producer_id: -1,
+                tenant: 0,
                 now_ms: now(),
             },
         )
@@ -346,6 +350,8 @@ async fn rejoin_bumps_the_epoch_and_fences_the_old_one() {
                 producer_epoch: first.producer_epoch,
                 commit: true,
                 version: 3,
+                candidate_producer_id: -1,
+                tenant: 0,
                 now_ms: now(),
             },
         )

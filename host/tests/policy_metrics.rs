@@ -16,6 +16,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
+use kaas::policy::WIT_VERSION;
 use sha2::{Digest, Sha256};
 use support::{Client, Process, txn};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -104,7 +105,7 @@ async fn metrics_show_the_policy_its_decisions_traps_and_latencies_and_the_log_i
     };
 
     let info = format!(
-        "kaas_policy_info{{policy=\"hostile-trap@0.0.1\",name=\"hostile-trap\",version=\"0.0.1\",sha256=\"{sha256}\",wit=\"2.0.0\"}}"
+        "kaas_policy_info{{policy=\"hostile-trap@0.0.1\",name=\"hostile-trap\",version=\"0.0.1\",sha256=\"{sha256}\",wit=\"{WIT_VERSION}\"}}"
     );
     assert_eq!(value(&text, &info), Some(1.0), "{text}");
     for (call, kind) in [

@@ -213,7 +213,10 @@ async fn broken_policies_are_refused_and_the_old_one_keeps_deciding() {
     let not_wasm = dir.path().join("not.wasm");
     std::fs::write(&not_wasm, b"\0asm garbage").expect("write");
     for (file, reason) in [
-        (wasm("kaas_test_policy_v1.wasm"), "kaas:txn-policy@1.0.0"),
+        (
+            wasm("kaas_test_policy_previous_major.wasm"),
+            "kaas:txn-policy@2.0.0",
+        ),
         (wasm("kaas_test_policy_describe_panic.wasm"), "describe"),
         (wasm("kaas_test_policy_noop.wasm"), "smoke vectors"),
         (not_wasm, "does not load"),

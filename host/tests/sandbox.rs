@@ -101,6 +101,7 @@ fn init_request_with_timeout(txn_id: &str, timeout_ms: i32) -> InitRequest {
         version: 4,
         timeout_ms,
         candidate_producer_id: CANDIDATE,
+        tenant: 0,
         now_ms: 1_700_000_000_000,
     }
 }
@@ -118,6 +119,8 @@ fn empty_entry(txn_id: &str, pid: i64, epoch: i16) -> Entry {
         timeout_ms: 60_000,
         start_timestamp_ms: -1,
         last_update_timestamp_ms: 1_699_999_999_000,
+        next_producer_id: -1,
+        client_transaction_version: 0,
         has_failed_epoch_fence: false,
     }
 }
@@ -415,18 +418,18 @@ fn decision_refused_by_the_host_is_never_applied_by_the_machine() {
 fn component_of_another_wit_major_version_is_refused_at_load_naming_both_versions() {
     let rt = runtime(SandboxLimits::default());
 
-    // A policy built against ABI 1.x, the major before the one this host speaks.
+    // A policy built against ABI 2.x, the major before the one this host speaks.
     let e = rt
-        .load_bytes(&component("kaas_test_policy_v1.wasm"))
-        .expect_err("a kaas:txn-policy@1.0.0 component must be refused");
+        .load_bytes(&component("kaas_test_policy_previous_major.wasm"))
+        .expect_err("a kaas:txn-policy@2.0.0 component must be refused");
 
     let text = format!("{e:#}");
-    assert!(text.contains("kaas:txn-policy@1.0.0"), "{text}");
+    assert!(text.contains("kaas:txn-policy@2.0.0"), "{text}");
     assert!(
         text.contains(&format!("kaas:txn-policy@{WIT_VERSION}")),
         "{text}"
     );
-    assert_eq!(WIT_VERSION, "2.0.0");
+    assert_eq!(WIT_VERSION, "3.0.0");
     // Refusing a component leaves the runtime serving good policies.
     assert_good_policy_decides(&load_apache37(&rt));
 }

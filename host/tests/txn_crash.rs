@@ -44,6 +44,8 @@ async fn seed(dir: &std::path::Path, state: TxnState, pid: i64, epoch: i16, last
         // expired by the broker's first reaper tick.
         start_timestamp_ms: kaas::clock::now_ms(),
         last_update_timestamp_ms: kaas::clock::now_ms(),
+        next_producer_id: -1,
+        client_transaction_version: 0,
         has_failed_epoch_fence: false,
     };
     store

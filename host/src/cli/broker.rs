@@ -222,6 +222,7 @@ fn config_from_args(
     config.producer_id_expiration_check =
         std::time::Duration::from_millis(args.producer_id_expiration_check_interval_ms.max(10));
     config.transaction_max_timeout_ms = args.transaction_max_timeout_ms;
+    config.tenant_classes = kaas::txn::tenant::TenantClasses::parse(&args.tenant_classes)?;
     config.wal_checkpoint_interval =
         std::time::Duration::from_millis(args.wal_checkpoint_interval_ms.max(1));
     let consumer = &mut config.groups.consumer;

@@ -13,10 +13,12 @@ use super::declared::Differences;
 use super::show;
 use super::vectors::{Case, Expect, Step, error_code};
 use crate::policy::{
-    AddPartitionsRequest, EndTxnRequest, Entry, Policy, TopicPartition, TxnState, state_name,
+    AddPartitionsRequest, AddSource, EndTxnRequest, Entry, Policy, TopicPartition, TxnState,
+    state_name,
 };
 use crate::txn::machine::{self, Answer, AppendError, InitProducerId, MarkerJob, TxnMachine};
 use crate::txn::record::StateRecord;
+use crate::txn::tenant::TenantClasses;
 
 /// The clock every case starts at (ms since epoch).
 pub const NOW0: i64 = 1_700_000_000_000;
@@ -44,6 +46,8 @@ pub fn parse_entry(txn: &str, v: &Value) -> Result<Entry, String> {
         timeout_ms: 60_000,
         start_timestamp_ms: -1,
         last_update_timestamp_ms: NOW0 - AGE_MS,
+        next_producer_id: -1,
+        client_transaction_version: 0,
         has_failed_epoch_fence: false,
     };
     let text = match v {
@@ -75,8 +79,28 @@ pub fn parse_entry(txn: &str, v: &Value) -> Result<Entry, String> {
         .split_once('(')
         .ok_or_else(|| format!("bad entry {text:?}"))?;
     e.state = parse_state(state.trim())?;
+    let args = args.trim_end_matches(')');
+    // Transaction version 2's fields follow a ';': `next=PID`, `tv=2`.
+    let (args, extra) = match args.split_once(';') {
+        Some((a, x)) => (a, Some(x)),
+        None => (args, None),
+    };
+    for field in extra.into_iter().flat_map(|x| x.split(',')) {
+        let (key, value) = field
+            .trim()
+            .split_once('=')
+            .ok_or_else(|| format!("bad field {field:?} in {text:?} (next=PID or tv=N)"))?;
+        let value: i64 = value
+            .trim()
+            .parse()
+            .map_err(|_| format!("bad number {value:?} in {text:?}"))?;
+        match key.trim() {
+            "next" => e.next_producer_id = value,
+            "tv" => e.client_transaction_version = value as i16,
+            other => return Err(format!("unknown field {other:?} in {text:?}")),
+        }
+    }
     let nums: Vec<i64> = args
-        .trim_end_matches(')')
         .split(',')
         .map(|n| {
             n.trim()
@@ -138,14 +162,27 @@ pub(crate) fn show_partition(p: &TopicPartition) -> String {
     format!("{}-{}", p.topic, p.partition)
 }
 
-/// `State(pid,epoch,lastPid,lastEpoch){parts}` for diffs.
+/// `State(pid,epoch,lastPid,lastEpoch){parts}` for diffs, with
+/// `;next=PID,tv=2` inside the parentheses when they are set.
 pub fn show_entry(e: Option<&Entry>) -> String {
     match e {
         None => "absent".into(),
         Some(e) => {
             let parts: Vec<String> = e.partitions.iter().map(show_partition).collect();
+            let mut extra = Vec::new();
+            if e.next_producer_id != -1 {
+                extra.push(format!("next={}", e.next_producer_id));
+            }
+            if e.client_transaction_version != 0 {
+                extra.push(format!("tv={}", e.client_transaction_version));
+            }
+            let extra = if extra.is_empty() {
+                String::new()
+            } else {
+                format!(";{}", extra.join(","))
+            };
             format!(
-                "{}({},{},{},{}){{{}}}",
+                "{}({},{},{},{}{extra}){{{}}}",
                 state_name(e.state),
                 e.producer_id,
                 e.producer_epoch,
@@ -299,11 +336,19 @@ fn run_case(
     Ok(())
 }
 
+/// The case's tenant classes (`tenant_classes`).
+fn tenants(case: &Case) -> Result<Arc<TenantClasses>, String> {
+    TenantClasses::parse(&case.tenant_classes)
+        .map(Arc::new)
+        .map_err(|e| format!("{}: {e}", case.id))
+}
+
 impl<'a> CaseRun<'a> {
     /// The case's initial state under `policy`.
     pub(crate) fn start(policy: &Arc<Policy>, case: &'a Case) -> Result<Self, String> {
         let mut run = CaseRun {
-            machine: TxnMachine::new(policy.clone(), machine::DEFAULT_LIMITS),
+            machine: TxnMachine::new(policy.clone(), machine::DEFAULT_LIMITS)
+                .with_tenants(tenants(case)?),
             next_pid: case.next_pid,
             now: NOW0,
             case,
@@ -339,6 +384,17 @@ impl<'a> CaseRun<'a> {
 
     fn txn(&self, t: &Option<String>) -> String {
         t.clone().unwrap_or_else(|| self.case.txn.clone())
+    }
+
+    /// The candidate producer id the broker's coordinator would offer an
+    /// EndTxn or the reaper about `txn_id`: the next one when the entry's
+    /// epoch is exhausted, else none (-1).
+    fn candidate_for(&self, txn_id: &str) -> i64 {
+        if self.machine.wants_candidate(txn_id) {
+            self.next_pid
+        } else {
+            -1
+        }
     }
 
     fn step(&mut self, step: &Step) -> Result<Observed, String> {
@@ -381,6 +437,12 @@ impl<'a> CaseRun<'a> {
                 partitions,
                 version: add.version,
                 verify_only: add.verify_only,
+                source: if add.version >= 4 && !add.verify_only {
+                    AddSource::Implicit
+                } else {
+                    AddSource::AddPartitions
+                },
+                tenant: 0,
                 now_ms: self.now,
             };
             let s = self.machine.add_partitions(&req);
@@ -396,6 +458,8 @@ impl<'a> CaseRun<'a> {
                 }],
                 version: ao.version,
                 verify_only: false,
+                source: AddSource::AddOffsets,
+                tenant: 0,
                 now_ms: self.now,
             };
             let s = self.machine.add_partitions(&req);
@@ -407,13 +471,17 @@ impl<'a> CaseRun<'a> {
                 producer_epoch: end.epoch,
                 commit: end.commit,
                 version: end.version,
+                candidate_producer_id: -1,
+                tenant: 0,
                 now_ms: self.now,
             };
-            let s = self.machine.end_txn(&req);
+            let candidate = self.candidate_for(&req.transactional_id);
+            let s = self.machine.end_txn(&req, candidate);
             self.resolve(s, &mut append_error, step.hold_markers, &mut obs);
         } else if step.reap {
             for id in self.machine.reap_candidates() {
-                let s = self.machine.reap(&id, self.now);
+                let candidate = self.candidate_for(&id);
+                let s = self.machine.reap(&id, self.now, candidate);
                 self.resolve(s, &mut append_error, step.hold_markers, &mut obs);
             }
         } else if step.failover {
@@ -428,7 +496,8 @@ impl<'a> CaseRun<'a> {
                 .map(|b| StateRecord::decode(b))
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(|e| e.to_string())?;
-            let mut fresh = TxnMachine::new(self.machine.policy().clone(), machine::DEFAULT_LIMITS);
+            let mut fresh = TxnMachine::new(self.machine.policy().clone(), machine::DEFAULT_LIMITS)
+                .with_tenants(tenants(self.case)?);
             obs.markers = fresh.load(records);
             self.machine = fresh;
         } else if step.markers_done {
@@ -541,6 +610,8 @@ pub(crate) fn check(txn: &str, x: &Expect, obs: &Observed) -> Result<Vec<String>
                         && got.producer_epoch == want.producer_epoch
                         && got.last_producer_id == want.last_producer_id
                         && got.last_producer_epoch == want.last_producer_epoch
+                        && got.next_producer_id == want.next_producer_id
+                        && got.client_transaction_version == want.client_transaction_version
                 });
                 let has_parts = v.as_str().is_some_and(|s| s.contains('{'));
                 let parts_ok =
@@ -599,4 +670,29 @@ pub(crate) fn check(txn: &str, x: &Expect, obs: &Observed) -> Result<Vec<String>
         }
     }
     Ok(misses)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_entry_with_a_next_producer_id_and_client_version_reads_back_as_shown() {
+        let text = "PrepareCommit(1000,32767,1000,32766;next=2000,tv=2){t0-0}";
+        let e = parse_entry("T", &Value::String(text.into())).expect("parses");
+        assert_eq!(
+            (
+                e.next_producer_id,
+                e.client_transaction_version,
+                e.producer_epoch
+            ),
+            (2000, 2, 32767)
+        );
+        assert_eq!(show_entry(Some(&e)), text);
+        // Without them the entry shows as before.
+        let plain =
+            parse_entry("T", &Value::String("Empty(1000,5,1000,4)".into())).expect("parses");
+        assert_eq!(show_entry(Some(&plain)), "Empty(1000,5,1000,4){}");
+        assert!(parse_entry("T", &Value::String("Empty(1,0,1,-1;color=3)".into())).is_err());
+    }
 }

@@ -56,6 +56,10 @@ pub struct Case {
     /// Whether a transition is in flight on the initial entry.
     #[serde(default)]
     pub pending: bool,
+    /// The broker's `--tenant-class PREFIX=CLASS` values for this case
+    /// (none: every id is tenant class 0).
+    #[serde(default)]
+    pub tenant_classes: Vec<String>,
     pub steps: Vec<Step>,
 }
 

@@ -14,6 +14,6 @@ pub use kaas::txn_policy::types as wit;
 /// The WIT package this host speaks, as components name it in their exports.
 pub const WIT_PACKAGE: &str = "kaas:txn-policy";
 /// The version of that package this host was built against.
-pub const WIT_VERSION: &str = "2.0.0";
+pub const WIT_VERSION: &str = "3.0.0";
 /// The export interface a policy must provide.
-pub const WIT_EXPORT: &str = "kaas:txn-policy/policy@2.0.0";
+pub const WIT_EXPORT: &str = "kaas:txn-policy/policy@3.0.0";

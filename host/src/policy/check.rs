@@ -231,9 +231,14 @@ pub fn end_txn(before: Option<&Entry>, req: &EndTxnRequest, d: &Decision) -> Res
             want,
             next.state
         );
-        transition(before, next, None, d.kind)?;
+        transition(before, next, offered(req.candidate_producer_id), d.kind)?;
     }
     Ok(())
+}
+
+/// The candidate producer id a call offered (-1: none).
+fn offered(candidate: i64) -> Option<i64> {
+    (candidate >= 0).then_some(candidate)
 }
 
 /// Checks the completion decision after markers.
@@ -264,8 +269,8 @@ pub fn complete_transaction(before: &Entry, d: &Decision) -> Result<(), Violatio
     Ok(())
 }
 
-/// Checks the reaper's decision.
-pub fn reap(before: &Entry, d: &Decision) -> Result<(), Violation> {
+/// Checks the reaper's decision (`candidate`: the producer id it offered, -1 none).
+pub fn reap(before: &Entry, candidate: i64, d: &Decision) -> Result<(), Violation> {
     reply_code(Api::Reap, d, &[NONE, UNKNOWN_SERVER_ERROR], 0)?;
     shape(d)?;
     fallback(Some(before), d)?;
@@ -275,7 +280,7 @@ pub fn reap(before: &Entry, d: &Decision) -> Result<(), Violation> {
             "the reaper may only fence and abort, not {:?}",
             d.kind
         );
-        transition(Some(before), next, None, d.kind)?;
+        transition(Some(before), next, offered(candidate), d.kind)?;
     }
     Ok(())
 }
@@ -417,6 +422,12 @@ fn transition(
         !next.has_failed_epoch_fence,
         "has-failed-epoch-fence is in-memory only and cannot be persisted"
     );
+    ensure!(
+        matches!(next.client_transaction_version, 0 | 2),
+        "client transaction version {} is neither 0 nor 2",
+        next.client_transaction_version
+    );
+    next_producer_id(before, next, candidate)?;
     match before {
         None => {
             ensure!(
@@ -499,6 +510,36 @@ fn transition(
             "an Empty entry has no start timestamp"
         );
     }
+    Ok(())
+}
+
+/// A next producer id (transaction version 2's rotation at the end of a
+/// transaction) is held only by a Prepare* entry, comes from the candidate
+/// the call offered (or was already held), and is not the current pid.
+fn next_producer_id(
+    before: Option<&Entry>,
+    next: &Entry,
+    candidate: Option<i64>,
+) -> Result<(), Violation> {
+    if next.next_producer_id == -1 {
+        return Ok(());
+    }
+    ensure!(
+        matches!(next.state, TxnState::PrepareCommit | TxnState::PrepareAbort),
+        "only a Prepare entry may hold a next producer id, not {:?}",
+        next.state
+    );
+    let held = before.is_some_and(|b| b.next_producer_id == next.next_producer_id);
+    ensure!(
+        held || Some(next.next_producer_id) == candidate,
+        "next producer id {} is neither held already nor the candidate {candidate:?}",
+        next.next_producer_id
+    );
+    ensure!(
+        next.next_producer_id != next.producer_id,
+        "the next producer id {} is the current one",
+        next.next_producer_id
+    );
     Ok(())
 }
 

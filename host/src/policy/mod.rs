@@ -46,8 +46,8 @@ pub use check::{Api, Violation};
 pub use slot::PolicySlot;
 pub use stats::{Call, PolicyStats, StatsRegistry, TrapKind};
 pub use types::{
-    AddPartitionsRequest, Claim, Decision, DecisionKind, EndTxnRequest, Entry, InitRequest, Limits,
-    PolicyInfo, Reply, TopicPartition, TxnState, may_follow,
+    AddPartitionsRequest, AddSource, Claim, Decision, DecisionKind, EndTxnRequest, Entry,
+    InitRequest, Limits, PolicyInfo, ProtocolFeature, Reply, TopicPartition, TxnState, may_follow,
 };
 pub use wasi::STDERR_CAPACITY;
 
@@ -662,11 +662,11 @@ impl Policy {
         limits: Limits,
     ) -> Result<Decision, PolicyError> {
         let cur = current.map(types::view);
-        let facts = types::add_partitions_request(current, req);
         let check = |call: Call, d: Decision| {
             self.checked(call, check::add_partitions(current, req, &d).map(|()| d))
         };
         if req.verify_only {
+            let facts = types::verify_request(req);
             let in_transaction = types::in_transaction(current, req);
             self.counted(
                 Call::VerifyPartitions,
@@ -683,6 +683,7 @@ impl Policy {
                 |d| Some(d.kind),
             )
         } else {
+            let facts = types::add_partitions_request(current, req);
             self.counted(
                 Call::AddPartitions,
                 Some(limits),
@@ -754,11 +755,14 @@ impl Policy {
         )
     }
 
-    /// The timeout reaper's decision, checked.
+    /// The timeout reaper's decision, checked. `candidate`: a fresh
+    /// producer id for a rotation (-1 when the host offers none).
     pub fn reap(
         &self,
         current: &Entry,
         now_ms: i64,
+        candidate: i64,
+        tenant: u8,
         limits: Limits,
     ) -> Result<Decision, PolicyError> {
         let cur = types::view(current);
@@ -766,10 +770,13 @@ impl Policy {
         self.counted(
             Call::Reap,
             Some(limits),
-            |b, s| b.kaas_txn_policy_policy().call_reap(s, cur, start, now_ms),
+            |b, s| {
+                b.kaas_txn_policy_policy()
+                    .call_reap(s, cur, start, now_ms, candidate, tenant)
+            },
             |d| {
                 let d = types::decision(&types::Context::of(current, now_ms), d);
-                self.checked(Call::Reap, check::reap(current, &d).map(|()| d))
+                self.checked(Call::Reap, check::reap(current, candidate, &d).map(|()| d))
             },
             |d| Some(d.kind),
         )

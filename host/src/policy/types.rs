@@ -1,5 +1,5 @@
 //! The coordinator's natural types for policy calls, and how they map onto
-//! the ABI (`kaas:txn-policy@2.0.0`).
+//! the ABI (`kaas:txn-policy@3.0.0`).
 //!
 //! The coordinator, the state-record codec, the conformance runner and the
 //! host's checks work with a full [`Entry`] (every persisted field) and full
@@ -13,7 +13,9 @@
 
 use super::bindings::wit;
 
-pub use wit::{Claim, DecisionKind, Limits, PolicyInfo, Reply, TxnState};
+pub use wit::{
+    AddSource, Claim, DecisionKind, Limits, PolicyInfo, ProtocolFeature, Reply, TxnState,
+};
 
 /// Whether a transaction entry may go from state `from` to `to`: the edges
 /// of Kafka's state machine (`TransactionState.validPreviousStates`, Kafka
@@ -53,11 +55,17 @@ pub struct Entry {
     pub producer_id: i64,
     /// Current producer epoch; -1 for an entry that was never initialised.
     pub producer_epoch: i16,
-    /// Producer id before the most recent InitProducerId transition; -1 when unknown.
+    /// Producer id before the most recent transition that changed it; -1 when unknown.
     pub last_producer_id: i64,
     /// The epoch a client may still hold while it retries the most recent
     /// bump; -1 when no retry window is open.
     pub last_producer_epoch: i16,
+    /// The producer id a Prepare* entry switches to when it completes
+    /// (transaction version 2 rotation); -1 when none.
+    pub next_producer_id: i64,
+    /// The transaction version of the client's most recent transactional
+    /// request (0, or 2 for EndTxn v5+ and implicit adds).
+    pub client_transaction_version: i16,
     /// Coordinator state.
     pub state: TxnState,
     /// Partitions of the current transaction (empty unless Ongoing/Prepare*).
@@ -79,12 +87,14 @@ pub struct InitRequest {
     pub transactional_id: Option<String>,
     /// None when both claim fields are -1 (always for v0-2).
     pub claim: Option<Claim>,
-    /// Request version (0-4).
+    /// Request version (0-5).
     pub version: i16,
     /// Requested transaction timeout.
     pub timeout_ms: i32,
     /// A fresh producer id the policy may use.
     pub candidate_producer_id: i64,
+    /// The request's tenant class (`--tenant-class`).
+    pub tenant: u8,
     /// The host's clock, ms since epoch (stamps the decided entry).
     pub now_ms: i64,
 }
@@ -99,6 +109,10 @@ pub struct AddPartitionsRequest {
     pub version: i16,
     /// True for the v4 VerifyOnly check a partition leader makes.
     pub verify_only: bool,
+    /// Where the add comes from (ignored for VerifyOnly).
+    pub source: AddSource,
+    /// The request's tenant class (`--tenant-class`).
+    pub tenant: u8,
     pub now_ms: i64,
 }
 
@@ -111,6 +125,10 @@ pub struct EndTxnRequest {
     /// True for COMMIT, false for ABORT.
     pub commit: bool,
     pub version: i16,
+    /// A fresh producer id the policy may use for a rotation.
+    pub candidate_producer_id: i64,
+    /// The request's tenant class (`--tenant-class`).
+    pub tenant: u8,
     pub now_ms: i64,
 }
 
@@ -132,16 +150,30 @@ pub struct Decision {
 
 /// What a policy sees of an entry.
 pub(crate) fn view(e: &Entry) -> wit::Entry {
+    let mut flags = wit::EntryFlags::empty();
+    if e.has_failed_epoch_fence {
+        flags |= wit::EntryFlags::HAS_FAILED_EPOCH_FENCE;
+    }
+    if e.client_transaction_version >= 2 {
+        flags |= wit::EntryFlags::CLIENT_TRANSACTION_V2;
+    }
     wit::Entry {
         producer_id: e.producer_id,
         producer_epoch: e.producer_epoch,
         last_producer_id: e.last_producer_id,
         last_producer_epoch: e.last_producer_epoch,
+        next_producer_id: e.next_producer_id,
         state: e.state,
         timeout_ms: e.timeout_ms,
-        has_failed_epoch_fence: e.has_failed_epoch_fence,
+        flags,
     }
 }
+
+/// No claim on the wire: -1/-1.
+const NO_CLAIM: Claim = Claim {
+    producer_id: -1,
+    producer_epoch: -1,
+};
 
 fn transactional_id(id: Option<&str>) -> wit::TransactionalId {
     match id {
@@ -154,10 +186,11 @@ fn transactional_id(id: Option<&str>) -> wit::TransactionalId {
 pub(crate) fn init_request(req: &InitRequest) -> wit::InitRequest {
     wit::InitRequest {
         transactional_id: transactional_id(req.transactional_id.as_deref()),
-        claim: req.claim,
+        claim: req.claim.unwrap_or(NO_CLAIM),
         version: req.version,
         timeout_ms: req.timeout_ms,
         candidate_producer_id: req.candidate_producer_id,
+        tenant: req.tenant,
     }
 }
 
@@ -182,8 +215,18 @@ pub(crate) fn add_partitions_request(
         producer_id: req.producer_id,
         producer_epoch: req.producer_epoch,
         version: req.version,
-        partitions: u32::try_from(requested.len()).unwrap_or(u32::MAX),
         new_partitions: u32::try_from(new_partitions).unwrap_or(u32::MAX),
+        source: req.source,
+        tenant: req.tenant,
+    }
+}
+
+pub(crate) fn verify_request(req: &AddPartitionsRequest) -> wit::VerifyRequest {
+    wit::VerifyRequest {
+        transactional_id: transactional_id(Some(&req.transactional_id)),
+        producer_id: req.producer_id,
+        producer_epoch: req.producer_epoch,
+        version: req.version,
     }
 }
 
@@ -200,6 +243,8 @@ pub(crate) fn end_txn_request(req: &EndTxnRequest) -> wit::EndTxnRequest {
         producer_epoch: req.producer_epoch,
         commit: req.commit,
         version: req.version,
+        candidate_producer_id: req.candidate_producer_id,
+        tenant: req.tenant,
     }
 }
 
@@ -251,6 +296,18 @@ fn decided(cx: &Context<'_>, v: wit::Entry) -> Entry {
     let start_timestamp_ms = match v.state {
         TxnState::Empty => -1,
         TxnState::Ongoing => ongoing_before.map_or(cx.now_ms, |b| b.start_timestamp_ms),
+        // Transaction version 2's "empty abort" (an EndTxn ABORT of an idle
+        // entry) starts and prepares a transaction of no partitions now.
+        TxnState::PrepareCommit | TxnState::PrepareAbort
+            if before.is_some_and(|b| {
+                matches!(
+                    b.state,
+                    TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort
+                )
+            }) =>
+        {
+            cx.now_ms
+        }
         _ => before.map_or(-1, |b| b.start_timestamp_ms),
     };
     entry(cx, v, partitions, start_timestamp_ms, cx.now_ms)
@@ -270,12 +327,18 @@ fn entry(
         producer_epoch: v.producer_epoch,
         last_producer_id: v.last_producer_id,
         last_producer_epoch: v.last_producer_epoch,
+        next_producer_id: v.next_producer_id,
+        client_transaction_version: if v.flags.contains(wit::EntryFlags::CLIENT_TRANSACTION_V2) {
+            2
+        } else {
+            0
+        },
         state: v.state,
         partitions,
         timeout_ms: v.timeout_ms,
         start_timestamp_ms,
         last_update_timestamp_ms,
-        has_failed_epoch_fence: v.has_failed_epoch_fence,
+        has_failed_epoch_fence: v.flags.contains(wit::EntryFlags::HAS_FAILED_EPOCH_FENCE),
     }
 }
 
@@ -364,6 +427,8 @@ mod tests {
             producer_epoch: 5,
             last_producer_id: 1000,
             last_producer_epoch: 4,
+            next_producer_id: -1,
+            client_transaction_version: 0,
             state,
             partitions,
             timeout_ms: 60_000,
@@ -392,10 +457,12 @@ mod tests {
             partitions: vec![tp("a", 0), tp("b", 1), tp("b", 1), tp("c", 2)],
             version: 3,
             verify_only: false,
+            source: AddSource::AddPartitions,
+            tenant: 0,
             now_ms: 100,
         };
         let facts = add_partitions_request(Some(&ongoing), &req);
-        assert_eq!((facts.partitions, facts.new_partitions), (4, 2));
+        assert_eq!(facts.new_partitions, 2);
         assert_eq!(add_partitions_request(None, &req).new_partitions, 3);
         assert_eq!(
             in_transaction(Some(&ongoing), &req),

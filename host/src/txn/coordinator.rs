@@ -281,8 +281,29 @@ impl Coordinator {
         req: &EndTxnRequest,
     ) -> i16 {
         self.await_markers(&req.transactional_id).await;
-        let step = self.machine().end_txn(req);
+        let candidate = match self.candidate_for(host, &req.transactional_id).await {
+            Ok(c) => c,
+            Err(code) => return code,
+        };
+        let step = self.machine().end_txn(req, candidate);
         self.resolve(host, step).await.reply.error_code
+    }
+
+    /// A fresh producer id when a decision about `txn_id` may rotate (its
+    /// epoch is exhausted), else -1: ids are allocated only where a policy
+    /// can use one.
+    async fn candidate_for(
+        &self,
+        host: &Arc<dyn CoordinatorPorts>,
+        txn_id: &str,
+    ) -> Result<i64, i16> {
+        if !self.machine().wants_candidate(txn_id) {
+            return Ok(-1);
+        }
+        host.allocate().await.map_err(|e| {
+            tracing::error!(error = %e, "reserving producer ids failed");
+            codes::COORDINATOR_NOT_AVAILABLE
+        })
     }
 
     /// The VerifyOnly check of one partition: the coordinator's code and,
@@ -301,6 +322,8 @@ impl Coordinator {
             partitions: vec![tp],
             version: 4,
             verify_only: true,
+            source: crate::policy::AddSource::AddPartitions,
+            tenant: 0,
             now_ms: now_ms(),
         };
         let Step::Done(a) = self.machine().add_partitions(&req) else {
@@ -336,7 +359,10 @@ impl Coordinator {
         let ids = self.machine().reap_candidates();
         let mut aborted = 0;
         for id in ids {
-            let step = self.machine().reap(&id, now_ms());
+            let Ok(candidate) = self.candidate_for(host, &id).await else {
+                continue;
+            };
+            let step = self.machine().reap(&id, now_ms(), candidate);
             if matches!(step, Step::Write(_)) {
                 aborted += 1;
             }

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use tracing::warn;
 
 use super::record::{StateRecord, UnsyncedMarkers};
+use super::tenant::TenantClasses;
 use crate::invariant::invariant;
 use crate::policy::{
     AddPartitionsRequest, Claim, Decision, DecisionKind, EndTxnRequest, Entry, InitRequest, Limits,
@@ -171,6 +172,8 @@ pub struct TxnMachine {
     /// effect between two decisions, never within one.
     policy: Arc<PolicySlot>,
     limits: Limits,
+    /// Each decision's tenant class, from the transactional.id.
+    tenants: Arc<TenantClasses>,
     slots: BTreeMap<String, Slot>,
 }
 
@@ -186,8 +189,27 @@ impl TxnMachine {
         TxnMachine {
             policy: slot,
             limits,
+            tenants: Arc::default(),
             slots: BTreeMap::new(),
         }
+    }
+
+    /// The same machine, naming each decision's tenant class from `tenants`.
+    pub fn with_tenants(mut self, tenants: Arc<TenantClasses>) -> Self {
+        self.tenants = tenants;
+        self
+    }
+
+    /// The tenant class of `txn_id`.
+    pub fn tenant_of(&self, txn_id: &str) -> u8 {
+        self.tenants.class_of(txn_id)
+    }
+
+    /// Whether a decision about `txn_id` may rotate its producer id (its
+    /// epoch is exhausted), so the caller should offer a candidate id.
+    pub fn wants_candidate(&self, txn_id: &str) -> bool {
+        self.entry(txn_id)
+            .is_some_and(|e| e.producer_epoch >= self.limits.exhausted_epoch)
     }
 
     /// The policy deciding now.
@@ -354,6 +376,10 @@ impl TxnMachine {
             version: req.version,
             timeout_ms: req.timeout_ms,
             candidate_producer_id: candidate,
+            tenant: req
+                .transactional_id
+                .as_deref()
+                .map_or(0, |id| self.tenant_of(id)),
             now_ms,
         };
         let current = req
@@ -384,21 +410,42 @@ impl TxnMachine {
         }
         let current = self.entry(&req.transactional_id).cloned();
         let policy = self.policy.current();
-        match policy.add_partitions(current.as_ref(), req, self.limits) {
+        let tenant = self.tenant_of(&req.transactional_id);
+        let req = if tenant == req.tenant {
+            std::borrow::Cow::Borrowed(req)
+        } else {
+            std::borrow::Cow::Owned(AddPartitionsRequest {
+                tenant,
+                ..req.clone()
+            })
+        };
+        match policy.add_partitions(current.as_ref(), &req, self.limits) {
             Ok(d) => self.plan(&policy, Some(&req.transactional_id), d, false),
             Err(e) => self.policy_failed(&policy, e),
         }
     }
 
-    /// EndTxn (docs/txn-semantics.md §2.4).
-    pub fn end_txn(&mut self, req: &EndTxnRequest) -> Step {
+    /// EndTxn (docs/txn-semantics.md §2.4). `candidate`: a fresh producer id
+    /// for a rotation ([`Self::wants_candidate`]), -1 when none is offered.
+    pub fn end_txn(&mut self, req: &EndTxnRequest, candidate: i64) -> Step {
         if self.is_pending(&req.transactional_id) {
             return Step::Done(Answer::error(code::CONCURRENT_TRANSACTIONS));
         }
         let current = self.entry(&req.transactional_id).cloned();
         let policy = self.policy.current();
-        match policy.end_txn(current.as_ref(), req, self.limits) {
-            Ok(d) => self.plan(&policy, Some(&req.transactional_id), d, false),
+        let req = EndTxnRequest {
+            candidate_producer_id: candidate,
+            tenant: self.tenant_of(&req.transactional_id),
+            ..req.clone()
+        };
+        match policy.end_txn(current.as_ref(), &req, self.limits) {
+            Ok(d) => {
+                let used = candidate >= 0
+                    && d.entry
+                        .as_ref()
+                        .is_some_and(|e| e.next_producer_id == candidate);
+                self.plan(&policy, Some(&req.transactional_id), d, used)
+            }
             Err(e) => self.policy_failed(&policy, e),
         }
     }
@@ -483,7 +530,8 @@ impl TxnMachine {
     }
 
     /// The timeout reaper's look at one entry (docs/txn-semantics.md §2.6).
-    pub fn reap(&mut self, txn_id: &str, now_ms: i64) -> Step {
+    /// `candidate`: a fresh producer id for a rotation, -1 when none.
+    pub fn reap(&mut self, txn_id: &str, now_ms: i64, candidate: i64) -> Step {
         let Some(slot) = self.slots.get(txn_id) else {
             return Step::Done(Answer::error(code::NONE));
         };
@@ -492,8 +540,15 @@ impl TxnMachine {
         }
         let current = slot.entry.clone();
         let policy = self.policy.current();
-        match policy.reap(&current, now_ms, self.limits) {
-            Ok(d) => self.plan(&policy, Some(txn_id), d, false),
+        let tenant = self.tenant_of(txn_id);
+        match policy.reap(&current, now_ms, candidate, tenant, self.limits) {
+            Ok(d) => {
+                let used = candidate >= 0
+                    && d.entry
+                        .as_ref()
+                        .is_some_and(|e| e.next_producer_id == candidate);
+                self.plan(&policy, Some(txn_id), d, used)
+            }
             Err(e) => self.policy_failed(&policy, e),
         }
     }

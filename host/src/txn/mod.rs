@@ -12,6 +12,7 @@
 //! - [`marker_routing`]: each marker to its partition's leader, here or a peer, until done.
 //! - [`markers`]: the one local marker writer: markers into the partitions open here.
 //! - [`route`]: which broker coordinates a transactional id, and the verification asked of it.
+//! - [`tenant`]: the tenant class of a transactional id, for the policy.
 
 pub mod coordinator;
 pub mod machine;
@@ -22,3 +23,4 @@ pub mod record;
 pub mod route;
 pub mod shards;
 pub mod store;
+pub mod tenant;

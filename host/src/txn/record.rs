@@ -21,7 +21,12 @@
 //! Known tags: 0 = identity of the policy that wrote the record (UTF-8);
 //! 1 = markers appended but perhaps not yet durable ([`UnsyncedMarkers`]):
 //! `i64 producer_id | i16 producer_epoch | u8 commit | u32 count { str16
-//! topic | i32 partition | i64 marker_offset }`.
+//! topic | i32 partition | i64 marker_offset }`; 2 = the next producer id
+//! (`i64`, transaction version 2's rotation at the end of a transaction;
+//! absent means -1); 3 = the client's transaction version (`i16`; absent
+//! means 0). Tags 2 and 3 are written only when they differ from their
+//! absent value, so a transaction-version-0 entry's record is the same
+//! bytes as before they existed.
 //! Decoding never panics: every length is checked against what remains.
 
 use thiserror::Error;
@@ -34,6 +39,10 @@ pub const FORMAT_VERSION: u16 = 1;
 pub const TAG_WRITTEN_BY: u16 = 0;
 /// Tag of the markers not known to be durable when the record was written.
 pub const TAG_UNSYNCED_MARKERS: u16 = 1;
+/// Tag of the entry's next producer id.
+pub const TAG_NEXT_PRODUCER_ID: u16 = 2;
+/// Tag of the entry's client transaction version.
+pub const TAG_CLIENT_TRANSACTION_VERSION: u16 = 3;
 
 /// A finished transaction's markers, appended to their partitions but not
 /// known to be durable yet. Every record of the entry carries them until
@@ -138,6 +147,8 @@ pub enum DecodeError {
     Trailing(usize),
     #[error("tags are not in ascending order")]
     TagOrder,
+    #[error("the tag at offset {at} holds {got} bytes, not {want}")]
+    TagLength { at: usize, want: usize, got: usize },
 }
 
 /// Kafka's persisted state id (docs/txn-semantics.md §0.4).
@@ -240,6 +251,14 @@ impl StateRecord {
                 if let Some(m) = &markers {
                     tags.push((TAG_UNSYNCED_MARKERS, m.as_slice()));
                 }
+                let next_pid = entry.next_producer_id.to_be_bytes();
+                if entry.next_producer_id != -1 {
+                    tags.push((TAG_NEXT_PRODUCER_ID, &next_pid));
+                }
+                let client_tv = entry.client_transaction_version.to_be_bytes();
+                if entry.client_transaction_version != 0 {
+                    tags.push((TAG_CLIENT_TRANSACTION_VERSION, &client_tv));
+                }
                 tags.sort_by_key(|(t, _)| *t);
                 out.extend_from_slice(&(tags.len() as u16).to_be_bytes());
                 for (tag, bytes) in tags {
@@ -286,6 +305,8 @@ impl StateRecord {
                 let tag_count = u16::from_be_bytes(r.array()?);
                 let mut written_by = None;
                 let mut unsynced_markers = None;
+                let mut next_producer_id = -1;
+                let mut client_transaction_version = 0;
                 let mut unknown_tags = Vec::new();
                 let mut last_tag = None;
                 for _ in 0..tag_count {
@@ -304,6 +325,10 @@ impl StateRecord {
                         );
                     } else if tag == TAG_UNSYNCED_MARKERS {
                         unsynced_markers = Some(UnsyncedMarkers::decode(bytes)?);
+                    } else if tag == TAG_NEXT_PRODUCER_ID {
+                        next_producer_id = i64::from_be_bytes(fixed(bytes, at)?);
+                    } else if tag == TAG_CLIENT_TRANSACTION_VERSION {
+                        client_transaction_version = i16::from_be_bytes(fixed(bytes, at)?);
                     } else {
                         unknown_tags.push((tag, bytes.to_vec()));
                     }
@@ -314,6 +339,8 @@ impl StateRecord {
                     producer_epoch,
                     last_producer_id,
                     last_producer_epoch,
+                    next_producer_id,
+                    client_transaction_version,
                     state,
                     partitions,
                     timeout_ms,
@@ -335,6 +362,15 @@ impl StateRecord {
         }
         Ok(record)
     }
+}
+
+/// A tag's value of exactly `N` bytes (found at offset `at`).
+fn fixed<const N: usize>(bytes: &[u8], at: usize) -> Result<[u8; N], DecodeError> {
+    bytes.try_into().map_err(|_| DecodeError::TagLength {
+        at,
+        want: N,
+        got: bytes.len(),
+    })
 }
 
 fn put_str(out: &mut Vec<u8>, s: &str) {
@@ -397,6 +433,8 @@ mod tests {
             producer_epoch: 0,
             last_producer_id: 100,
             last_producer_epoch: 32766,
+            next_producer_id: -1,
+            client_transaction_version: 0,
             state: TxnState::Empty,
             partitions: vec![TopicPartition {
                 topic: "t0".into(),
@@ -407,6 +445,62 @@ mod tests {
             last_update_timestamp_ms: 1_700_000_000_000,
             has_failed_epoch_fence: true,
         }
+    }
+
+    #[test]
+    fn next_producer_id_and_client_transaction_version_survive_a_round_trip() {
+        // A transaction-version-2 Prepare of a rotation: every field Kafka
+        // 4.0 lost on a failover (KAFKA-20310, KAFKA-20357) comes back.
+        let prepare = Entry {
+            producer_id: 100,
+            producer_epoch: 32767,
+            last_producer_id: 100,
+            last_producer_epoch: 32766,
+            next_producer_id: 101,
+            client_transaction_version: 2,
+            state: TxnState::PrepareCommit,
+            ..sample()
+        };
+        let rec = StateRecord::upsert(&prepare, None);
+        let StateRecord::Upsert { entry, .. } =
+            StateRecord::decode(&rec.encode()).expect("decodes")
+        else {
+            panic!("not an upsert")
+        };
+        assert_eq!(
+            (
+                entry.next_producer_id,
+                entry.client_transaction_version,
+                entry.last_producer_epoch
+            ),
+            (101, 2, 32766)
+        );
+        // At their absent values the two tags are not written: the record
+        // is the same bytes as a build before them wrote.
+        let plain = StateRecord::upsert(&sample(), None).encode();
+        let tags_at = plain.len() - 2;
+        assert_eq!(&plain[tags_at..], &0u16.to_be_bytes());
+    }
+
+    #[test]
+    fn a_tag_of_the_wrong_length_is_an_error() {
+        let prepare = Entry {
+            next_producer_id: 101,
+            ..sample()
+        };
+        let mut bytes = StateRecord::upsert(&prepare, None).encode();
+        // The last tag is the next producer id: 2 tag, 4 length, 8 value.
+        let len_at = bytes.len() - 12;
+        bytes[len_at..len_at + 4].copy_from_slice(&7u32.to_be_bytes());
+        bytes.pop();
+        assert!(matches!(
+            StateRecord::decode(&bytes),
+            Err(DecodeError::TagLength {
+                want: 8,
+                got: 7,
+                ..
+            })
+        ));
     }
 
     #[test]

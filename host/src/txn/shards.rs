@@ -30,6 +30,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use super::coordinator::Coordinator;
 use super::machine::TxnMachine;
 use super::store::TxnStore;
+use super::tenant::TenantClasses;
 use crate::lease_gate::LeaseGate;
 use crate::log::GroupCommit;
 use crate::policy::{Limits, Policy, PolicySlot};
@@ -47,6 +48,8 @@ pub struct TxnShards {
     policy: Arc<PolicySlot>,
     /// What every decision is made under (`--transaction-max-timeout-ms`).
     limits: Limits,
+    /// Each decision's tenant class (`--tenant-class`).
+    tenants: Arc<TenantClasses>,
     expiration_ms: i64,
     /// 1 (single-node mode) or [`CLUSTER_SHARDS`].
     count: u32,
@@ -75,12 +78,13 @@ impl TxnShards {
         own_dir: &Path,
         policy: Arc<PolicySlot>,
         limits: Limits,
+        tenants: Arc<TenantClasses>,
         expiration_ms: i64,
     ) -> io::Result<Self> {
         let (store, records) = TxnStore::open(own_dir)?;
         let group_commit = store.group_commit().clone();
         let only = Arc::new(Coordinator::new(
-            TxnMachine::with_slot(policy.clone(), limits),
+            TxnMachine::with_slot(policy.clone(), limits).with_tenants(tenants.clone()),
             Box::new(store),
             records,
             expiration_ms,
@@ -90,6 +94,7 @@ impl TxnShards {
             data_dir: own_dir.to_path_buf(),
             policy,
             limits,
+            tenants,
             expiration_ms,
             count: 1,
             open: RwLock::new(BTreeMap::from([(0, only.clone())])),
@@ -107,11 +112,12 @@ impl TxnShards {
         own_dir: &Path,
         policy: Arc<PolicySlot>,
         limits: Limits,
+        tenants: Arc<TenantClasses>,
         expiration_ms: i64,
     ) -> io::Result<Self> {
         let (store, records) = TxnStore::open(own_dir)?;
         let idempotent = Arc::new(Coordinator::new(
-            TxnMachine::with_slot(policy.clone(), limits),
+            TxnMachine::with_slot(policy.clone(), limits).with_tenants(tenants.clone()),
             Box::new(store),
             records,
             expiration_ms,
@@ -121,6 +127,7 @@ impl TxnShards {
             data_dir: data_dir.to_path_buf(),
             policy,
             limits,
+            tenants,
             expiration_ms,
             count: CLUSTER_SHARDS,
             open: RwLock::new(BTreeMap::new()),
@@ -227,7 +234,8 @@ impl TxnShards {
         )
         .map_err(|e| io::Error::new(e.kind(), format!("opening transaction shard {n}: {e}")))?;
         let c = Arc::new(Coordinator::new(
-            TxnMachine::with_slot(self.policy.clone(), self.limits),
+            TxnMachine::with_slot(self.policy.clone(), self.limits)
+                .with_tenants(self.tenants.clone()),
             Box::new(store),
             records,
             self.expiration_ms,

@@ -411,6 +411,8 @@ mod tests {
             timeout_ms: 60_000,
             start_timestamp_ms: -1,
             last_update_timestamp_ms: 1,
+            next_producer_id: -1,
+            client_transaction_version: 0,
             has_failed_epoch_fence: false,
         }
     }

@@ -24,6 +24,7 @@ impl rules::Variant for Apache37 {
             name: NAME.into(),
             version: String::from(env!("CARGO_PKG_VERSION")),
             features: rules::FEATURES.iter().map(|&f| f.into()).collect(),
+            protocol_features: rules::protocol_features(),
         }
     }
 }

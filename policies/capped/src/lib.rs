@@ -25,9 +25,14 @@ impl apache::Variant for Capped {
             // (PRODUCER_FENCED answers included) to apache37's rules.
             features: apache::FEATURES
                 .iter()
-                .chain(&["max-timeout-60000", "no-claims-on-uninitialised-ids"])
+                .chain(&[
+                    "max-timeout-60000",
+                    "max-timeout-per-tenant-class",
+                    "no-claims-on-uninitialised-ids",
+                ])
                 .map(|&f| f.into())
                 .collect(),
+            protocol_features: apache::protocol_features(),
         }
     }
 

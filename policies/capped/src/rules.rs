@@ -5,10 +5,27 @@
 use kaas_apache37_rules as apache;
 use kaas_policy_sdk::{Decision, Entry, InitRequest, Limits, NO_EPOCH, TransactionalId, code};
 
-/// The largest transaction timeout capped accepts (ms). The broker's own
-/// limit (`transaction.max.timeout.ms`, [`Limits::max_timeout_ms`]) still
-/// applies when it is lower.
+/// The largest transaction timeout capped accepts (ms) from an id of tenant
+/// class 0 (and of any class without its own cap). The broker's own limit
+/// (`transaction.max.timeout.ms`, [`Limits::max_timeout_ms`]) still applies
+/// when it is lower.
 pub const MAX_TIMEOUT_MS: i32 = 60_000;
+
+/// Tenant class 1 (`--tenant-class PREFIX=1`): interactive producers, whose
+/// hung transaction may hold a partition's last stable offset for 15 s.
+pub const INTERACTIVE_MAX_TIMEOUT_MS: i32 = 15_000;
+
+/// Tenant class 2 (`--tenant-class PREFIX=2`): batch jobs, 5 minutes.
+pub const BATCH_MAX_TIMEOUT_MS: i32 = 300_000;
+
+/// The cap for an id of tenant class `tenant`.
+pub fn max_timeout_ms(tenant: u8) -> i32 {
+    match tenant {
+        1 => INTERACTIVE_MAX_TIMEOUT_MS,
+        2 => BATCH_MAX_TIMEOUT_MS,
+        _ => MAX_TIMEOUT_MS,
+    }
+}
 
 /// InitProducerId with capped's refusals, then apache37's rules.
 pub fn init_producer_id(current: Option<Entry>, req: &InitRequest, limits: &Limits) -> Decision {
@@ -21,7 +38,7 @@ pub fn init_producer_id(current: Option<Entry>, req: &InitRequest, limits: &Limi
     // C-1: the timeout cap. Checked where apache37 checks the broker's limit,
     // before any claim, so an over-cap request changes nothing (it neither
     // bumps an idle entry nor fences an Ongoing one).
-    if req.timeout_ms > MAX_TIMEOUT_MS {
+    if req.timeout_ms > max_timeout_ms(req.tenant) {
         return Decision::reject(code::INVALID_TRANSACTION_TIMEOUT);
     }
     // C-2: a claim names an identity (pid, epoch) the coordinator handed out.
@@ -29,7 +46,7 @@ pub fn init_producer_id(current: Option<Entry>, req: &InitRequest, limits: &Limi
     // epoch 0) has handed out none, so the claim comes from a producer whose
     // id expired or from a confused client: fenced, as Kafka answers a claim
     // that does not match the stored identity.
-    if req.claim.is_some()
+    if req.claim().is_some()
         && current
             .as_ref()
             .is_none_or(|e| e.producer_epoch == NO_EPOCH)
@@ -52,13 +69,11 @@ mod tests {
     fn req(txn: TransactionalId, claim: Option<(i64, i16)>, timeout_ms: i32) -> InitRequest {
         InitRequest {
             transactional_id: txn,
-            claim: claim.map(|(producer_id, producer_epoch)| Claim {
-                producer_id,
-                producer_epoch,
-            }),
+            claim: Claim::of(claim),
             version: 4,
             timeout_ms,
             candidate_producer_id: 2000,
+            tenant: 0,
         }
     }
 
@@ -68,9 +83,39 @@ mod tests {
             producer_epoch: epoch,
             last_producer_id: 1000,
             last_producer_epoch: -1,
+            next_producer_id: -1,
             state,
             timeout_ms: 60_000,
-            has_failed_epoch_fence: false,
+            flags: kaas_policy_sdk::EntryFlags::empty(),
+        }
+    }
+
+    #[test]
+    fn each_tenant_class_has_its_own_cap() {
+        for (tenant, cap) in [
+            (0, MAX_TIMEOUT_MS),
+            (1, INTERACTIVE_MAX_TIMEOUT_MS),
+            (2, BATCH_MAX_TIMEOUT_MS),
+            (9, MAX_TIMEOUT_MS),
+        ] {
+            let at = InitRequest {
+                tenant,
+                ..req(TransactionalId::Present, None, cap)
+            };
+            assert_eq!(
+                init_producer_id(None, &at, &LIMITS).reply.error_code,
+                code::NONE,
+                "class {tenant} at {cap}"
+            );
+            let above = InitRequest {
+                timeout_ms: cap + 1,
+                ..at
+            };
+            assert_eq!(
+                init_producer_id(None, &above, &LIMITS).reply.error_code,
+                code::INVALID_TRANSACTION_TIMEOUT,
+                "class {tenant} above {cap}"
+            );
         }
     }
 

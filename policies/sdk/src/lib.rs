@@ -7,7 +7,7 @@
 //! written against these types run in native unit tests and benchmarks.
 //!
 //! The SDK also keeps the limits the host gives once per instance
-//! (`configure`, ABI 2.0) and hands them to every decision of [`Policy`], so
+//! (`configure`, since ABI 2.0) and hands them to every decision of [`Policy`], so
 //! rules still see limits as a plain argument.
 //!
 //! This crate knows only the WIT: nothing of the host.
@@ -38,8 +38,9 @@ pub mod bindings {
 
 use alloc::vec::Vec;
 pub use bindings::kaas::txn_policy::types::{
-    AddPartitionsRequest, Claim, Decision, DecisionKind, EndTxnRequest, Entry, InitRequest, Limits,
-    PolicyInfo, Reply, TransactionalId, TxnState, VerifyDecision,
+    AddPartitionsRequest, AddSource, Claim, Decision, DecisionKind, EndTxnRequest, Entry,
+    EntryFlags, InitRequest, Limits, PolicyInfo, ProtocolFeature, Reply, TenantClass,
+    TransactionalId, TxnState, VerifyDecision, VerifyRequest,
 };
 
 /// What a policy implements. The SDK's export glue calls these with the
@@ -59,7 +60,7 @@ pub trait Policy {
     /// requested partition is among the entry's stored partitions.
     fn verify_partitions(
         current: Option<Entry>,
-        req: AddPartitionsRequest,
+        req: VerifyRequest,
         in_transaction: &[bool],
         limits: &Limits,
     ) -> VerifyDecision;
@@ -67,8 +68,16 @@ pub trait Policy {
     fn end_txn(current: Option<Entry>, req: EndTxnRequest, limits: &Limits) -> Decision;
     /// Completion after every marker of a Prepare* entry is written.
     fn complete_transaction(current: Entry, limits: &Limits) -> Decision;
-    /// The timeout reaper's look at an Ongoing entry.
-    fn reap(current: Entry, start_timestamp_ms: i64, now_ms: i64, limits: &Limits) -> Decision;
+    /// The timeout reaper's look at an Ongoing entry. `candidate_producer_id`
+    /// is a fresh id for a rotation (-1 when the host offers none).
+    fn reap(
+        current: Entry,
+        start_timestamp_ms: i64,
+        now_ms: i64,
+        candidate_producer_id: i64,
+        tenant: TenantClass,
+        limits: &Limits,
+    ) -> Decision;
 }
 
 /// Kafka's defaults, in force until the host calls `configure`.
@@ -108,7 +117,7 @@ impl<P: Policy> bindings::exports::kaas::txn_policy::policy::Guest for Exported<
     }
     fn verify_partitions(
         current: Option<Entry>,
-        req: AddPartitionsRequest,
+        req: VerifyRequest,
         in_transaction: Vec<bool>,
     ) -> VerifyDecision {
         P::verify_partitions(current, req, &in_transaction, &configured_limits())
@@ -119,13 +128,26 @@ impl<P: Policy> bindings::exports::kaas::txn_policy::policy::Guest for Exported<
     fn complete_transaction(current: Entry) -> Decision {
         P::complete_transaction(current, &configured_limits())
     }
-    fn reap(current: Entry, start_timestamp_ms: i64, now_ms: i64) -> Decision {
-        P::reap(current, start_timestamp_ms, now_ms, &configured_limits())
+    fn reap(
+        current: Entry,
+        start_timestamp_ms: i64,
+        now_ms: i64,
+        candidate_producer_id: i64,
+        tenant: TenantClass,
+    ) -> Decision {
+        P::reap(
+            current,
+            start_timestamp_ms,
+            now_ms,
+            candidate_producer_id,
+            tenant,
+            &configured_limits(),
+        )
     }
 }
 
 /// Exports a [`Policy`] implementation as the component's
-/// `kaas:txn-policy/policy@2.0.0`.
+/// `kaas:txn-policy/policy@3.0.0`.
 #[macro_export]
 macro_rules! export_policy {
     ($policy:ty) => {
@@ -220,6 +242,78 @@ impl VerifyDecision {
             reply: Reply::ok(NO_PID, NO_EPOCH),
             partition_errors,
         }
+    }
+}
+
+/// The `transaction.version` feature: supported `min..=max`, finalized at
+/// `level` (what a policy declares in `describe()`).
+pub fn transaction_version(min: i16, max: i16, level: i16) -> ProtocolFeature {
+    ProtocolFeature {
+        name: "transaction.version".into(),
+        min_version: min,
+        max_version: max,
+        finalized_level: level,
+    }
+}
+
+impl Claim {
+    /// No claim: -1/-1 on the wire.
+    pub const NONE: Claim = Claim {
+        producer_id: NO_PID,
+        producer_epoch: NO_EPOCH,
+    };
+
+    /// `(pid, epoch)` as a claim, none as [`Claim::NONE`].
+    pub fn of(claim: Option<(i64, i16)>) -> Claim {
+        claim.map_or(Claim::NONE, |(producer_id, producer_epoch)| Claim {
+            producer_id,
+            producer_epoch,
+        })
+    }
+}
+
+impl InitRequest {
+    /// The KIP-360 claim, or None when the request makes none (-1/-1).
+    pub fn claim(&self) -> Option<Claim> {
+        (self.claim.producer_id != NO_PID || self.claim.producer_epoch != NO_EPOCH)
+            .then_some(self.claim)
+    }
+}
+
+impl Entry {
+    fn has(&self, flag: EntryFlags) -> bool {
+        (self.flags & flag) == flag
+    }
+
+    fn with(mut self, flag: EntryFlags, on: bool) -> Self {
+        let bits = if on {
+            self.flags.bits() | flag.bits()
+        } else {
+            self.flags.bits() & !flag.bits()
+        };
+        self.flags = EntryFlags::from_bits_retain(bits);
+        self
+    }
+
+    /// In memory only: a failed fence already raised the epoch (KAFKA-9666).
+    pub fn has_failed_epoch_fence(&self) -> bool {
+        self.has(EntryFlags::HAS_FAILED_EPOCH_FENCE)
+    }
+
+    /// The same entry with the failed-fence flag set or cleared.
+    pub fn with_failed_epoch_fence(self, failed: bool) -> Self {
+        self.with(EntryFlags::HAS_FAILED_EPOCH_FENCE, failed)
+    }
+
+    /// Whether the client's last transactional request used transaction
+    /// version 2.
+    pub fn client_transaction_v2(&self) -> bool {
+        self.has(EntryFlags::CLIENT_TRANSACTION_V2)
+    }
+
+    /// The same entry with the client's transaction version recorded.
+    pub fn with_client_transaction_v2(self, v2: bool) -> Self {
+        self.with(EntryFlags::CLIENT_TRANSACTION_V2, v2)
     }
 }
 

@@ -30,6 +30,7 @@ impl apache::Variant for Strict {
                 "fail-closed".into(),
                 "no-q1".into(),
             ],
+            protocol_features: apache::protocol_features(),
         }
     }
 

@@ -7,7 +7,7 @@ use kaas_policy_sdk::{Decision, Entry, InitRequest, Limits, TransactionalId, Txn
 
 /// InitProducerId with strict's extra refusals, then apache37's rules.
 pub fn init_producer_id(current: Option<Entry>, req: &InitRequest, limits: &Limits) -> Decision {
-    if let Some(claim) = &req.claim {
+    if let Some(claim) = &req.claim() {
         // S-1: a claim on the idempotent path is a client bug, not noise.
         if req.transactional_id == TransactionalId::Absent {
             return Decision::reject(code::INVALID_REQUEST);
@@ -60,13 +60,11 @@ mod tests {
                 Some("") => TransactionalId::Empty,
                 Some(_) => TransactionalId::Present,
             },
-            claim: claim.map(|(producer_id, producer_epoch)| Claim {
-                producer_id,
-                producer_epoch,
-            }),
+            claim: Claim::of(claim),
             version: 4,
             timeout_ms: 60_000,
             candidate_producer_id: 2000,
+            tenant: 0,
         }
     }
 
@@ -76,9 +74,10 @@ mod tests {
             producer_epoch: epoch,
             last_producer_id: 1000,
             last_producer_epoch: last_epoch,
+            next_producer_id: -1,
             state: TxnState::Ongoing,
             timeout_ms: 60_000,
-            has_failed_epoch_fence: false,
+            flags: kaas_policy_sdk::EntryFlags::empty(),
         }
     }
 

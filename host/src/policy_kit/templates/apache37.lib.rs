@@ -29,6 +29,7 @@ impl rules::Variant for MyPolicy {
                 "kip-890-verify".into(),
                 "no-kafka-20357".into(),
             ],
+            protocol_features: rules::protocol_features(),
         }
     }
 
@@ -55,8 +56,8 @@ kaas_policy_sdk::export_policy!(rules::Apache37Based<MyPolicy>);
 mod tests {
     use super::*;
     use kaas_policy_sdk::{
-        DecisionKind, EndTxnRequest, InitRequest, Limits, Policy as _, TransactionalId, TxnState,
-        code,
+        Claim, DecisionKind, EndTxnRequest, InitRequest, Limits, Policy as _, TransactionalId,
+        TxnState, code,
     };
 
     type Exported = rules::Apache37Based<MyPolicy>;
@@ -66,10 +67,11 @@ mod tests {
     fn init(timeout_ms: i32) -> InitRequest {
         InitRequest {
             transactional_id: TransactionalId::Present,
-            claim: None,
+            claim: Claim::NONE,
             version: 4,
             timeout_ms,
             candidate_producer_id: 2000,
+            tenant: 0,
         }
     }
 
@@ -109,6 +111,8 @@ mod tests {
             producer_epoch: 0,
             commit: true,
             version: 4,
+            candidate_producer_id: -1,
+            tenant: 0,
         };
         let d = Exported::end_txn(None, req, &LIMITS);
         assert_eq!(d.reply.error_code, code::INVALID_PRODUCER_ID_MAPPING);

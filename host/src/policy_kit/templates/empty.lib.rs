@@ -7,12 +7,13 @@
 //! rules. The contract (what each call gets, what the host checks, which
 //! error codes each API may answer) is in wit/txn-policy.wit and kaas's
 //! policy-wit/README.md. The conformance suite fails until the rules are
-//! written. Keep the rules pure: the host gives you the clock (to `reap`)
-//! and a candidate producer id (to InitProducerId); there is no I/O.
+//! written. Keep the rules pure: the host gives you the clock (to `reap`),
+//! a candidate producer id (to InitProducerId, and to EndTxn and `reap` when
+//! an epoch is exhausted) and each request's tenant class; there is no I/O.
 
 use kaas_policy_sdk::{
     AddPartitionsRequest, Decision, EndTxnRequest, Entry, InitRequest, Limits, Policy, PolicyInfo,
-    VerifyDecision, code,
+    TenantClass, VerifyDecision, VerifyRequest, code,
 };
 
 /// The policy's name as `describe()` reports it.
@@ -28,6 +29,10 @@ impl Policy for MyPolicy {
             name: NAME.into(),
             version: env!("CARGO_PKG_VERSION").into(),
             features: vec![],
+            // The features the broker advertises while this policy decides:
+            // transaction.version 0 (Kafka 3.x transactions). Finalize
+            // level 2 only if the rules implement Kafka 4's protocol.
+            protocol_features: vec![kaas_policy_sdk::transaction_version(0, 0, 0)],
         }
     }
 
@@ -40,10 +45,11 @@ impl Policy for MyPolicy {
         Decision::reject(code::UNKNOWN_SERVER_ERROR)
     }
 
-    /// AddPartitionsToTxn / AddOffsetsToTxn. Write: check the producer's
-    /// (pid, epoch) against the entry, then start (Empty/Complete* ->
-    /// Ongoing) or extend the transaction; `req.new_partitions` says how many
-    /// requested partitions are not in it yet.
+    /// AddPartitionsToTxn / AddOffsetsToTxn (and, under transaction version
+    /// 2, a partition leader's implicit add: `req.source`). Write: check the
+    /// producer's (pid, epoch) against the entry, then start (Empty/Complete*
+    /// -> Ongoing) or extend the transaction; `req.new_partitions` says how
+    /// many requested partitions are not in it yet.
     fn add_partitions(
         _current: Option<Entry>,
         _req: AddPartitionsRequest,
@@ -57,7 +63,7 @@ impl Policy for MyPolicy {
     /// INVALID_TXN_STATE otherwise (`VerifyDecision::per_partition`).
     fn verify_partitions(
         _current: Option<Entry>,
-        _req: AddPartitionsRequest,
+        _req: VerifyRequest,
         _in_transaction: &[bool],
         _limits: &Limits,
     ) -> VerifyDecision {
@@ -80,7 +86,14 @@ impl Policy for MyPolicy {
     /// The timeout reaper's look at an Ongoing entry. Write: when
     /// `now_ms - start_timestamp_ms` exceeds the entry's timeout, abort it
     /// (fence and PrepareAbort); otherwise no change.
-    fn reap(_current: Entry, _start_timestamp_ms: i64, _now_ms: i64, _limits: &Limits) -> Decision {
+    fn reap(
+        _current: Entry,
+        _start_timestamp_ms: i64,
+        _now_ms: i64,
+        _candidate_producer_id: i64,
+        _tenant: TenantClass,
+        _limits: &Limits,
+    ) -> Decision {
         Decision::reject(code::UNKNOWN_SERVER_ERROR)
     }
 }
@@ -93,7 +106,7 @@ kaas_policy_sdk::export_policy!(MyPolicy);
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kaas_policy_sdk::{DEFAULT_LIMITS, DecisionKind, TransactionalId};
+    use kaas_policy_sdk::{Claim, DEFAULT_LIMITS, DecisionKind, TransactionalId};
 
     // Replace these with tests of your rules: each asserts one decision.
 
@@ -106,10 +119,11 @@ mod tests {
     fn placeholder_init_refuses_and_writes_nothing() {
         let req = InitRequest {
             transactional_id: TransactionalId::Present,
-            claim: None,
+            claim: Claim::NONE,
             version: 4,
             timeout_ms: 60_000,
             candidate_producer_id: 2000,
+            tenant: 0,
         };
         let d = MyPolicy::init_producer_id(None, req, &DEFAULT_LIMITS);
         assert_eq!(d.kind, DecisionKind::Reject);

@@ -53,6 +53,8 @@ pub fn handle(
             partitions: vec![tp],
             version,
             verify_only: false,
+            source: crate::policy::AddSource::AddOffsets,
+            tenant: 0,
             now_ms: now_ms(),
         };
         let code = match broker.txn.for_txn(&request.transactional_id) {

@@ -128,6 +128,14 @@ async fn one(
             partitions: parts.clone(),
             version,
             verify_only,
+            // A broker's v4+ add that is not a VerifyOnly check is the
+            // partition leader's implicit add (transaction version 2).
+            source: if version >= 4 && !verify_only {
+                crate::policy::AddSource::Implicit
+            } else {
+                crate::policy::AddSource::AddPartitions
+            },
+            tenant: 0,
             now_ms: now_ms(),
         };
         let (code, per) = match broker.txn.for_txn(&req.transactional_id) {

@@ -46,6 +46,8 @@ pub fn handle(
             producer_epoch: req.producer_epoch,
             commit: req.committed,
             version,
+            candidate_producer_id: -1,
+            tenant: 0,
             now_ms: now_ms(),
         };
         let code = match broker.txn.for_txn(&request.transactional_id) {

@@ -5,21 +5,23 @@
 //!
 //! Same inputs, same decision: no clock, no I/O, no randomness. The host
 //! supplies a candidate producer id (and, to the reaper, the clock); the
-//! decision says what to persist and what to answer. Under ABI 2.0 the host
+//! decision says what to persist and what to answer. Since ABI 2.0 the host
 //! keeps each entry's transactional.id, partition set and timestamps and
 //! derives them from the decided entry exactly as Kafka 3.7 does (see
 //! policy-wit/README.md), so these rules decide the identity, state and
 //! timeout. Deviations from 3.7 are listed in policies/apache37/README.md.
 
 #![no_std]
+extern crate alloc;
 
 mod variant;
 
 pub use variant::{Apache37Based, Variant};
 
 use kaas_policy_sdk::{
-    AddPartitionsRequest, Claim, Decision, DecisionKind, EndTxnRequest, Entry, InitRequest, Limits,
-    NO_EPOCH, NO_PID, Reply, TransactionalId, TxnState, VerifyDecision, code,
+    AddPartitionsRequest, Claim, Decision, DecisionKind, EndTxnRequest, Entry, EntryFlags,
+    InitRequest, Limits, NO_EPOCH, NO_PID, ProtocolFeature, Reply, TransactionalId, TxnState,
+    VerifyDecision, VerifyRequest, code,
 };
 
 /// The features these rules implement, as `describe()` reports them: every
@@ -33,6 +35,12 @@ pub const FEATURES: &[&str] = &[
     "q1-reproduced",
     "q2-producer-fenced",
 ];
+
+/// The protocol features these rules finalize: `transaction.version` 0
+/// only (Kafka 3.7's transactions; a client never uses version 2 with them).
+pub fn protocol_features() -> alloc::vec::Vec<ProtocolFeature> {
+    alloc::vec![kaas_policy_sdk::transaction_version(0, 0, 0)]
+}
 
 /// PRODUCER_FENCED as a client of `version` understands it: InitProducerId
 /// before v4 and AddPartitions/EndTxn before v2 get INVALID_PRODUCER_EPOCH.
@@ -57,9 +65,10 @@ pub fn fresh_entry(req: &InitRequest) -> Entry {
         producer_epoch: NO_EPOCH,
         last_producer_id: NO_PID,
         last_producer_epoch: NO_EPOCH,
+        next_producer_id: NO_PID,
         state: TxnState::Empty,
         timeout_ms: req.timeout_ms,
-        has_failed_epoch_fence: false,
+        flags: EntryFlags::empty(),
     }
 }
 
@@ -92,7 +101,7 @@ pub fn init_producer_id(current: Option<Entry>, req: &InitRequest, limits: &Limi
     let initializing = current.is_none();
     let entry = current.unwrap_or_else(|| fresh_entry(req));
 
-    if let Some(claim) = &req.claim
+    if let Some(claim) = &req.claim()
         && !claim_is_valid(&entry, claim, limits)
     {
         return Decision::reject(fenced(req.version, INIT_FENCED_SINCE));
@@ -105,7 +114,7 @@ pub fn init_producer_id(current: Option<Entry>, req: &InitRequest, limits: &Limi
         TxnState::Ongoing => fence_and_abort(entry, code::CONCURRENT_TRANSACTIONS),
         TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort => {
             if entry.producer_epoch >= limits.exhausted_epoch {
-                match &req.claim {
+                match &req.claim() {
                     None => rotate(entry, req, NO_EPOCH),
                     Some(c) if c.producer_epoch == entry.producer_epoch => {
                         let last = entry.producer_epoch;
@@ -127,7 +136,7 @@ pub fn init_producer_id(current: Option<Entry>, req: &InitRequest, limits: &Limi
 /// The bump function of spec 1.5 for an idle entry whose epoch is not exhausted.
 fn bump(entry: Entry, req: &InitRequest, initializing: bool) -> Decision {
     let e = entry.producer_epoch;
-    let (epoch, last_epoch, kind) = match &req.claim {
+    let (epoch, last_epoch, kind) = match &req.claim() {
         _ if e == NO_EPOCH => (0, NO_EPOCH, DecisionKind::Initialize),
         None => (e + 1, NO_EPOCH, DecisionKind::Bump),
         Some(c) if c.producer_epoch == e => (e + 1, e, DecisionKind::Bump),
@@ -180,16 +189,16 @@ fn idle(entry: Entry, req: &InitRequest) -> Entry {
     Entry {
         state: TxnState::Empty,
         timeout_ms: req.timeout_ms,
-        has_failed_epoch_fence: false,
         ..entry
     }
+    .with_failed_epoch_fence(false)
 }
 
 /// Fence an Ongoing transaction and abort it (spec 1.7): PrepareAbort at
 /// epoch + 1 (or the epoch a failed fence already reached), retry window
 /// closed. If the append fails, the raised epoch stays in memory.
 pub fn fence_and_abort(entry: Entry, reply_code: i16) -> Decision {
-    let epoch = if entry.has_failed_epoch_fence {
+    let epoch = if entry.has_failed_epoch_fence() {
         entry.producer_epoch
     } else if entry.producer_epoch == i16::MAX {
         // IX-13: no epoch is left to fence with. Apache: internal error.
@@ -200,16 +209,16 @@ pub fn fence_and_abort(entry: Entry, reply_code: i16) -> Decision {
     let fenced_ongoing = Entry {
         producer_epoch: epoch,
         last_producer_epoch: NO_EPOCH,
-        has_failed_epoch_fence: true,
         ..entry
-    };
+    }
+    .with_failed_epoch_fence(true);
     let prepare = Entry {
         state: TxnState::PrepareAbort,
         producer_epoch: epoch,
         last_producer_epoch: NO_EPOCH,
-        has_failed_epoch_fence: false,
         ..entry
-    };
+    }
+    .with_failed_epoch_fence(false);
     let reply = if reply_code == code::NONE {
         Reply::ok(prepare.producer_id, epoch)
     } else {
@@ -221,9 +230,40 @@ pub fn fence_and_abort(entry: Entry, reply_code: i16) -> Decision {
     }
 }
 
+/// Who an add or a VerifyOnly check says it is.
+#[derive(Debug, Clone, Copy)]
+struct Claimant {
+    transactional_id: TransactionalId,
+    producer_id: i64,
+    producer_epoch: i16,
+    version: i16,
+}
+
+impl From<&AddPartitionsRequest> for Claimant {
+    fn from(r: &AddPartitionsRequest) -> Self {
+        Claimant {
+            transactional_id: r.transactional_id,
+            producer_id: r.producer_id,
+            producer_epoch: r.producer_epoch,
+            version: r.version,
+        }
+    }
+}
+
+impl From<&VerifyRequest> for Claimant {
+    fn from(r: &VerifyRequest) -> Self {
+        Claimant {
+            transactional_id: r.transactional_id,
+            producer_id: r.producer_id,
+            producer_epoch: r.producer_epoch,
+            version: r.version,
+        }
+    }
+}
+
 /// The checks AddPartitions, AddOffsets and VerifyOnly share (spec 2.1 rows
 /// 1, 3–6): the entry the request may act on, or the error to answer.
-fn partitions_target(current: Option<Entry>, req: &AddPartitionsRequest) -> Result<Entry, i16> {
+fn partitions_target(current: Option<Entry>, req: Claimant) -> Result<Entry, i16> {
     if req.transactional_id != TransactionalId::Present {
         return Err(code::INVALID_REQUEST);
     }
@@ -246,7 +286,7 @@ fn partitions_target(current: Option<Entry>, req: &AddPartitionsRequest) -> Resu
 /// adds the requested partitions to the transaction's set when the decided
 /// entry is Ongoing, and stamps the start time when it becomes Ongoing.
 pub fn add_partitions(current: Option<Entry>, req: &AddPartitionsRequest) -> Decision {
-    let entry = match partitions_target(current, req) {
+    let entry = match partitions_target(current, req.into()) {
         Ok(entry) => entry,
         Err(code) => return Decision::reject(code),
     };
@@ -268,10 +308,10 @@ pub fn add_partitions(current: Option<Entry>, req: &AddPartitionsRequest) -> Dec
 /// transaction is Ongoing and already holds it.
 pub fn verify_partitions(
     current: Option<Entry>,
-    req: &AddPartitionsRequest,
+    req: &VerifyRequest,
     in_transaction: &[bool],
 ) -> VerifyDecision {
-    let entry = match partitions_target(current, req) {
+    let entry = match partitions_target(current, req.into()) {
         Ok(entry) => entry,
         Err(code) => return VerifyDecision::reject(code),
     };
@@ -304,7 +344,13 @@ pub fn end_txn(current: Option<Entry>, req: &EndTxnRequest) -> Decision {
     if req.producer_epoch != entry.producer_epoch {
         return Decision::reject(fenced(req.version, TXN_FENCED_SINCE));
     }
-    let ok = Reply::ok(entry.producer_id, entry.producer_epoch);
+    // EndTxn v5 sends the identity to the client: Kafka's transaction
+    // version 0 path answers -1/-1 there (nothing for the client to adopt).
+    let ok = if req.version >= 5 {
+        Reply::ok(NO_PID, NO_EPOCH)
+    } else {
+        Reply::ok(entry.producer_id, entry.producer_epoch)
+    };
     match (entry.state, req.commit) {
         (TxnState::Ongoing, commit) => {
             let (state, kind) = if commit {
@@ -333,11 +379,7 @@ pub fn complete_transaction(entry: Entry) -> Decision {
         TxnState::PrepareAbort => TxnState::CompleteAbort,
         _ => return Decision::reject(code::INVALID_TXN_STATE),
     };
-    let next = Entry {
-        state,
-        has_failed_epoch_fence: false,
-        ..entry
-    };
+    let next = Entry { state, ..entry }.with_failed_epoch_fence(false);
     let reply = Reply::ok(next.producer_id, next.producer_epoch);
     Decision::write(DecisionKind::Complete, next, reply)
 }
@@ -369,22 +411,21 @@ mod tests {
             producer_epoch: epoch,
             last_producer_id: last_pid,
             last_producer_epoch: last_epoch,
+            next_producer_id: NO_PID,
             state,
             timeout_ms: 60_000,
-            has_failed_epoch_fence: false,
+            flags: EntryFlags::empty(),
         }
     }
 
     fn init(claim: Option<(i64, i16)>) -> InitRequest {
         InitRequest {
             transactional_id: TransactionalId::Present,
-            claim: claim.map(|(producer_id, producer_epoch)| Claim {
-                producer_id,
-                producer_epoch,
-            }),
+            claim: Claim::of(claim),
             version: 4,
             timeout_ms: 60_000,
             candidate_producer_id: 2000,
+            tenant: 0,
         }
     }
 
@@ -470,7 +511,7 @@ mod tests {
         assert_eq!(e.timeout_ms, ongoing.timeout_ms);
         let keep = d.on_append_failure.expect("failed fence keeps the epoch");
         assert!(
-            keep.has_failed_epoch_fence
+            keep.has_failed_epoch_fence()
                 && keep.producer_epoch == 6
                 && keep.state == TxnState::Ongoing
         );
@@ -494,42 +535,50 @@ mod tests {
         assert_eq!(d.reply.error_code, code::INVALID_PRODUCER_EPOCH);
     }
 
-    fn add(epoch: i16, partitions: u32, new_partitions: u32) -> AddPartitionsRequest {
+    fn add(epoch: i16, new_partitions: u32) -> AddPartitionsRequest {
         AddPartitionsRequest {
             transactional_id: TransactionalId::Present,
             producer_id: 1000,
             producer_epoch: epoch,
             version: 3,
-            partitions,
             new_partitions,
+            source: kaas_policy_sdk::AddSource::AddPartitions,
+            tenant: 0,
+        }
+    }
+
+    fn verify(epoch: i16) -> VerifyRequest {
+        VerifyRequest {
+            transactional_id: TransactionalId::Present,
+            producer_id: 1000,
+            producer_epoch: epoch,
+            version: 4,
         }
     }
 
     #[test]
     fn add_partitions_starts_or_grows_a_transaction_and_is_a_no_op_when_nothing_is_new() {
         let empty = entry(TxnState::Empty, 1000, 5, 1000, -1);
-        let d = add_partitions(Some(empty), &add(5, 2, 2));
+        let d = add_partitions(Some(empty), &add(5, 2));
         assert_eq!(d.kind, DecisionKind::AddPartitions);
         assert_eq!(d.entry.map(|e| e.state), Some(TxnState::Ongoing));
         let ongoing = entry(TxnState::Ongoing, 1000, 5, 1000, -1);
         assert_eq!(
-            add_partitions(Some(ongoing), &add(5, 2, 1)).kind,
+            add_partitions(Some(ongoing), &add(5, 1)).kind,
             DecisionKind::AddPartitions
         );
-        let d = add_partitions(Some(ongoing), &add(5, 2, 0));
+        let d = add_partitions(Some(ongoing), &add(5, 0));
         assert_eq!(
             (d.kind, identity(&d)),
             (DecisionKind::NoChange, (0, 1000, 5))
         );
         assert_eq!(
-            add_partitions(Some(ongoing), &add(4, 2, 1))
-                .reply
-                .error_code,
+            add_partitions(Some(ongoing), &add(4, 1)).reply.error_code,
             code::PRODUCER_FENCED
         );
         let empty_id = AddPartitionsRequest {
             transactional_id: TransactionalId::Empty,
-            ..add(5, 1, 1)
+            ..add(5, 1)
         };
         assert_eq!(
             add_partitions(None, &empty_id).reply.error_code,
@@ -540,13 +589,13 @@ mod tests {
     #[test]
     fn verify_only_accepts_exactly_the_partitions_of_an_ongoing_transaction() {
         let ongoing = entry(TxnState::Ongoing, 1000, 5, 1000, -1);
-        let d = verify_partitions(Some(ongoing), &add(5, 2, 1), &[true, false]);
+        let d = verify_partitions(Some(ongoing), &verify(5), &[true, false]);
         assert_eq!(d.kind, DecisionKind::NoChange);
         assert_eq!(d.partition_errors, [code::NONE, code::INVALID_TXN_STATE]);
         let done = entry(TxnState::CompleteCommit, 1000, 5, 1000, -1);
-        let d = verify_partitions(Some(done), &add(5, 1, 0), &[true]);
+        let d = verify_partitions(Some(done), &verify(5), &[true]);
         assert_eq!(d.partition_errors, [code::INVALID_TXN_STATE]);
-        let d = verify_partitions(None, &add(5, 1, 1), &[false]);
+        let d = verify_partitions(None, &verify(5), &[false]);
         assert_eq!(
             (d.kind, d.reply.error_code),
             (DecisionKind::Reject, code::INVALID_PRODUCER_ID_MAPPING)

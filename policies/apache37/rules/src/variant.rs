@@ -7,7 +7,7 @@ use core::marker::PhantomData;
 
 use kaas_policy_sdk::{
     AddPartitionsRequest, Decision, EndTxnRequest, Entry, InitRequest, Limits, Policy, PolicyInfo,
-    VerifyDecision,
+    TenantClass, VerifyDecision, VerifyRequest,
 };
 
 /// A policy as its differences from apache37.
@@ -32,7 +32,7 @@ pub trait Variant {
     /// The v4 VerifyOnly check.
     fn verify_partitions(
         current: Option<Entry>,
-        req: AddPartitionsRequest,
+        req: VerifyRequest,
         in_transaction: &[bool],
         _limits: &Limits,
     ) -> VerifyDecision {
@@ -49,8 +49,16 @@ pub trait Variant {
         crate::complete_transaction(current)
     }
 
-    /// The timeout reaper.
-    fn reap(current: Entry, start_timestamp_ms: i64, now_ms: i64, _limits: &Limits) -> Decision {
+    /// The timeout reaper (apache37 never rotates here: the candidate and
+    /// the tenant class are not used).
+    fn reap(
+        current: Entry,
+        start_timestamp_ms: i64,
+        now_ms: i64,
+        _candidate_producer_id: i64,
+        _tenant: TenantClass,
+        _limits: &Limits,
+    ) -> Decision {
         crate::reap(current, start_timestamp_ms, now_ms)
     }
 }
@@ -75,7 +83,7 @@ impl<V: Variant> Policy for Apache37Based<V> {
     }
     fn verify_partitions(
         current: Option<Entry>,
-        req: AddPartitionsRequest,
+        req: VerifyRequest,
         in_transaction: &[bool],
         limits: &Limits,
     ) -> VerifyDecision {
@@ -87,7 +95,21 @@ impl<V: Variant> Policy for Apache37Based<V> {
     fn complete_transaction(current: Entry, limits: &Limits) -> Decision {
         V::complete_transaction(current, limits)
     }
-    fn reap(current: Entry, start_timestamp_ms: i64, now_ms: i64, limits: &Limits) -> Decision {
-        V::reap(current, start_timestamp_ms, now_ms, limits)
+    fn reap(
+        current: Entry,
+        start_timestamp_ms: i64,
+        now_ms: i64,
+        candidate_producer_id: i64,
+        tenant: TenantClass,
+        limits: &Limits,
+    ) -> Decision {
+        V::reap(
+            current,
+            start_timestamp_ms,
+            now_ms,
+            candidate_producer_id,
+            tenant,
+            limits,
+        )
     }
 }

@@ -12,6 +12,7 @@ impl rules::Variant for Hostile {
             name: "noop".into(),
             version: "0.0.1".into(),
             features: vec!["test-only".into()],
+            protocol_features: Vec::new(),
         }
     }
 

@@ -32,6 +32,7 @@ impl rules::Variant for Probe {
             name: "wasi-probe".into(),
             version: "0.0.1".into(),
             features: vec!["test-only".into()],
+            protocol_features: Vec::new(),
         }
     }
 
