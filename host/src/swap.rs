@@ -161,6 +161,8 @@ impl Swapper {
             .load_bytes(wasm)
             .map_err(|e| Refused(format!("it does not load: {e:#}")))?;
         let id = full_identity(policy.identity());
+        crate::policy::features::serveable(&policy.identity().protocol_features)
+            .map_err(|e| Refused(format!("{id}: {e}")))?;
         policy
             .describe()
             .map_err(|e| Refused(format!("{id}: describe() failed: {e}")))?;

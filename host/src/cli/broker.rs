@@ -68,6 +68,8 @@ fn load_policy(runtime: &PolicyRuntime, args: &BrokerArgs) -> anyhow::Result<Pol
             runtime.load_bytes(kaas::EMBEDDED_APACHE37)?
         }
     };
+    kaas::policy::features::serveable(&policy.identity().protocol_features)
+        .map_err(|e| anyhow::anyhow!("the policy {} is refused: {e}", policy.identity()))?;
     tracing::info!(policy = %policy.identity(), wit = %policy.identity().wit_version, "transaction policy loaded");
     Ok(policy)
 }

@@ -26,6 +26,7 @@ pub fn report(results: &[CaseResult]) -> String {
     report_suite(&SuiteRun {
         results: results.to_vec(),
         confirmed: Vec::new(),
+        skipped: Vec::new(),
     })
 }
 
@@ -52,6 +53,12 @@ pub fn report_suite(run: &SuiteRun) -> String {
             }
         }
     }
+    for (id, tv) in &run.skipped {
+        let _ = writeln!(
+            out,
+            "SKIP {id} (needs transaction.version {tv}, which the policy does not finalize)"
+        );
+    }
     let failed = run.results.iter().filter(|r| r.failure.is_some()).count();
     let _ = write!(
         out,
@@ -59,6 +66,9 @@ pub fn report_suite(run: &SuiteRun) -> String {
         run.results.len() - failed,
         failed
     );
+    if !run.skipped.is_empty() {
+        let _ = write!(out, ", {} skipped", run.skipped.len());
+    }
     if !run.confirmed.is_empty() {
         let _ = write!(
             out,

@@ -211,6 +211,9 @@ pub struct Confirmed {
 pub struct SuiteRun {
     pub results: Vec<CaseResult>,
     pub confirmed: Vec<Confirmed>,
+    /// Cases not run: (id, the transaction.version they need), for a
+    /// policy that finalizes a lower one.
+    pub skipped: Vec<(String, i16)>,
 }
 
 /// Runs every case against `policy`, checking every step against the
@@ -227,7 +230,14 @@ pub fn run_cases(policy: &Arc<Policy>, cases: &[Case]) -> Vec<CaseResult> {
 pub fn run_suite(policy: &Arc<Policy>, cases: &[Case], declared: &Differences) -> SuiteRun {
     let mut results = Vec::with_capacity(cases.len());
     let mut confirmed = Vec::new();
+    let mut skipped = Vec::new();
+    let finalized =
+        crate::policy::features::transaction_version(&policy.identity().protocol_features);
     for case in cases {
+        if case.transaction_version > finalized {
+            skipped.push((case.id.clone(), case.transaction_version));
+            continue;
+        }
         let mut mine = Vec::new();
         let failure = run_case(policy, case, declared, &mut mine).err();
         if failure.is_none() {
@@ -238,7 +248,11 @@ pub fn run_suite(policy: &Arc<Policy>, cases: &[Case], declared: &Differences) -
             failure,
         });
     }
-    SuiteRun { results, confirmed }
+    SuiteRun {
+        results,
+        confirmed,
+        skipped,
+    }
 }
 
 /// What one step produced, for comparison.

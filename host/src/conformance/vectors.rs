@@ -60,6 +60,11 @@ pub struct Case {
     /// (none: every id is tenant class 0).
     #[serde(default)]
     pub tenant_classes: Vec<String>,
+    /// The finalized `transaction.version` the case needs (0: every
+    /// policy). A policy that finalizes a lower level never gets its
+    /// requests from a conforming client, so the case is skipped for it.
+    #[serde(default)]
+    pub transaction_version: i16,
     pub steps: Vec<Step>,
 }
 

@@ -233,6 +233,40 @@ pub fn end_txn(before: Option<&Entry>, req: &EndTxnRequest, d: &Decision) -> Res
         );
         transition(before, next, offered(req.candidate_producer_id), d.kind)?;
     }
+    if req.version >= 5 && d.reply.error_code == NONE {
+        end_txn_identity(before, d)?;
+    }
+    Ok(())
+}
+
+/// EndTxn v5+ sends the reply's identity to the client, which adopts it
+/// unless the id is -1: it must be -1/-1 (transaction version 0), or the
+/// identity the entry has after the decision, or, for a Prepare written with
+/// a next producer id, the one it completes under (next, 0). Never 32767.
+fn end_txn_identity(before: Option<&Entry>, d: &Decision) -> Result<(), Violation> {
+    let got = (d.reply.producer_id, d.reply.producer_epoch);
+    if got == (-1, -1) {
+        return Ok(());
+    }
+    let want = match (&d.entry, before) {
+        (Some(next), _) if next.next_producer_id != -1 => (next.next_producer_id, 0),
+        (Some(next), _) => (next.producer_id, next.producer_epoch),
+        (None, Some(old)) => (old.producer_id, old.producer_epoch),
+        (None, None) => (-1, -1),
+    };
+    ensure!(
+        got == want,
+        "EndTxn v5 replies ({}, {}), but the entry's identity is ({}, {})",
+        got.0,
+        got.1,
+        want.0,
+        want.1
+    );
+    ensure!(
+        got.1 <= MAX_CLIENT_EPOCH,
+        "epoch {} is reserved for fencing",
+        got.1
+    );
     Ok(())
 }
 
@@ -475,6 +509,23 @@ fn transition(
                     old.producer_epoch,
                     next.producer_epoch
                 );
+            } else if old.next_producer_id != -1 && next.producer_id == old.next_producer_id {
+                // Transaction version 2: a Prepare that exhausted the epoch
+                // completes under the next producer id it was written with.
+                ensure!(
+                    kind == DecisionKind::Complete,
+                    "only the completion may switch to the next producer id (kind {kind:?})"
+                );
+                ensure!(
+                    next.producer_epoch == 0,
+                    "the next producer id starts at epoch 0, not {}",
+                    next.producer_epoch
+                );
+                ensure!(
+                    next.last_producer_id == old.producer_id,
+                    "a switch to the next producer id must remember the old pid {}",
+                    old.producer_id
+                );
             } else {
                 ensure!(
                     Some(next.producer_id) == candidate,
@@ -575,25 +626,30 @@ fn per_state(old: &Entry, next: &Entry) -> Result<(), Violation> {
                 next.producer_id == old.producer_id,
                 "Prepare must keep the pid"
             );
+            // An idle entry's Prepare (transaction version 2's empty abort)
+            // starts a transaction of no partitions now.
+            let from_idle = old.state != TxnState::Ongoing;
             ensure!(
                 next.partitions == old.partitions
                     && next.timeout_ms == old.timeout_ms
-                    && next.start_timestamp_ms == old.start_timestamp_ms,
+                    && (from_idle || next.start_timestamp_ms == old.start_timestamp_ms),
                 "Prepare must keep partitions, timeout and start timestamp"
             );
             if next.producer_epoch != old.producer_epoch && !old.has_failed_epoch_fence {
                 ensure!(
-                    next.state == TxnState::PrepareAbort,
-                    "only a fence (PrepareAbort) may raise the epoch"
+                    next.state == TxnState::PrepareAbort || next.client_transaction_version >= 2,
+                    "only a fence (PrepareAbort) or a transaction-version-2 end may raise the epoch"
                 );
             }
         }
         TxnState::CompleteCommit | TxnState::CompleteAbort => {
+            let switched = old.next_producer_id != -1 && next.producer_id == old.next_producer_id;
             ensure!(
-                next.producer_id == old.producer_id
-                    && next.producer_epoch == old.producer_epoch
+                (switched
+                    || (next.producer_id == old.producer_id
+                        && next.producer_epoch == old.producer_epoch))
                     && next.timeout_ms == old.timeout_ms,
-                "Complete must keep pid, epoch and timeout"
+                "Complete must keep pid, epoch and timeout (or switch to the next producer id)"
             );
             ensure!(
                 next.start_timestamp_ms != -1,

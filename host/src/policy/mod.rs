@@ -13,6 +13,7 @@
 //! - [`types`]: the coordinator's natural types for policy calls, and their ABI mapping.
 //! - [`bindings`]: the host-side bindings generated from `policy-wit/` (the call's wire format).
 //! - [`check`]: the host's own invariants over a policy's decision.
+//! - [`features`]: the protocol features a policy finalizes, checked at load and served.
 //! - [`exposition`]: the policies' lines of the Prometheus page.
 //! - [`cache`]: the precompiled-artifact cache (keyed by engine hash and wasm sha256).
 //! - [`slot`]: the policy slot: where the running broker's current policy lives.
@@ -23,6 +24,7 @@ mod bindings;
 pub mod cache;
 pub mod check;
 pub mod exposition;
+pub mod features;
 pub mod slot;
 pub mod stats;
 #[cfg(test)]
@@ -43,7 +45,7 @@ use bindings::{TxnPolicy, TxnPolicyPre};
 pub use bindings::{WIT_EXPORT, WIT_PACKAGE, WIT_VERSION};
 pub use cache::ArtifactCache;
 pub use check::{Api, Violation};
-pub use slot::PolicySlot;
+pub use slot::{Features, PolicySlot};
 pub use stats::{Call, PolicyStats, StatsRegistry, TrapKind};
 pub use types::{
     AddPartitionsRequest, AddSource, Claim, Decision, DecisionKind, EndTxnRequest, Entry,
@@ -121,6 +123,8 @@ pub struct PolicyIdentity {
     pub version: String,
     /// From `describe()`.
     pub features: Vec<String>,
+    /// From `describe()`: the protocol features it finalizes (checked at load).
+    pub protocol_features: Vec<ProtocolFeature>,
     /// The WIT package version the component exports.
     pub wit_version: String,
     /// sha256 of the component bytes.
@@ -254,7 +258,7 @@ impl PolicyRuntime {
             ),
         };
         let load = started.elapsed();
-        let wit_version = check_wit_version(&self.engine, &component)?;
+        let wit_version = bindings::check_wit_version(&self.engine, &component)?;
 
         let mut linker: Linker<HostState> = Linker::new(&self.engine);
         // A bounded stderr and an empty environment; every other import (a
@@ -285,10 +289,14 @@ impl PolicyRuntime {
                 with_stderr(describe_trap(&e), stderr.as_deref())
             )
         })?;
+        features::check(&info.protocol_features).map_err(|e| {
+            anyhow::anyhow!("describe() declares protocol features this kaas refuses: {e}")
+        })?;
         let identity = PolicyIdentity {
             name: info.name,
             version: info.version,
             features: info.features,
+            protocol_features: info.protocol_features,
             wit_version,
             sha256,
         };
@@ -314,33 +322,6 @@ impl PolicyRuntime {
             },
         ))
     }
-}
-
-/// Finds the component's `kaas:txn-policy/policy@X.Y.Z` export and refuses a
-/// major version this host does not speak.
-fn check_wit_version(engine: &Engine, component: &Component) -> anyhow::Result<String> {
-    let prefix = format!("{WIT_PACKAGE}/policy@");
-    let ty = component.component_type();
-    let mut names = Vec::new();
-    for (name, item) in ty.exports(engine) {
-        names.push(name.to_string());
-        let _ = item;
-        if let Some(version) = name.strip_prefix(&prefix) {
-            let major = |v: &str| v.split('.').next().map(str::to_owned);
-            if major(version) != major(WIT_VERSION) {
-                anyhow::bail!(
-                    "this policy was built for {WIT_PACKAGE}@{version}, but this kaas speaks \
-                     {WIT_PACKAGE}@{WIT_VERSION} (major {}); rebuild the policy against policy-wit {}.x",
-                    major(WIT_VERSION).unwrap_or_default(),
-                    major(WIT_VERSION).unwrap_or_default(),
-                );
-            }
-            return Ok(version.to_string());
-        }
-    }
-    anyhow::bail!(
-        "not a kaas transaction policy: it does not export {WIT_EXPORT} (its exports: {names:?})"
-    )
 }
 
 /// One live instance and its store.

@@ -11,13 +11,16 @@
 //! itself is one pointer store under a write lock that readers hold only
 //! for an `Arc` clone.
 //!
-//! The slot also counts swaps (accepted and refused) for /metrics. It
+//! The slot also counts swaps (accepted and refused) for /metrics, and
+//! keeps the features epoch ApiVersions reports (`FinalizedFeaturesEpoch`):
+//! it rises with every swap, since the finalized features travel with the
+//! policy and a Java client re-reads them only when the epoch grows. It
 //! touches nothing else.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
-use super::Policy;
+use super::{Policy, ProtocolFeature};
 
 /// The current policy and the swap counters.
 #[derive(Debug)]
@@ -28,6 +31,14 @@ pub struct PolicySlot {
     swaps_ok: AtomicU64,
     /// Offered policies that were refused (the old one kept deciding).
     swaps_refused: AtomicU64,
+}
+
+/// What ApiVersions reports of the deciding policy's features.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Features {
+    /// FinalizedFeaturesEpoch: the number of swaps since start.
+    pub epoch: i64,
+    pub features: Vec<ProtocolFeature>,
 }
 
 impl PolicySlot {
@@ -56,10 +67,25 @@ impl PolicySlot {
             let mut guard = self.current.write().unwrap_or_else(|p| p.into_inner());
             std::mem::replace(&mut *guard, next)
         };
-        self.swaps_ok.fetch_add(1, Ordering::Relaxed);
+        self.swaps_ok.fetch_add(1, Ordering::Release);
         // The old policy (its instance, compiled code) is dropped by the
         // caller, outside the lock.
         old
+    }
+
+    /// The deciding policy's protocol features and their epoch.
+    pub fn features(&self) -> Features {
+        // The epoch is read before the policy, and a swap stores the policy
+        // before it raises the epoch: the features reported are never older
+        // than their epoch (at worst newer, and the next swap's epoch is
+        // higher still), so a client that keeps the features of the highest
+        // epoch it saw never keeps stale ones.
+        let epoch = self.swaps_ok.load(Ordering::Acquire) as i64;
+        let policy = self.current();
+        Features {
+            epoch,
+            features: policy.identity().protocol_features.clone(),
+        }
     }
 
     /// Counts a refused swap.

@@ -403,7 +403,8 @@ mod tests {
             name: name.into(),
             version: "1.0.0".into(),
             features: Vec::new(),
-            wit_version: "2.0.0".into(),
+            protocol_features: Vec::new(),
+            wit_version: "3.0.0".into(),
             sha256: sha256.into(),
         }
     }

@@ -19,7 +19,8 @@ pub use wit::{
 
 /// Whether a transaction entry may go from state `from` to `to`: the edges
 /// of Kafka's state machine (`TransactionState.validPreviousStates`, Kafka
-/// 3.7's TransactionMetadata.scala). Kafka's PrepareEpochFence is not
+/// 4.0's TransactionMetadata.scala: 3.7's, plus PrepareAbort after an idle
+/// state, transaction version 2's "empty abort"). Kafka's PrepareEpochFence is not
 /// here: it is a pending state never persisted, and its fence's persisted
 /// edge is Ongoing → PrepareAbort, which the table has. Dead is the edge of
 /// transactional.id expiry, which kaas persists as a tombstone (the entry
@@ -30,7 +31,8 @@ pub fn may_follow(from: TxnState, to: TxnState) -> bool {
     match to {
         Empty => matches!(from, Empty | CompleteCommit | CompleteAbort),
         Ongoing => matches!(from, Ongoing | Empty | CompleteCommit | CompleteAbort),
-        PrepareCommit | PrepareAbort => from == Ongoing,
+        PrepareCommit => from == Ongoing,
+        PrepareAbort => matches!(from, Ongoing | Empty | CompleteCommit | CompleteAbort),
         CompleteCommit => from == PrepareCommit,
         CompleteAbort => from == PrepareAbort,
         Dead => matches!(from, Empty | CompleteCommit | CompleteAbort),
@@ -391,13 +393,17 @@ mod tests {
     #[test]
     fn may_follow_is_kafkas_state_table() {
         use TxnState::*;
-        // Kafka's validPreviousStates, target <- previous states (its
-        // PrepareAbort also follows PrepareEpochFence, never persisted).
+        // Kafka 4.0's validPreviousStates, target <- previous states (its
+        // PrepareAbort also follows PrepareEpochFence, never persisted; the
+        // idle states are 4.0's, for transaction version 2's empty abort).
         let kafka: [(TxnState, &[TxnState]); 7] = [
             (Empty, &[Empty, CompleteCommit, CompleteAbort]),
             (Ongoing, &[Ongoing, Empty, CompleteCommit, CompleteAbort]),
             (PrepareCommit, &[Ongoing]),
-            (PrepareAbort, &[Ongoing]),
+            (
+                PrepareAbort,
+                &[Ongoing, Empty, CompleteCommit, CompleteAbort],
+            ),
             (CompleteCommit, &[PrepareCommit]),
             (CompleteAbort, &[PrepareAbort]),
             (Dead, &[Empty, CompleteAbort, CompleteCommit]),

@@ -391,7 +391,9 @@ impl TxnMachine {
         let decision = policy.init_producer_id(current.as_ref(), &facts, self.limits);
         let used = |d: &Decision| {
             d.kind == DecisionKind::NewProducer
-                || d.entry.as_ref().is_some_and(|e| e.producer_id == candidate)
+                || d.entry
+                    .as_ref()
+                    .is_some_and(|e| e.producer_id == candidate || e.next_producer_id == candidate)
         };
         match decision {
             Ok(d) => {

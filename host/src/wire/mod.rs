@@ -185,7 +185,11 @@ pub async fn dispatch(
     let v = req.version;
     match req.body {
         None => Handled::Now(api::api_versions::unsupported()),
-        Some(RequestKind::ApiVersions(r)) => Handled::Now(api::api_versions::handle(&r, v)),
+        Some(RequestKind::ApiVersions(r)) => Handled::Now(api::api_versions::handle(
+            &r,
+            v,
+            &broker.txn.policy_slot().features(),
+        )),
         Some(RequestKind::Metadata(r)) if api::metadata::may_create(broker, &r, v) => {
             let session = session.clone();
             off_runtime(
@@ -405,7 +409,8 @@ pub async fn dispatch(
         }
         Some(RequestKind::UpdateFeatures(r)) => {
             let ok = cluster_allows(broker, session, req.api_key, Operation::Alter);
-            let finalized = api::update_features::finalized();
+            let finalized =
+                api::update_features::finalized(&broker.txn.policy_slot().features());
             Handled::Now(api::update_features::handle(&finalized, ok, r))
         }
         Some(RequestKind::ListConfigResources(_)) => {

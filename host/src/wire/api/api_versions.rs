@@ -4,12 +4,14 @@
 //! we speak.
 //!
 //! v3 also carries the feature flags (KIP-584) that `kafka-features.sh
-//! describe` prints, fixed for this build (so their epoch is 0):
-//! `group.version` 1, KIP-848's consumer group protocol, which kaas serves;
-//! `transaction.version` 0, the transaction protocol before KIP-890 part 2
-//! (kaas verifies partitions, part 1, but has no per-transaction epoch
-//! bump). As on Kafka, a feature at level 0 is supported but not listed as
-//! finalized (a 4.x client reads it as level 0).
+//! describe` prints: the broker's own, `group.version` 1 (KIP-848's consumer
+//! group protocol, which kaas serves), and the deciding policy's (ABI 3.0
+//! `protocol-features`): `transaction.version`, 0 under apache37 (Kafka 3.x
+//! transactions), 2 under a policy of KIP-890 part 2. Their epoch
+//! (FinalizedFeaturesEpoch) is the number of policy swaps since start, so a
+//! client that keeps the features of the highest epoch sees a swap. As on
+//! Kafka, a feature at level 0 is supported but not listed as finalized (a
+//! 4.x client reads it as level 0).
 //! `metadata.version` and `kraft.version` are KRaft's: kaas has no KRaft
 //! log, so it reports neither.
 
@@ -20,6 +22,7 @@ use kafka_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse, Response
 
 use super::str_bytes;
 use crate::codes;
+use crate::policy::Features;
 use crate::wire::versions::VERSIONS;
 
 fn table() -> Vec<ApiVersion> {
@@ -34,9 +37,25 @@ fn table() -> Vec<ApiVersion> {
         .collect()
 }
 
-/// (feature, supported min, supported max, finalized level; 0: not finalized).
-pub const FEATURES: &[(&str, i16, i16, i16)] =
-    &[("group.version", 0, 1, 1), ("transaction.version", 0, 0, 0)];
+/// The broker's own features: (feature, supported min, supported max,
+/// finalized level; 0: not finalized). The policy's follow them.
+pub const HOST_FEATURES: &[(&str, i16, i16, i16)] = &[("group.version", 0, 1, 1)];
+
+/// Every feature ApiVersions reports: the broker's, then the policy's.
+pub fn all_features(policy: &Features) -> Vec<(String, i16, i16, i16)> {
+    HOST_FEATURES
+        .iter()
+        .map(|&(n, lo, hi, level)| (n.to_owned(), lo, hi, level))
+        .chain(policy.features.iter().map(|f| {
+            (
+                f.name.clone(),
+                f.min_version,
+                f.max_version,
+                f.finalized_level,
+            )
+        }))
+        .collect()
+}
 
 /// KIP-511: from v3 the client software name and version must each be
 /// `[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?`; a request naming anything
@@ -49,7 +68,7 @@ fn valid_software(v: &str) -> bool {
         && b.iter().all(|c| edge(c) || *c == b'-' || *c == b'.')
 }
 
-pub fn handle(req: &ApiVersionsRequest, version: i16) -> ResponseKind {
+pub fn handle(req: &ApiVersionsRequest, version: i16, policy: &Features) -> ResponseKind {
     if version >= 3
         && !(valid_software(req.client_software_name.as_str())
             && valid_software(req.client_software_version.as_str()))
@@ -58,31 +77,32 @@ pub fn handle(req: &ApiVersionsRequest, version: i16) -> ResponseKind {
             ApiVersionsResponse::default().with_error_code(codes::INVALID_REQUEST),
         );
     }
+    let features = all_features(policy);
     ResponseKind::ApiVersions(
         ApiVersionsResponse::default()
             .with_error_code(codes::NONE)
             .with_api_keys(table())
             .with_supported_features(
-                FEATURES
+                features
                     .iter()
-                    .map(|&(name, lo, hi, _)| {
+                    .map(|(name, lo, hi, _)| {
                         SupportedFeatureKey::default()
                             .with_name(str_bytes(name))
-                            .with_min_version(lo)
-                            .with_max_version(hi)
+                            .with_min_version(*lo)
+                            .with_max_version(*hi)
                     })
                     .collect(),
             )
-            .with_finalized_features_epoch(0)
+            .with_finalized_features_epoch(policy.epoch)
             .with_finalized_features(
-                FEATURES
+                features
                     .iter()
-                    .filter(|&&(_, _, _, level)| level > 0)
-                    .map(|&(name, _, _, level)| {
+                    .filter(|(_, _, _, level)| *level > 0)
+                    .map(|(name, _, _, level)| {
                         FinalizedFeatureKey::default()
                             .with_name(str_bytes(name))
-                            .with_min_version_level(level)
-                            .with_max_version_level(level)
+                            .with_min_version_level(*level)
+                            .with_max_version_level(*level)
                     })
                     .collect(),
             ),

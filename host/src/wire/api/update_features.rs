@@ -1,8 +1,10 @@
 //! UpdateFeatures (key 57, v0–1). kaas's feature levels are fixed by its
-//! build (`finalized`, what ApiVersions reports): an update to the level a
-//! feature already has is accepted (nothing changes, as on Kafka); any
-//! other level, or a feature kaas does not have, is INVALID_UPDATE_VERSION
-//! with the reason. Needs ALTER on the cluster (else
+//! build (`group.version`) and by the deciding policy (`transaction.version`:
+//! a policy is a whole transaction protocol, so the level changes by a
+//! policy swap, `kaas policy load`, not by this request). An update to the
+//! level a feature already has is accepted (nothing changes, as on Kafka);
+//! any other level, or a feature kaas does not have, is
+//! INVALID_UPDATE_VERSION with the reason. Needs ALTER on the cluster (else
 //! CLUSTER_AUTHORIZATION_FAILED for the request).
 
 use kafka_protocol::messages::update_features_response::UpdatableFeatureResult;
@@ -13,13 +15,14 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::str_bytes;
 use crate::codes;
+use crate::policy::Features;
 
 /// The finalized feature levels, as ApiVersions reports them.
-pub fn finalized() -> Vec<(String, i16)> {
+pub fn finalized(policy: &Features) -> Vec<(String, i16)> {
     let req = ApiVersionsRequest::default()
         .with_client_software_name(StrBytes::from_static_str("kaas"))
         .with_client_software_version(StrBytes::from_static_str("0"));
-    match super::api_versions::handle(&req, 3) {
+    match super::api_versions::handle(&req, 3, policy) {
         ResponseKind::ApiVersions(r) => r
             .finalized_features
             .iter()
@@ -33,6 +36,13 @@ pub fn finalized() -> Vec<(String, i16)> {
 fn answer(finalized: &[(String, i16)], feature: &str, level: i16) -> (i16, Option<String>) {
     match finalized.iter().find(|(f, _)| f == feature) {
         Some(&(_, at)) if at == level => (codes::NONE, None),
+        Some(&(_, at)) if feature == "transaction.version" => (
+            codes::INVALID_UPDATE_VERSION,
+            Some(format!(
+                "{feature} is at level {at}, the level the transaction policy in force finalizes; \
+                 load a policy that finalizes level {level} instead (kaas policy load)"
+            )),
+        ),
         Some(&(_, at)) => (
             codes::INVALID_UPDATE_VERSION,
             Some(format!(
