@@ -370,6 +370,56 @@ fn decision_with_a_pid_that_is_not_the_candidate_is_refused_naming_the_policy() 
 }
 
 #[test]
+fn a_second_init_of_a_new_id_while_the_first_is_written_is_concurrent_transactions() {
+    // Kafka creates the metadata of a new transactional.id before it writes
+    // it, so a second InitProducerId meanwhile finds a pending transition.
+    let rt = runtime(SandboxLimits::default());
+    let mut machine = TxnMachine::new(Arc::new(load_apache37(&rt)), DEFAULT_LIMITS);
+    let request = InitProducerId {
+        transactional_id: Some("fresh".to_owned()),
+        timeout_ms: 60_000,
+        producer_id: -1,
+        producer_epoch: -1,
+        version: 4,
+    };
+    let now = 1_700_000_000_000;
+    let Step::Write(first) = machine.init_producer_id(&request, now, CANDIDATE) else {
+        panic!("the first InitProducerId of a new id writes its entry");
+    };
+    let Step::Done(second) = machine.init_producer_id(&request, now, CANDIDATE + 1) else {
+        panic!("a second InitProducerId must not plan a write while the first is in flight");
+    };
+    assert_eq!(second.reply.error_code, code::CONCURRENT_TRANSACTIONS);
+    assert!(!second.candidate_used);
+    let answer = machine.finish(first, Ok(()));
+    assert_eq!(
+        (answer.reply.producer_id, answer.reply.producer_epoch),
+        (CANDIDATE, 0)
+    );
+    let entry = machine.entry("fresh").expect("written");
+    assert_eq!((entry.producer_id, entry.producer_epoch), (CANDIDATE, 0));
+    // Once written, the next InitProducerId decides again (a bump).
+    let Step::Write(bump) = machine.init_producer_id(&request, now, CANDIDATE + 2) else {
+        panic!("the id is no longer pending");
+    };
+    assert_eq!(bump.entry().producer_epoch, 1);
+    // A failed first write releases the id too.
+    let other = InitProducerId {
+        transactional_id: Some("fails".to_owned()),
+        ..request
+    };
+    let Step::Write(w) = machine.init_producer_id(&other, now, CANDIDATE + 3) else {
+        panic!("writes");
+    };
+    machine.finish(w, Err(kaas::txn::machine::AppendError::NotEnoughReplicas));
+    assert!(machine.entry("fails").is_none());
+    assert!(matches!(
+        machine.init_producer_id(&other, now, CANDIDATE + 4),
+        Step::Write(_)
+    ));
+}
+
+#[test]
 fn decision_refused_by_the_host_is_never_applied_by_the_machine() {
     let rt = runtime(SandboxLimits::default());
     let illegal = load(&rt, "kaas_test_policy_illegal.wasm", "hostile-illegal");

@@ -175,6 +175,10 @@ pub struct TxnMachine {
     /// Each decision's tenant class, from the transactional.id.
     tenants: Arc<TenantClasses>,
     slots: BTreeMap<String, Slot>,
+    /// Ids with no entry yet whose first write is in flight: pending like an
+    /// entry's transition (Kafka creates the metadata before writing it, so
+    /// a second InitProducerId meanwhile gets CONCURRENT_TRANSACTIONS).
+    creating: std::collections::BTreeSet<String>,
 }
 
 impl TxnMachine {
@@ -191,6 +195,7 @@ impl TxnMachine {
             limits,
             tenants: Arc::default(),
             slots: BTreeMap::new(),
+            creating: Default::default(),
         }
     }
 
@@ -248,6 +253,7 @@ impl TxnMachine {
     /// Whether a transition of `txn_id` is in flight.
     pub fn is_pending(&self, txn_id: &str) -> bool {
         self.slots.get(txn_id).is_some_and(|s| s.pending.is_some())
+            || self.creating.contains(txn_id)
     }
 
     /// Each entry with the identity of the policy that made its last transition.
@@ -287,6 +293,7 @@ impl TxnMachine {
     /// be written again.
     pub fn load(&mut self, records: impl IntoIterator<Item = StateRecord>) -> Vec<MarkerJob> {
         self.slots.clear();
+        self.creating.clear();
         for record in records {
             match record {
                 StateRecord::Upsert {
@@ -587,6 +594,8 @@ impl TxnMachine {
         if let Some(slot) = self.slots.get_mut(txn_id) {
             slot.pending = Some(Pending::Append);
             unsynced = slot.unsynced.clone();
+        } else {
+            self.creating.insert(txn_id.to_owned());
         }
         let by = policy.identity().to_string();
         Step::Write(PlannedWrite {
@@ -603,6 +612,7 @@ impl TxnMachine {
     /// Applies a planned write once its append finished (docs/txn-semantics.md §0.5 steps 3–4).
     pub fn finish(&mut self, write: PlannedWrite, outcome: Result<(), AppendError>) -> Answer {
         let txn_id = write.entry.transactional_id.clone();
+        self.creating.remove(&txn_id);
         let before = self
             .slots
             .get(&txn_id)
