@@ -7,9 +7,12 @@
 
 use super::types::ProtocolFeature;
 
+/// A feature level (ApiVersions' int16), not an error code.
+pub type Level = i16;
+
 /// The `transaction.version` levels this host can serve: 0 (Kafka 3.x
 /// transactions) to 2 (KIP-890 part 2).
-pub const TRANSACTION_VERSION_MAX: i16 = 2;
+pub const TRANSACTION_VERSION_MAX: Level = 2;
 
 /// The highest `transaction.version` the broker serves on the wire today.
 /// Version 2 needs Produce v12, EndTxn v5 and TxnOffsetCommit v5 with the
@@ -17,7 +20,7 @@ pub const TRANSACTION_VERSION_MAX: i16 = 2;
 /// Kafka 4 client that saw version 2 finalized would send them. So a broker
 /// refuses to run a policy that finalizes more ([`serveable`]); conformance
 /// runs any level the policy ABI can express.
-pub const WIRE_TRANSACTION_VERSION: i16 = 0;
+pub const WIRE_TRANSACTION_VERSION: Level = 0;
 
 /// Whether a broker may let a policy with `features` decide: refused, in
 /// words, when it finalizes a `transaction.version` the wire does not serve.
@@ -73,7 +76,7 @@ pub fn check(features: &[ProtocolFeature]) -> Result<(), String> {
 }
 
 /// The finalized `transaction.version` of `features` (0 when not declared).
-pub fn transaction_version(features: &[ProtocolFeature]) -> i16 {
+pub fn transaction_version(features: &[ProtocolFeature]) -> Level {
     features
         .iter()
         .find(|f| f.name == "transaction.version")
